@@ -1,0 +1,47 @@
+"""queuelog: a persistent background job queue served by Flask."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Flask
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Build the app: config, extensions, blueprints, error handlers, CLI; then make the schema current."""
+    app = Flask(
+        __name__,
+        instance_path=str(ROOT / "instance"),
+        instance_relative_config=True,
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    from .config import load_config
+
+    load_config(app, config)
+
+    from .extensions import csrf, db, login_manager, migrate
+    from .database import MIGRATIONS_DIR, configure_engine, ensure_schema
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=MIGRATIONS_DIR)
+    csrf.init_app(app)
+    login_manager.init_app(app)
+
+    from . import api, ui
+    from .cli import register_commands
+    from .http_errors import register_error_handlers
+
+    # The API authenticates every request with a bearer key, so cookies never authorise it: no CSRF.
+    csrf.exempt(api.bp)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(ui.bp)
+    register_error_handlers(app)
+    register_commands(app)
+
+    with app.app_context():
+        configure_engine(app)
+        if app.config["AUTO_MIGRATE"]:
+            ensure_schema(app)
+    return app

@@ -1,0 +1,6 @@
+"""The JSON API: producers enqueue, workers claim and finish, admins oversee."""
+from flask import Blueprint
+
+bp = Blueprint("api", __name__)
+
+from . import errors, routes  # noqa: E402,F401  (routes register themselves on bp)

@@ -1,0 +1,136 @@
+"""API views: parse the request, make one queue call, shape the response. Nothing more."""
+from __future__ import annotations
+
+from flask import jsonify, url_for
+
+from .. import queries, queue
+from ..models import Role
+from . import bp
+from .auth import current_caller, require_role
+from .schemas import (parse_claim, parse_complete, parse_empty, parse_enqueue, parse_enqueue_batch,
+                      parse_fail, parse_heartbeat, parse_list_query, parse_release)
+from .serialize import event_json, job_json, may_read_error
+
+PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.value
+
+
+@bp.post("/jobs")
+@require_role(PRODUCER, ADMIN)
+def enqueue_job():
+    """Enqueue one job: 201 when created, 200 when the idempotency key replays an earlier request."""
+    caller = current_caller()
+    [(row, created)] = queue.enqueue(caller, [parse_enqueue()])
+    response = jsonify(job_json(row, caller))
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = url_for("api.get_job", job_id=row.id)
+    return response
+
+
+@bp.post("/jobs/batch")
+@require_role(PRODUCER, ADMIN)
+def enqueue_batch():
+    """Enqueue up to 500 jobs all-or-nothing; 201 if any was created, else 200."""
+    caller = current_caller()
+    results = queue.enqueue(caller, parse_enqueue_batch())
+    body = {"jobs": [dict(job_json(row, caller), created=created) for row, created in results]}
+    return jsonify(body), 201 if any(created for _, created in results) else 200
+
+
+@bp.get("/jobs")
+@require_role(PRODUCER, ADMIN)
+def list_jobs():
+    """A page of jobs, newest first: a producer sees its own, an admin all."""
+    caller = current_caller()
+    args = parse_list_query()
+    where = queries.JobFilter(
+        status=args["status"], type=args["type"], priority=args["priority"], worker_id=args["worker_id"],
+        producer_key_id=caller.id if caller.role == PRODUCER else None,
+    )
+    rows, next_cursor = queries.list_jobs(where, args["limit"], args["cursor"])
+    return jsonify({"jobs": [job_json(row, caller) for row in rows], "next_cursor": next_cursor})
+
+
+@bp.post("/jobs/claim")
+@require_role(WORKER)
+def claim_job():
+    """Claim the next due job (200), or several with ``limit`` ({"jobs": [...]}); 204 when none is due."""
+    caller = current_caller()
+    args = parse_claim(caller.name)
+    rows = queue.claim(caller, types=args["types"], limit=args["limit"] or 1,
+                       lease_seconds=args["lease_seconds"])
+    if not rows:
+        return "", 204
+    if args["limit"] is None:
+        return jsonify(job_json(rows[0], caller, claim_token=True))
+    return jsonify({"jobs": [job_json(row, caller, claim_token=True) for row in rows]})
+
+
+@bp.get("/jobs/<int:job_id>")
+@require_role(PRODUCER, WORKER, ADMIN)
+def get_job(job_id: int):
+    """One job, if the caller may see it (else 404, never 403: V-09)."""
+    caller = current_caller()
+    return jsonify(job_json(queries.get_job(caller, job_id), caller))
+
+
+@bp.get("/jobs/<int:job_id>/events")
+@require_role(PRODUCER, WORKER, ADMIN)
+def job_events(job_id: int):
+    """The job's event log, oldest first."""
+    caller = current_caller()
+    job = queries.get_job(caller, job_id)
+    show_error = may_read_error(caller, job)
+    return jsonify({"events": [event_json(row, show_error) for row in queries.job_events(caller, job_id)]})
+
+
+@bp.post("/jobs/<int:job_id>/heartbeat")
+@require_role(WORKER)
+def heartbeat_job(job_id: int):
+    """Extend the holding worker's lease."""
+    caller, args = current_caller(), parse_heartbeat()
+    row = queue.heartbeat(caller, job_id, args["token"], args["lease_seconds"])
+    return jsonify(job_json(row, caller))
+
+
+@bp.post("/jobs/<int:job_id>/complete")
+@require_role(WORKER)
+def complete_job(job_id: int):
+    """Mark the held job completed, with an optional result object."""
+    caller, args = current_caller(), parse_complete()
+    return jsonify(job_json(queue.complete(caller, job_id, args["token"], args["result"]), caller))
+
+
+@bp.post("/jobs/<int:job_id>/fail")
+@require_role(WORKER)
+def fail_job(job_id: int):
+    """Record a failure: back to pending while retries remain, else failed."""
+    caller, args = current_caller(), parse_fail()
+    row = queue.fail(caller, job_id, args["token"], args["error"], args["retryable"])
+    return jsonify(job_json(row, caller))
+
+
+@bp.post("/jobs/<int:job_id>/release")
+@require_role(WORKER)
+def release_job(job_id: int):
+    """Give a held job back to the queue without counting a failure."""
+    caller, args = current_caller(), parse_release()
+    return jsonify(job_json(queue.release(job_id, caller.actor, caller=caller, token=args["token"]), caller))
+
+
+@bp.post("/jobs/<int:job_id>/cancel")
+@require_role(PRODUCER, ADMIN)
+def cancel_job(job_id: int):
+    """Cancel a pending job: a producer its own, an admin any."""
+    caller = current_caller()
+    parse_empty()
+    owner = caller.id if caller.role == PRODUCER else None
+    return jsonify(job_json(queue.cancel(job_id, caller.actor, owner_key_id=owner), caller))
+
+
+@bp.post("/jobs/<int:job_id>/retry")
+@require_role(ADMIN)
+def retry_job(job_id: int):
+    """Put a failed or cancelled job back to pending with its retries reset."""
+    caller = current_caller()
+    parse_empty()
+    return jsonify(job_json(queue.retry(job_id, caller.actor), caller))

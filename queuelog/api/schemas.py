@@ -1,0 +1,286 @@
+"""Request bodies: one parser per body, each returning clean values or raising InvalidRequest.
+
+Unknown fields are refused, so a client can never mass-assign ``status``, ``retry_count`` or
+``worker_id``; every problem is reported at once with a JSON pointer to it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from flask import current_app, request
+
+from ..clock import parse_rfc3339
+from ..errors import InvalidRequest
+from ..models import Priority
+from ..queue import NewJob
+
+TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
+MAX_RETRIES_LIMIT = 100
+MAX_BATCH_ENQUEUE = 500
+MAX_BATCH_CLAIM = 100
+MAX_LEASE_SECONDS = 86400
+
+
+class MalformedJSON(Exception):
+    """The body is not JSON at all (400), as opposed to JSON with wrong fields (422)."""
+
+
+def json_body(required: bool = True) -> dict:
+    """The request body as a JSON object; an empty body counts as {} where that is allowed."""
+    raw = request.get_data(cache=True)
+    if not raw.strip():
+        if required:
+            raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedJSON(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest([{"pointer": "", "detail": "the body must be a JSON object"}])
+    return body
+
+
+class _Fields:
+    """Collects field problems so a client learns about all of them in one response."""
+
+    def __init__(self, body: dict, allowed: set[str], prefix: str = ""):
+        self.body, self.prefix, self.errors = body, prefix, []
+        for name in body:
+            if name not in allowed:
+                self.error(name, "unknown field")
+
+    def error(self, name: str, detail: str) -> None:
+        self.errors.append({"pointer": f"{self.prefix}/{name}", "detail": detail})
+
+    def string(self, name: str, required=False, pattern: re.Pattern | None = None, hint: str = "") -> str | None:
+        value = self.body.get(name)
+        if value is None:
+            if required:
+                self.error(name, "is required")
+            return None
+        if not isinstance(value, str):
+            self.error(name, "must be a string")
+            return None
+        if pattern is not None and not pattern.match(value):
+            self.error(name, hint or "has an invalid format")
+            return None
+        return value
+
+    def integer(self, name: str, default: int | None, low: int, high: int) -> int | None:
+        value = self.body.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(name, "must be an integer")
+            return default
+        if not low <= value <= high:
+            self.error(name, f"must be between {low} and {high}")
+            return default
+        return value
+
+    def number(self, name: str, default: float | None, low: float, high: float) -> float | None:
+        value = self.body.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.error(name, "must be a number")
+            return default
+        if not low <= value <= high:
+            self.error(name, f"must be between {low} and {high}")
+            return default
+        return float(value)
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.body.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.error(name, "must be true or false")
+            return default
+        return value
+
+    def obj(self, name: str, default: Any) -> dict | None:
+        value = self.body.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, dict):
+            self.error(name, "must be a JSON object")
+            return default
+        return value
+
+    def done(self) -> None:
+        if self.errors:
+            raise InvalidRequest(self.errors)
+
+
+def _priority(fields: _Fields) -> int:
+    value = fields.body.get("priority")
+    if value is None:
+        return Priority.LOW.value
+    if not isinstance(value, str):
+        fields.error("priority", "must be one of low, medium, high, critical")
+        return Priority.LOW.value
+    try:
+        return Priority.from_label(value).value
+    except KeyError:
+        fields.error("priority", "must be one of low, medium, high, critical")
+        return Priority.LOW.value
+
+
+_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at"}
+
+
+def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
+    if not isinstance(body, dict):
+        return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
+    fields = _Fields(body, _ENQUEUE_FIELDS, prefix)
+    job_type = fields.string("type", required=True, pattern=TYPE_PATTERN,
+                             hint="1-100 characters: letters, digits, '_', '.', ':' or '-'")
+    payload = fields.obj("payload", {})
+    if payload is not None:
+        size = len(json.dumps(payload, separators=(",", ":")).encode())
+        limit = current_app.config["MAX_PAYLOAD_BYTES"]
+        if size > limit:
+            fields.error("payload", f"is {size} bytes as JSON; the limit is {limit}")
+    priority = _priority(fields)
+    max_retries = fields.integer("max_retries", 3, 0, MAX_RETRIES_LIMIT)
+    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY_PATTERN,
+                        hint="1-200 visible ASCII characters")
+    if header_key is not None:
+        if not IDEMPOTENCY_KEY_PATTERN.match(header_key):
+            fields.errors.append({"pointer": "/headers/Idempotency-Key",
+                                  "detail": "1-200 visible ASCII characters"})
+        elif key is not None and key != header_key:
+            fields.error("idempotency_key", "differs from the Idempotency-Key header")
+        else:
+            key = header_key
+    run_at = None
+    raw_run_at = fields.string("run_at")
+    if raw_run_at is not None:
+        try:
+            run_at = parse_rfc3339(raw_run_at)
+        except ValueError:
+            fields.error("run_at", "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z")
+    if fields.errors:
+        return None, fields.errors
+    return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
+                  idempotency_key=key, run_at=run_at), []
+
+
+def parse_enqueue() -> NewJob:
+    job, errors = _new_job(json_body(), "", request.headers.get("Idempotency-Key"))
+    if errors:
+        raise InvalidRequest(errors)
+    return job
+
+
+def parse_enqueue_batch() -> list[NewJob]:
+    fields = _Fields(json_body(), {"jobs"})
+    items = fields.body.get("jobs")
+    if not isinstance(items, list) or not items:
+        fields.error("jobs", "must be a non-empty list of jobs")
+    elif len(items) > MAX_BATCH_ENQUEUE:
+        fields.error("jobs", f"at most {MAX_BATCH_ENQUEUE} jobs per batch")
+    fields.done()
+    parsed, errors = [], []
+    for index, item in enumerate(items):
+        job, item_errors = _new_job(item, f"/jobs/{index}", None)
+        parsed.append(job)
+        errors.extend(item_errors)
+    if errors:
+        raise InvalidRequest(errors)
+    return parsed
+
+
+def parse_claim(worker_name: str) -> dict:
+    fields = _Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit"})
+    types = fields.body.get("types")
+    if types is not None:
+        if (not isinstance(types, list) or not types or len(types) > 100
+                or not all(isinstance(t, str) and TYPE_PATTERN.match(t) for t in types)):
+            fields.error("types", "must be a non-empty list of job type names")
+            types = None
+    lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
+    worker_id = fields.string("worker_id")
+    if worker_id is not None and worker_id != worker_name:
+        # V-04: the worker's identity is its key; a body may repeat it but never choose it.
+        fields.error("worker_id", "must be this key's name (or left out): workers cannot choose their identity")
+    limit = fields.integer("limit", None, 1, MAX_BATCH_CLAIM)
+    fields.done()
+    return {"types": types, "lease_seconds": lease, "limit": limit}
+
+
+def _token(fields: _Fields) -> str:
+    return fields.string("claim_token", required=True) or ""
+
+
+def parse_complete() -> dict:
+    fields = _Fields(json_body(), {"claim_token", "result"})
+    token = _token(fields)
+    result = fields.obj("result", None)
+    fields.done()
+    return {"token": token, "result": result}
+
+
+def parse_fail() -> dict:
+    fields = _Fields(json_body(), {"claim_token", "error", "retryable"})
+    token = _token(fields)
+    error = fields.string("error")
+    retryable = fields.boolean("retryable", True)
+    fields.done()
+    return {"token": token, "error": error, "retryable": retryable}
+
+
+def parse_heartbeat() -> dict:
+    fields = _Fields(json_body(), {"claim_token", "lease_seconds"})
+    token = _token(fields)
+    lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
+    fields.done()
+    return {"token": token, "lease_seconds": lease}
+
+
+def parse_release() -> dict:
+    fields = _Fields(json_body(), {"claim_token"})
+    token = _token(fields)
+    fields.done()
+    return {"token": token}
+
+
+def parse_empty() -> None:
+    """Actions without parameters still refuse unknown fields rather than ignore them."""
+    _Fields(json_body(required=False), set()).done()
+
+
+def parse_list_query() -> dict:
+    args = request.args
+    errors = []
+    unknown = set(args) - {"status", "type", "priority", "limit", "cursor", "worker_id"}
+    for name in sorted(unknown):
+        errors.append({"pointer": f"/query/{name}", "detail": "unknown parameter"})
+    status = args.get("status")
+    if status is not None and status not in {"pending", "running", "completed", "failed", "cancelled"}:
+        errors.append({"pointer": "/query/status",
+                       "detail": "must be pending, running, completed, failed or cancelled"})
+    priority = None
+    if args.get("priority") is not None:
+        try:
+            priority = Priority.from_label(args["priority"]).value
+        except KeyError:
+            errors.append({"pointer": "/query/priority", "detail": "must be low, medium, high or critical"})
+    limit = 50
+    if args.get("limit") is not None:
+        try:
+            limit = int(args["limit"])
+            if not 1 <= limit <= 200:
+                raise ValueError
+        except ValueError:
+            errors.append({"pointer": "/query/limit", "detail": "must be an integer from 1 to 200"})
+    if errors:
+        raise InvalidRequest(errors)
+    return {"status": status, "type": args.get("type"), "priority": priority,
+            "worker_id": args.get("worker_id"), "limit": limit, "cursor": args.get("cursor")}
+

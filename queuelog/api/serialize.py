@@ -1,0 +1,60 @@
+"""Job and event rows as the API shows them."""
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Row
+
+from ..clock import rfc3339
+from ..keys import Caller
+from ..models import Priority, Role
+
+
+def may_read_error(caller: Caller, row: Row) -> bool:
+    """V-10: worker error text is for admins and the worker holding the job, never for producers."""
+    if caller.role == Role.ADMIN.value:
+        return True
+    return caller.role == Role.WORKER.value and row.worker_id == caller.name
+
+
+def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
+    """Every schema field, priority as its label, payload/result as objects, times in RFC 3339."""
+    body = {
+        "id": row.id,
+        "type": row.type,
+        "status": row.status,
+        "priority": Priority.label_of(row.priority),
+        "payload": json.loads(row.payload),
+        "result": json.loads(row.result) if row.result is not None else None,
+        "retry_count": row.retry_count,
+        "max_retries": row.max_retries,
+        "stall_count": row.stall_count,
+        "idempotency_key": row.idempotency_key,
+        "producer": row.producer,
+        "worker_id": row.worker_id,
+        "error": row.error if may_read_error(caller, row) else None,
+        "run_at": rfc3339(row.run_at),
+        "claimed_at": rfc3339(row.claimed_at),
+        "heartbeat_at": rfc3339(row.heartbeat_at),
+        "lease_expires_at": rfc3339(row.lease_expires_at),
+        "completed_at": rfc3339(row.completed_at),
+        "created_at": rfc3339(row.created_at),
+        "updated_at": rfc3339(row.updated_at),
+    }
+    if claim_token:
+        body["claim_token"] = row.claim_token
+    return body
+
+
+def event_json(row: Row, show_error: bool) -> dict:
+    return {
+        "id": row.id,
+        "job_id": row.job_id,
+        "event": row.event,
+        "from_status": row.from_status,
+        "to_status": row.to_status,
+        "actor": row.actor,
+        "attempt": row.attempt,
+        "error": row.error if show_error else None,
+        "at": rfc3339(row.at),
+    }

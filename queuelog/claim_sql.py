@@ -1,0 +1,59 @@
+"""The claim: one statement per dialect that picks the next due jobs and marks them running.
+
+Both pick in the same order (priority DESC, then oldest first by id) through the partial index
+``ix_jobs_claim_order``, and both re-check ``status = 'pending'`` in the UPDATE itself, so a job
+can never be handed to two workers.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Row, select, update
+from sqlalchemy.engine import Connection
+
+from .models import Job, JobStatus
+
+jobs = Job.__table__
+
+
+def _due_ids(now: datetime, types: tuple[str, ...] | None, limit: int):
+    query = (
+        select(jobs.c.id)
+        .where(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= now)
+        .order_by(jobs.c.priority.desc(), jobs.c.id)
+        .limit(limit)
+    )
+    if types is not None:
+        query = query.where(jobs.c.type.in_(types))
+    return query
+
+
+def _mark_running(picked, worker: str, token: str, now: datetime, lease_until: datetime):
+    return (
+        update(jobs)
+        .where(jobs.c.id.in_(picked), jobs.c.status == JobStatus.PENDING.value)
+        .values(status=JobStatus.RUNNING.value, worker_id=worker, claim_token=token,
+                claimed_at=now, heartbeat_at=now, lease_expires_at=lease_until, updated_at=now)
+        .returning(*jobs.c)
+    )
+
+
+def claim_sqlite(conn: Connection, **kw) -> list[Row]:
+    """SQLite: the caller's transaction began IMMEDIATE, so this runs holding the write lock;
+    one UPDATE … WHERE id IN (SELECT … LIMIT n) … RETURNING picks and marks in one step."""
+    picked = _due_ids(kw["now"], kw["types"], kw["limit"]).scalar_subquery()
+    return list(conn.execute(_mark_running(picked, kw["worker"], kw["token"], kw["now"], kw["lease_until"])))
+
+
+def claim_postgresql(conn: Connection, **kw) -> list[Row]:
+    """PostgreSQL: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows
+    instead of queueing behind them, and no row is locked by two claimers."""
+    picked = (
+        _due_ids(kw["now"], kw["types"], kw["limit"])
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    return list(conn.execute(_mark_running(picked, kw["worker"], kw["token"], kw["now"], kw["lease_until"])))
+
+
+CLAIM_BY_DIALECT = {"sqlite": claim_sqlite, "postgresql": claim_postgresql}

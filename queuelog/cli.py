@@ -1,0 +1,91 @@
+"""``flask`` commands for operators and cron: keys, users, reap. Each is options → one call → one line."""
+from __future__ import annotations
+
+import sys
+
+import click
+from flask import Flask
+
+from . import keys, queue, users
+from .clock import rfc3339
+from .errors import InvalidRequest, QueueError
+from .models import Priority
+
+
+def _fail(error: QueueError) -> None:
+    if isinstance(error, InvalidRequest):
+        message = "; ".join(f"{e['pointer'].lstrip('/')}: {e['detail']}" for e in error.errors)
+    else:
+        message = error.detail
+    raise click.ClickException(message)
+
+
+keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
+
+
+@keys_group.command("create")
+@click.argument("name")
+@click.option("--role", required=True, type=click.Choice(["producer", "worker", "admin"]))
+@click.option("--max-priority", type=click.Choice(["low", "medium", "high", "critical"], case_sensitive=False),
+              help="Highest priority a producer may set (default: medium).")
+@click.option("--types", help="Comma-separated job types this key is limited to.")
+def create_key_command(name, role, max_priority, types):
+    """Create a key and print its secret alone on stdout (it is not shown again)."""
+    try:
+        secret = keys.create_key(name, role, max_priority, types.split(",") if types else None)
+    except QueueError as error:
+        _fail(error)
+    click.echo(secret)
+
+
+@keys_group.command("list")
+def list_keys_command():
+    """List keys: name, role, ceiling, types, prefix, created, last used, revoked."""
+    for key in keys.list_keys():
+        click.echo("\t".join([
+            key.name, key.role, Priority.label_of(key.max_priority), key.allowed_types or "*",
+            key.prefix + "…", rfc3339(key.created_at), rfc3339(key.last_used_at) or "never",
+            ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",
+        ]))
+
+
+@keys_group.command("revoke")
+@click.argument("name")
+def revoke_key_command(name):
+    """Revoke a key; it is refused from the next request on."""
+    if not keys.revoke_key(name):
+        raise click.ClickException(f"no active key named {name!r}")
+    click.echo(f"revoked {name}")
+
+
+users_group = click.Group("users", help="Admin users of the web pages.")
+
+
+@users_group.command("create")
+@click.argument("username")
+@click.option("--password-stdin", is_flag=True, required=True,
+              help="Read the password from standard input (never from the command line).")
+def create_user_command(username, password_stdin):
+    """Create an admin user; the password is read from stdin."""
+    password = sys.stdin.readline().rstrip("\r\n")
+    try:
+        users.create_user(username, password)
+    except QueueError as error:
+        _fail(error)
+    click.echo(f"created admin {username}")
+
+
+@click.command("reap")
+@click.option("--older-than", type=click.IntRange(min=1), help="Also reap jobs claimed more than this many seconds ago.")
+@click.option("--dry-run", is_flag=True, help="Say what would be reaped, change nothing.")
+def reap_command(older_than, dry_run):
+    """Give back running jobs whose worker died (lease expired); safe to run from cron every minute."""
+    report = queue.reap(older_than=older_than, dry_run=dry_run)
+    verb = "would reap" if dry_run else "reaped"
+    click.echo(f"{verb} {report.total} jobs: {len(report.requeued)} requeued, "
+               f"{len(report.failed)} failed, {len(report.quarantined)} quarantined")
+
+
+def register_commands(app: Flask) -> None:
+    for command in (keys_group, users_group, reap_command):
+        app.cli.add_command(command)

@@ -1,0 +1,95 @@
+"""Configuration: defaults, then ``instance/config.py``, then ``QUEUELOG_*`` variables, then a test mapping."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+from flask import Flask
+
+DEFAULTS = {
+    "DATABASE_URL": None,  # None = SQLite file in the instance folder
+    "JOB_TYPES": ["default"],
+    "LEASE_SECONDS": 300,
+    "MAX_PAYLOAD_BYTES": 65536,
+    "MAX_CONTENT_LENGTH": 1024 * 1024,
+    "RETRY_BACKOFF_BASE": 10.0,
+    "RETRY_BACKOFF_MAX": 3600.0,
+    "MAX_STALLS": 3,
+    "MAX_ERROR_CHARS": 4000,
+    "SQLITE_BUSY_TIMEOUT_MS": 30000,
+    "SQLITE_SYNCHRONOUS": "FULL",
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "SESSION_COOKIE_SECURE": False,
+    "AUTO_MIGRATE": True,
+    "LOG_FORMAT": "text",
+    "SQLALCHEMY_TRACK_MODIFICATIONS": False,
+}
+
+
+def load_config(app: Flask, overrides: dict | None) -> None:
+    """Fill ``app.config`` in the documented order and normalise the values."""
+    app.config.from_mapping(DEFAULTS)
+    app.config.from_pyfile("config.py", silent=True)
+    app.config.from_prefixed_env("QUEUELOG")
+    if overrides:
+        app.config.from_mapping(overrides)
+
+    app.config["JOB_TYPES"] = _as_list(app.config["JOB_TYPES"])
+    for name in ("LEASE_SECONDS", "MAX_PAYLOAD_BYTES", "MAX_CONTENT_LENGTH", "MAX_STALLS",
+                 "MAX_ERROR_CHARS", "SQLITE_BUSY_TIMEOUT_MS"):
+        app.config[name] = int(app.config[name])
+    for name in ("RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX"):
+        app.config[name] = float(app.config[name])
+
+    if not (overrides and overrides.get("SQLALCHEMY_DATABASE_URI")):
+        url = app.config.get("DATABASE_URL") or _default_sqlite_url(app)
+        app.config["SQLALCHEMY_DATABASE_URI"] = _normalise_url(url)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = _instance_secret(app)
+
+
+def _as_list(value) -> list[str]:
+    """Accept a JSON list (already decoded by Flask) or a comma-separated string."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            value = json.loads(text)
+        else:
+            value = text.split(",")
+    return [str(item).strip() for item in value if str(item).strip()]
+
+
+def _default_sqlite_url(app: Flask) -> str:
+    os.makedirs(app.instance_path, exist_ok=True)
+    return "sqlite:///" + str(Path(app.instance_path) / "queuelog.db")
+
+
+def _normalise_url(url: str) -> str:
+    # Plain postgres URLs would pick psycopg2, which we do not ship; psycopg 3 is the driver.
+    for plain in ("postgres://", "postgresql://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
+def _instance_secret(app: Flask) -> str:
+    """A secret kept in the instance folder, so every server process and restart shares it."""
+    os.makedirs(app.instance_path, exist_ok=True)
+    path = Path(app.instance_path) / "secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        # Another process may be between creating and writing the file: wait for its secret.
+        for _ in range(100):
+            secret = path.read_text().strip()
+            if secret:
+                return secret
+            time.sleep(0.01)
+        raise RuntimeError(f"{path} is empty; delete it and start again")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    return path.read_text().strip()

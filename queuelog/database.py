@@ -1,0 +1,122 @@
+"""Engine set-up per dialect, write transactions, and bringing the schema up to date."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from flask import Flask
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from .extensions import db
+
+
+def configure_engine(app: Flask) -> None:
+    """Apply per-dialect connection settings to the app's engine."""
+    engine = db.engine
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, app.config["SQLITE_BUSY_TIMEOUT_MS"], app.config["SQLITE_SYNCHRONOUS"])
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:
+    synchronous = synchronous.upper()
+    if synchronous not in {"FULL", "NORMAL", "EXTRA"}:
+        raise ValueError("QUEUELOG_SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        # WAL lets readers and one writer work at once, so several server processes share a file.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        # FULL: an acknowledged job survives power loss. NORMAL is faster and only risks the last commits.
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection):
+        # A write transaction takes the write lock up front: a deferred one that reads first
+        # and writes later can fail at once with SQLITE_BUSY instead of waiting its turn.
+        if conn.get_execution_options().get("queuelog_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+@contextlib.contextmanager
+def write_transaction():
+    """A connection in a transaction that commits on success; on SQLite it holds the write lock."""
+    with db.engine.connect().execution_options(queuelog_write=True) as conn:
+        with conn.begin():
+            yield conn
+
+
+@contextlib.contextmanager
+def read_connection():
+    """A connection for reads that need no lock."""
+    with db.engine.connect() as conn:
+        yield conn
+
+
+def dialect_name() -> str:
+    return db.engine.dialect.name
+
+
+# --- schema -----------------------------------------------------------------------------------
+
+MIGRATIONS_DIR = str(Path(__file__).resolve().parent / "migrations")
+
+
+def schema_is_current() -> bool:
+    """True when the database carries the newest migration."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(MIGRATIONS_DIR)
+    with db.engine.connect() as conn:
+        current = set(MigrationContext.configure(conn).get_current_heads())
+    return current == set(script.get_heads())
+
+
+def ensure_schema(app: Flask) -> None:
+    """Create or upgrade the schema unless it is current; one process at a time does the work."""
+    if schema_is_current():
+        return
+    with _migration_lock(app):
+        if schema_is_current():
+            return
+        from flask_migrate import upgrade
+
+        upgrade(directory=MIGRATIONS_DIR)
+
+
+@contextlib.contextmanager
+def _migration_lock(app: Flask):
+    """Serialise schema upgrades between the server processes that start together."""
+    if dialect_name() == "postgresql":
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT pg_advisory_lock(727274)")
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(727274)")
+                conn.commit()
+        return
+    database = db.engine.url.database
+    if database and database != ":memory:":
+        lock_path = Path(database + ".migrate-lock")
+    else:
+        os.makedirs(app.instance_path, exist_ok=True)
+        lock_path = Path(app.instance_path) / "migrate.lock"
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+

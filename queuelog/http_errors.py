@@ -1,0 +1,56 @@
+"""App-wide HTTP errors: problem+json for API clients, a readable page for people."""
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, render_template, request
+from sqlalchemy.exc import InterfaceError, OperationalError
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from .api.problems import problem
+
+log = logging.getLogger("queuelog")
+
+_PAGE_PREFIXES = ("/admin", "/static")
+
+
+def wants_page() -> bool:
+    """Pages live under /admin (and / redirects there); every other path is the API."""
+    return request.path == "/" or request.path.startswith(_PAGE_PREFIXES)
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        if wants_page():
+            return render_template("error.html", code=error.code, title=error.name,
+                                   detail=error.description), error.code
+        headers = {}
+        if error.code == 405 and error.valid_methods:
+            headers["Allow"] = ", ".join(sorted(error.valid_methods))
+        detail = {
+            404: f"there is nothing at {request.path}",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes",
+        }.get(error.code, error.description)
+        return problem(error.code, error.name, detail, headers=headers)
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(InterfaceError)
+    def database_unavailable(error):
+        # A database that is restarting or locked is a temporary condition: 503, try again.
+        log.warning("database error on %s %s: %s", request.method, request.path, error.__class__.__name__)
+        if wants_page():
+            return render_template("error.html", code=503, title="Database unavailable",
+                                   detail="The database is not answering. Try again shortly."), 503
+        return problem(503, "Service unavailable", "the database is not answering; retry shortly",
+                       headers={"Retry-After": "2"})
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception):
+        # Log the traceback here, never in a response body.
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        if wants_page():
+            return render_template("error.html", code=500, title="Internal error",
+                                   detail="Something went wrong on our side."), 500
+        return problem(500, InternalServerError.name, "an unexpected error occurred; it has been logged")

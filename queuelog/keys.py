@@ -1,0 +1,118 @@
+"""API keys: issuing, verifying on each request, listing and revoking (V-01)."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import insert, select, update
+
+from .clock import utcnow
+from .database import read_connection, write_transaction
+from .errors import InvalidRequest, QueueError
+from .extensions import db
+from .models import ApiKey, Priority, Role
+
+KEY_PREFIX = "ql_"
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# Writing last_used_at on every request would put a write lock on the hot path; once a minute is plenty.
+_LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+keys_table = ApiKey.__table__
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The verified key behind a request."""
+
+    id: int
+    name: str
+    role: str
+    max_priority: int
+    allowed_types: tuple[str, ...] | None
+
+    def may_use_type(self, job_type: str) -> bool:
+        return self.allowed_types is None or job_type in self.allowed_types
+
+    @property
+    def actor(self) -> str:
+        return f"key:{self.name}"
+
+
+def digest_of(secret: str) -> str:
+    """Keys carry 256 random bits, so a fast digest is enough; no slow password hash per request."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def create_key(name: str, role: str, max_priority: str | None = None,
+               types: list[str] | None = None) -> str:
+    """Issue a key and return its secret, which is never stored and cannot be shown again."""
+    problems = []
+    if not _NAME_PATTERN.match(name or ""):
+        problems.append({"pointer": "/name", "detail": "use 1-100 letters, digits, '.', '_' or '-'"})
+    if role not in {r.value for r in Role}:
+        problems.append({"pointer": "/role", "detail": "must be producer, worker or admin"})
+    ceiling = Priority.MEDIUM if role == Role.PRODUCER.value else Priority.CRITICAL
+    if max_priority is not None:
+        try:
+            ceiling = Priority.from_label(max_priority)
+        except KeyError:
+            problems.append({"pointer": "/max_priority", "detail": "must be low, medium, high or critical"})
+    if problems:
+        raise InvalidRequest(problems)
+    clean_types = sorted({t.strip() for t in types if t.strip()}) if types else None
+
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    with write_transaction() as conn:
+        if conn.execute(select(keys_table.c.id).where(keys_table.c.name == name)).first():
+            raise QueueError(f"a key named {name!r} already exists")
+        conn.execute(insert(keys_table).values(
+            name=name, role=role, max_priority=int(ceiling),
+            allowed_types=json.dumps(clean_types) if clean_types else None,
+            prefix=secret[: len(KEY_PREFIX) + 6], digest=digest_of(secret), created_at=utcnow(),
+        ))
+    return secret
+
+
+def authenticate(secret: str) -> Caller | None:
+    """Return the live key for ``secret``, or None. Revocation takes effect on the next request."""
+    if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
+        return None
+    wanted = digest_of(secret)
+    with read_connection() as conn:
+        row = conn.execute(
+            select(keys_table).where(keys_table.c.digest == wanted)
+        ).first()
+        conn.rollback()
+    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.digest, wanted):
+        return None
+    now = utcnow()
+    if row.last_used_at is None or now - row.last_used_at > _LAST_USED_RESOLUTION:
+        _touch(row.id, now)
+    types = json.loads(row.allowed_types) if row.allowed_types else None
+    return Caller(row.id, row.name, row.role, row.max_priority, tuple(types) if types else None)
+
+
+def _touch(key_id: int, now) -> None:
+    with write_transaction() as conn:
+        conn.execute(update(keys_table).where(keys_table.c.id == key_id).values(last_used_at=now))
+
+
+def list_keys() -> list[ApiKey]:
+    """Every key, newest first, revoked ones included."""
+    return list(db.session.execute(db.select(ApiKey).order_by(ApiKey.id.desc())).scalars())
+
+
+def revoke_key(name: str) -> bool:
+    """Revoke a key by name; False when no live key has that name."""
+    with write_transaction() as conn:
+        result = conn.execute(
+            update(keys_table)
+            .where(keys_table.c.name == name, keys_table.c.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
+    return result.rowcount == 1

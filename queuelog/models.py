@@ -1,0 +1,193 @@
+"""The tables: jobs, their event log, API keys, admin users and login attempts.
+
+Models hold data only. Every change of a job's state goes through ``queuelog.queue``.
+"""
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import DateTime, TypeDecorator
+
+from .extensions import db
+
+
+class UTCDateTime(TypeDecorator):
+    """Stores naive UTC, hands back aware UTC, so SQLite and PostgreSQL compare times alike."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+class JobStatus(str, enum.Enum):
+    """A job's state, and who moves it on."""
+
+    PENDING = "pending"      # left by: a worker's claim, a producer's or admin's cancel
+    RUNNING = "running"      # left by: complete/fail/release from the holding worker, or `flask reap`
+    COMPLETED = "completed"  # final; only purging removes it
+    FAILED = "failed"        # left by: an admin's retry
+    CANCELLED = "cancelled"  # left by: an admin's retry
+
+
+class Priority(enum.IntEnum):
+    """Priority labels and the integers stored (gaps leave room for levels in between)."""
+
+    LOW = 0
+    MEDIUM = 10
+    HIGH = 20
+    CRITICAL = 30
+
+    @classmethod
+    def from_label(cls, label: str) -> "Priority":
+        return cls[label.strip().upper()]
+
+    @classmethod
+    def label_of(cls, value: int) -> str:
+        try:
+            return cls(value).name.lower()
+        except ValueError:
+            return str(value)
+
+
+class Role(str, enum.Enum):
+    PRODUCER = "producer"
+    WORKER = "worker"
+    ADMIN = "admin"
+
+
+class Job(db.Model):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[str] = mapped_column(Text, default="{}")
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.PENDING.value)
+    retry_count: Mapped[int] = mapped_column(Integer, default=0)
+    max_retries: Mapped[int] = mapped_column(Integer, default=3)
+    stall_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_digest: Mapped[str | None] = mapped_column(String(64))
+    producer_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))
+    producer: Mapped[str | None] = mapped_column(String(100))
+    run_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    worker_id: Mapped[str | None] = mapped_column(String(100))
+    claim_token: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        # Idempotency keys belong to the producing key: producers can neither collide nor probe.
+        UniqueConstraint("producer_key_id", "idempotency_key", name="uq_jobs_producer_idempotency"),
+        # The claim walks this index in claim order and stops at the first due job: O(log n).
+        Index(
+            "ix_jobs_claim_order",
+            text("priority DESC"),
+            "id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # The reaper looks only at running jobs, by lease end.
+        Index(
+            "ix_jobs_running_lease",
+            "lease_expires_at",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
+        Index("ix_jobs_status_id", "status", "id"),
+        Index("ix_jobs_type_status", "type", "status"),
+        Index("ix_jobs_producer_id", "producer_key_id", "id"),
+        Index("ix_jobs_worker_status", "worker_id", "status"),
+        Index("ix_jobs_status_updated", "status", "updated_at"),
+    )
+
+
+class JobEvent(db.Model):
+    """One line of a job's history: every state change, who made it and why."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    event: Mapped[str] = mapped_column(String(20))
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(120))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_job_events_job_id", "job_id", "id"),
+        Index("ix_job_events_event_at", "event", "at"),
+    )
+
+
+class ApiKey(db.Model):
+    """An API key. Only a SHA-256 digest of the secret is stored; the secret is shown once."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    max_priority: Mapped[int] = mapped_column(Integer, default=Priority.MEDIUM.value)
+    allowed_types: Mapped[str | None] = mapped_column(Text)  # JSON list; NULL = any allowed type
+    prefix: Mapped[str] = mapped_column(String(16))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class User(db.Model):
+    """An admin who signs in to the web pages."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(100), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    # Flask-Login's protocol, kept here rather than inheriting UserMixin's extras.
+    is_active = True
+    is_authenticated = True
+    is_anonymous = False
+
+    def get_id(self) -> str:
+        return str(self.id)
+
+
+class LoginAttempt(db.Model):
+    """A failed sign-in, kept briefly to throttle guessing per username and per address."""
+
+    __tablename__ = "login_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(100))
+    remote_addr: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_login_attempts_username_at", "username", "at"),
+        Index("ix_login_attempts_addr_at", "remote_addr", "at"),
+    )

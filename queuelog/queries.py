@@ -1,0 +1,79 @@
+"""Read-only questions about jobs, with who may see what (V-09): no state changes here."""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from sqlalchemy import Row, select
+
+from .database import read_connection
+from .errors import InvalidRequest, JobNotFound
+from .keys import Caller
+from .models import Job, JobEvent, Role
+
+jobs = Job.__table__
+events = JobEvent.__table__
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    status: str | None = None
+    type: str | None = None
+    priority: int | None = None
+    worker_id: str | None = None
+    producer_key_id: int | None = None
+
+
+def visible_to(caller: Caller, row: Row) -> bool:
+    """Admins see all; a producer its own jobs; a worker the job it holds now."""
+    if caller.role == Role.ADMIN.value:
+        return True
+    if caller.role == Role.PRODUCER.value:
+        return row.producer_key_id == caller.id
+    return row.status == "running" and row.worker_id == caller.name
+
+
+def get_job(caller: Caller, job_id: int) -> Row:
+    """The job, or JobNotFound when it does not exist or the caller may not see it."""
+    with read_connection() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+    if row is None or not visible_to(caller, row):
+        raise JobNotFound(f"job {job_id} does not exist")
+    return row
+
+
+def job_events(caller: Caller, job_id: int) -> list[Row]:
+    """The job's history, oldest first."""
+    get_job(caller, job_id)
+    with read_connection() as conn:
+        return conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
+
+
+def list_jobs(where: JobFilter, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:
+    """Newest first, keyset-paginated on id so deep pages stay as fast as the first."""
+    query = select(jobs).order_by(jobs.c.id.desc()).limit(limit + 1)
+    for column, value in (("status", where.status), ("type", where.type), ("priority", where.priority),
+                          ("worker_id", where.worker_id), ("producer_key_id", where.producer_key_id)):
+        if value is not None:
+            query = query.where(jobs.c[column] == value)
+    if cursor:
+        query = query.where(jobs.c.id < decode_cursor(cursor))
+    with read_connection() as conn:
+        rows = conn.execute(query).all()
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        kind, _, value = text.partition(":")
+        if kind != "id":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest([{"pointer": "/cursor", "detail": "not a cursor this server issued"}]) from None
