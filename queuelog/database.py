@@ -92,7 +92,20 @@ def ensure_schema(app: Flask) -> None:
             return
         from flask_migrate import upgrade
 
-        upgrade(directory=MIGRATIONS_DIR)
+        global _upgrading_in_process
+        _upgrading_in_process = True
+        try:
+            upgrade(directory=MIGRATIONS_DIR)
+        finally:
+            _upgrading_in_process = False
+
+
+_upgrading_in_process = False
+
+
+def upgrading_in_process() -> bool:
+    """True while the app upgrades its own schema at start-up (Alembic must then leave logging alone)."""
+    return _upgrading_in_process
 
 
 @contextlib.contextmanager

@@ -3,6 +3,8 @@ from logging.config import fileConfig
 
 from flask import current_app
 
+from queuelog.database import upgrading_in_process
+
 from alembic import context
 
 # this is the Alembic Config object, which provides
@@ -10,8 +12,9 @@ from alembic import context
 config = context.config
 
 # Interpret the config file for Python logging.
-# Upgrades also run inside the server at start-up: keep its loggers alive.
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# Upgrades also run inside the server at start-up; there the app's own logging set-up stays in charge.
+if not upgrading_in_process():
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
 
 
