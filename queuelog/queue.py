@@ -313,12 +313,14 @@ def retry_many(job_ids: list[int], actor: str) -> list[Row]:
 
 # --- reaping -------------------------------------------------------------------------------------
 
-def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None) -> ReapReport:
+def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None,
+         actor: str = REAPER) -> ReapReport:
     """Give back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago).
 
     Each goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
     workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet.
     A job completed meanwhile is never touched: every update re-checks status and claim token.
+    ``actor`` is who asked, for the event log: the cron reaper, or an admin pressing "reap now".
     """
     now = now or utcnow()
     max_stalls = current_app.config["MAX_STALLS"]
@@ -361,7 +363,7 @@ def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | N
             if row is None:  # finished between our read and our write: leave it alone
                 bucket.remove(job.id)
                 continue
-            _record(conn, [(row, RUNNING, "reaped", REAPER, error)], now)
+            _record(conn, [(row, RUNNING, "reaped", actor, error)], now)
     return report
 
 
