@@ -1,0 +1,158 @@
+"""Turn collected metrics into the Markdown table, the ratios and the JSON file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.config import Config
+
+COLUMNS = [
+    ("sqlite", "queuelog SQLite"),
+    ("postgresql", "queuelog PostgreSQL"),
+    ("huey", "huey (SqliteHuey)"),
+    ("rq", "RQ (Redis)"),
+    ("ceiling", "Flask ceiling"),
+]
+QUEUELOG_COLUMNS = [("sqlite", "SQLite"), ("postgresql", "PostgreSQL")]
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" + ("s" if n != 1 else "")
+
+
+def rows(cfg: Config) -> list[tuple[str, str, str]]:
+    """(metric key, label, unit) for every table row, in display order."""
+    out = [(f"enqueue_{b}", "Enqueue, single" if b == 1 else f"Enqueue, batches of {b}", "jobs/s")
+           for b in cfg.enqueue_batches]
+    for path, desc in (("single", "claim + complete one at a time"),
+                       ("batch", f"batch claim (≤{cfg.claim_limit}) + batch complete")):
+        out += [(f"e2e_{path}_w{w}", f"End-to-end, {desc}, {_workers(w)}", "jobs/s")
+                for w in cfg.workers]
+    for n in cfg.fills:
+        out += [(f"claim_p50_{n}", f"Claim latency p50, {n:,} pending", "ms"),
+                (f"claim_p99_{n}", f"Claim latency p99, {n:,} pending", "ms")]
+    big = max(cfg.fills)
+    out += [("rss_before_mib", f"Server RSS before the {big:,} fill", "MiB"),
+            ("rss_after_mib", f"Server RSS after the {big:,} fill + claims", "MiB")]
+    return out
+
+
+def _fmt(value, unit: str) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value
+    if unit == "ms":
+        return f"{value:.1f}"
+    if unit == "×":
+        return f"{value:.2f}×"
+    return f"{value:,.0f}"
+
+
+FAILED = "✗"
+
+
+class _Figures(dict):
+    """One column's metrics; a figure from a failed round reads as ✗."""
+
+    def __init__(self, values: dict, failed: set[str]):
+        super().__init__(values)
+        self.failed = failed
+
+    def get(self, key, default=None):
+        return FAILED if key in self.failed else super().get(key, default)
+
+
+def ratios(cfg: Config, metrics: dict[str, dict], failed: set[tuple[str, str]]) -> list[tuple[str, dict]]:
+    """(label, {"sqlite": r, "postgresql": r}) for every ratio the brief asks for.
+
+    A ratio with a figure from a failed round is ✗ rather than a number: a
+    fast wrong answer must not read as a good ratio.
+    """
+    cols = {col: _Figures(metrics.get(col, {}), {k for c, k in failed if c == col})
+            for col, _ in COLUMNS}
+
+    def div(a, b):
+        if FAILED in (a, b):
+            return FAILED
+        return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+    def per_backend(fn) -> dict:
+        return {col: fn(cols[col]) for col, _ in QUEUELOG_COLUMNS}
+
+    ceiling, huey, rq = (cols[k] for k in ("ceiling", "huey", "rq"))
+    out = []
+    for w in cfg.workers:
+        key = f"e2e_single_w{w}"
+        out.append((f"Single path ÷ (ceiling ÷ 3), {_workers(w)}",
+                    per_backend(lambda m, k=key: div(m.get(k), ceiling.get(k)))))
+    for w in cfg.workers:
+        out.append((f"Batch ÷ single end-to-end, {_workers(w)}",
+                    per_backend(lambda m, w=w: div(m.get(f"e2e_batch_w{w}"), m.get(f"e2e_single_w{w}")))))
+    top = max(cfg.enqueue_batches)
+    out.append((f"Enqueue batch-{top} ÷ single",
+                per_backend(lambda m: div(m.get(f"enqueue_{top}"), m.get("enqueue_1")))))
+    for name, peer in (("huey", huey), ("RQ", rq)):
+        out.append((f"queuelog ÷ {name}, enqueue single",
+                    per_backend(lambda m, p=peer: div(m.get("enqueue_1"), p.get("enqueue_1")))))
+        for w in cfg.workers:
+            key = f"e2e_single_w{w}"
+            out.append((f"queuelog ÷ {name}, end-to-end single, {_workers(w)}",
+                        per_backend(lambda m, p=peer, k=key: div(m.get(k), p.get(k)))))
+    lo, hi = min(cfg.fills), max(cfg.fills)
+    if hi != lo:
+        out.append((f"Claim p99 at {hi:,} ÷ p99 at {lo:,} pending",
+                    per_backend(lambda m: div(m.get(f"claim_p99_{hi}"), m.get(f"claim_p99_{lo}")))))
+    out.append((f"RSS after ÷ before the {hi:,} fill",
+                per_backend(lambda m: div(m.get("rss_after_mib"), m.get("rss_before_mib")))))
+    return out
+
+
+def failed_figures(checks: list[dict]) -> set[tuple[str, str]]:
+    """(column, metric) pairs whose round failed a correctness check."""
+    return {(c["target"], c["metric"]) for c in checks if not c["ok"] and c.get("metric")}
+
+
+def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, checks: list[dict],
+             notes: list[str]) -> str:
+    lines = [f"# queuelog benchmark ({meta['mode']})", "",
+             f"{meta['started']} · {meta['cpus']} CPUs · commit {meta['commit']} · "
+             f"{cfg.jobs} jobs per round · {cfg.enqueue_clients} enqueue clients · "
+             f"gunicorn -w {meta['gunicorn_workers']} (sync) · total {meta['seconds']:.0f}s", "",
+             "Only ratios within this one run mean anything: the machine is small and shared.", "",
+             "| What | Unit | " + " | ".join(h for _, h in COLUMNS) + " |",
+             "|---|---|" + "---:|" * len(COLUMNS)]
+    # A figure whose round failed its correctness check is marked, not hidden.
+    failed = failed_figures(checks)
+    for key, label, unit in rows(cfg):
+        cells = [_fmt(metrics.get(col, {}).get(key), unit) + (f" {FAILED}" if (col, key) in failed else "")
+                 for col, _ in COLUMNS]
+        if all(c.startswith("–") for c in cells):
+            continue
+        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + " |")
+    lines += ["", "| Ratio | " + " | ".join(h for _, h in QUEUELOG_COLUMNS) + " |",
+              "|---|" + "---:|" * len(QUEUELOG_COLUMNS)]
+    for label, values in ratio_rows:
+        lines.append(f"| {label} | " + " | ".join(_fmt(values.get(c), "×") for c, _ in QUEUELOG_COLUMNS) + " |")
+    failed = [c for c in checks if not c["ok"]]
+    lines += ["", f"Correctness: {len(checks) - len(failed)}/{len(checks)} checks passed"
+              " (every job completed exactly once); ✗ marks a figure from a failed round."]
+    lines += [f"- FAILED {c['target']}: {c['what']}: {c['detail']}" for c in failed]
+    if notes:
+        lines += ["", "Notes:"] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write(out_dir: Path, cfg: Config, meta: dict, metrics: dict, checks: list[dict],
+          notes: list[str]) -> str:
+    """Write ``bench.md`` and ``bench.json`` into ``out_dir``; return the Markdown."""
+    ratio_rows = ratios(cfg, metrics, failed_figures(checks))
+    text = markdown(cfg, meta, metrics, ratio_rows, checks, notes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench.md").write_text(text)
+    payload = {"meta": meta, "config": vars(cfg), "metrics": metrics,
+               "ratios": {label: values for label, values in ratio_rows},
+               "checks": checks, "notes": notes}
+    (out_dir / "bench.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return text

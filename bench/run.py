@@ -1,0 +1,153 @@
+"""Entry point: ``python -m bench.run [--quick] [--out bench/results]``.
+
+Runs, in one process tree and one sitting, the Flask ceiling, queuelog on
+SQLite and on PostgreSQL, huey and RQ, then writes ``bench.md`` and
+``bench.json`` to the output directory and prints the table.
+
+Exit status: 1 only when a correctness check fails (some job not completed
+exactly once, or a round aborted so that this could not be shown); never
+because something was slow.  A part whose prerequisites are missing (no
+``app.py`` yet, no redis-server, no PostgreSQL helper) is skipped with a
+note instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from bench import peers, report
+from bench.config import FULL, QUICK, Check, Config
+from bench.servers import GUNICORN_WORKERS, REPO_ROOT, RedisServer, postgres_cluster
+from bench.targets import run_ceiling, run_queuelog
+
+# The throwaway cluster helper turns durability off to speed up tests; the
+# benchmark compares against SQLite at synchronous=FULL (queuelog's default)
+# and should measure what a production PostgreSQL does, so it is turned back
+# on.  All three settings take effect on reload.
+PG_DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+
+
+def make_pg_durable(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            for name, value in PG_DURABLE.items():
+                conn.execute(text(f"ALTER SYSTEM SET {name} = '{value}'"))
+            conn.execute(text("SELECT pg_reload_conf()"))
+    finally:
+        engine.dispose()
+
+
+class Runner:
+    """Collects metrics, checks and notes across the parts of one run."""
+
+    def __init__(self, cfg: Config, work_dir: Path, log_dir: Path):
+        self.cfg = cfg
+        self.work_dir = work_dir
+        self.log_dir = log_dir
+        self.metrics: dict[str, dict] = {}
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
+
+    def part(self, column: str, fn, *args) -> None:
+        """Run one part; an exception becomes a failed check, not a crash."""
+        print(f"[bench] --- {column} ---", flush=True)
+        t0 = time.monotonic()
+        try:
+            metrics, checks = fn(*args)
+        except Exception as exc:  # keep the other parts' figures
+            traceback.print_exc()
+            self.checks.append(Check(column, "run", False, f"aborted: {exc!r}"[:500]))
+            return
+        self.metrics.setdefault(column, {}).update(metrics)
+        self.checks.extend(checks)
+        print(f"[bench] {column} took {time.monotonic() - t0:.0f}s", flush=True)
+
+    def run_all(self) -> None:
+        cfg = self.cfg
+        self.part("ceiling", run_ceiling, cfg, self.log_dir)
+        if (REPO_ROOT / "app.py").exists():
+            db = self.work_dir / "bench.db"
+            self.part("sqlite", run_queuelog, "sqlite", f"sqlite:///{db}", cfg, self.log_dir)
+            self._postgresql()
+        else:
+            self.notes.append("queuelog skipped: app.py does not exist yet.")
+        self.part("huey", peers.run_huey, cfg, self.work_dir)
+        self._rq()
+
+    def _postgresql(self) -> None:
+        try:
+            with postgres_cluster() as url:
+                if url is None:
+                    self.notes.append("PostgreSQL skipped: tests.support.pg_cluster unavailable.")
+                    return
+                make_pg_durable(url)
+                self.part("postgresql", run_queuelog, "postgresql", url, self.cfg, self.log_dir)
+        except Exception as exc:  # cluster could not start: environment, not correctness
+            traceback.print_exc()
+            self.notes.append(f"PostgreSQL skipped: cluster failed: {exc!r}"[:300])
+
+    def _rq(self) -> None:
+        if shutil.which("redis-server") is None:
+            self.notes.append("RQ skipped: redis-server is not installed.")
+            return
+        with RedisServer(self.work_dir, self.log_dir / "redis.log").start() as redis:
+            self.part("rq", peers.run_rq, self.cfg, redis.url)
+
+
+def git_commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small counts (about a minute): for CI and smoke tests")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results",
+                        help="directory for bench.md, bench.json and server logs")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    out_dir = args.out.resolve()
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    work_dir = Path(tempfile.mkdtemp(prefix="queuelog-bench-"))
+    runner = Runner(cfg, work_dir, out_dir / "logs")
+    try:
+        runner.run_all()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    runner.notes += [
+        "End-to-end = enqueue everything first, then time from the workers' start to the last "
+        "completion; the ceiling does 3 no-op requests per job.",
+        "Durability: queuelog SQLite at its default synchronous=FULL, huey at its default "
+        "(WAL, synchronous=FULL), PostgreSQL with fsync and synchronous_commit on, "
+        "Redis without persistence (--save '' --appendonly no).",
+        "Claim latency: one client, sequential claims, each job completed outside the timing; "
+        "pending jobs bulk-inserted by SQL as copies of one job made by the API.",
+    ]
+    meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),
+            "cpus": os.cpu_count(), "commit": git_commit(), "python": sys.version.split()[0],
+            "gunicorn_workers": GUNICORN_WORKERS, "seconds": time.monotonic() - t0}
+    checks = [c.as_dict() for c in runner.checks]
+    text = report.write(out_dir, cfg, meta, runner.metrics, checks, runner.notes)
+    print()
+    print(text)
+    print(f"[bench] wrote {out_dir / 'bench.md'} and {out_dir / 'bench.json'}")
+    return 0 if all(c["ok"] for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
