@@ -24,6 +24,8 @@ def scrub_error(text: str | None, max_chars: int) -> str | None:
     """Redact credentials and trim to ``max_chars`` so a worker cannot leak or flood through errors."""
     if text is None:
         return None
+    # PostgreSQL text cannot hold NUL, and a worker's failure must never be refused for its message.
+    text = text.replace("\x00", "")
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     if len(text) > max_chars:

@@ -22,6 +22,8 @@ MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_CLAIM = 100
 MAX_LEASE_SECONDS = 86400
+# Deeper documents would hit Python's recursion limit somewhere between parsing and answering (a 500).
+MAX_JSON_DEPTH = 64
 
 
 class MalformedJSON(Exception):
@@ -36,12 +38,32 @@ def json_body(required: bool = True) -> dict:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
         return {}
     try:
-        body = json.loads(raw)
+        # NaN and Infinity are not JSON: accepted, they would be echoed back as invalid JSON.
+        body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJSON(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedJSON(f"the body is nested too deeply (the limit is {MAX_JSON_DEPTH} levels)") from None
     if not isinstance(body, dict):
         raise InvalidRequest([{"pointer": "", "detail": "the body must be a JSON object"}])
     return body
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when objects/arrays nest more than ``limit`` levels (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class _Fields:
@@ -56,7 +78,8 @@ class _Fields:
     def error(self, name: str, detail: str) -> None:
         self.errors.append({"pointer": f"{self.prefix}/{name}", "detail": detail})
 
-    def string(self, name: str, required=False, pattern: re.Pattern | None = None, hint: str = "") -> str | None:
+    def string(self, name: str, required=False, pattern: re.Pattern | None = None, hint: str = "",
+               nul_ok: bool = False) -> str | None:
         value = self.body.get(name)
         if value is None:
             if required:
@@ -64,6 +87,10 @@ class _Fields:
             return None
         if not isinstance(value, str):
             self.error(name, "must be a string")
+            return None
+        if "\x00" in value and not nul_ok:
+            # PostgreSQL text cannot hold NUL; refusing it here keeps both databases alike (not a 500).
+            self.error(name, "must not contain NUL characters")
             return None
         if pattern is not None and not pattern.match(value):
             self.error(name, hint or "has an invalid format")
@@ -109,6 +136,9 @@ class _Fields:
             return default
         if not isinstance(value, dict):
             self.error(name, "must be a JSON object")
+            return default
+        if _too_deep(value):
+            self.error(name, f"is nested more than {MAX_JSON_DEPTH} levels deep")
             return default
         return value
 
@@ -163,7 +193,7 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     if raw_run_at is not None:
         try:
             run_at = parse_rfc3339(raw_run_at)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
             fields.error("run_at", "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z")
     if fields.errors:
         return None, fields.errors
@@ -229,7 +259,7 @@ def parse_complete() -> dict:
 def parse_fail() -> dict:
     fields = _Fields(json_body(), {"claim_token", "error", "retryable"})
     token = _token(fields)
-    error = fields.string("error")
+    error = fields.string("error", nul_ok=True)  # scrub_error drops NUL: a worker's failure is never refused for it
     retryable = fields.boolean("retryable", True)
     fields.done()
     return {"token": token, "error": error, "retryable": retryable}
@@ -261,6 +291,9 @@ def parse_list_query() -> dict:
     unknown = set(args) - {"status", "type", "priority", "limit", "cursor", "worker_id"}
     for name in sorted(unknown):
         errors.append({"pointer": f"/query/{name}", "detail": "unknown parameter"})
+    for name in ("type", "worker_id", "cursor"):
+        if "\x00" in args.get(name, ""):
+            errors.append({"pointer": f"/query/{name}", "detail": "must not contain NUL characters"})
     status = args.get("status")
     if status is not None and status not in {"pending", "running", "completed", "failed", "cancelled"}:
         errors.append({"pointer": "/query/status",
