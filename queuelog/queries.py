@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, select
 
-from .database import read_connection
+from .database import dialect_name, read_connection
 from .errors import InvalidRequest, JobNotFound
 from .keys import Caller
 from .models import Job, JobEvent, Role
@@ -31,6 +31,14 @@ def visible_to(caller: Caller, row: Row) -> bool:
     if caller.role == Role.PRODUCER.value:
         return row.producer_key_id == caller.id
     return row.status == "running" and row.worker_id == caller.name
+
+
+def max_job_id() -> int:
+    """The largest id the jobs.id column can hold: INTEGER is 32-bit on PostgreSQL, 64-bit on SQLite.
+
+    Ids above it cannot exist, and binding them would fail in the driver (a 500) instead of finding nothing.
+    """
+    return 2**31 - 1 if dialect_name() == "postgresql" else 2**63 - 1
 
 
 def get_job(caller: Caller, job_id: int) -> Row:
@@ -72,7 +80,7 @@ def decode_cursor(cursor: str) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, _, value = text.partition(":")
-        if kind != "id":
+        if kind != "id" or not 0 < int(value) <= max_job_id():
             raise ValueError(kind)
         return int(value)
     except (ValueError, UnicodeDecodeError):

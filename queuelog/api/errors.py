@@ -1,7 +1,10 @@
 """Turning the queue's refusals into problem+json on API routes."""
 from __future__ import annotations
 
+from flask import abort
+
 from ..errors import InvalidRequest, QueueError
+from ..queries import max_job_id
 from . import bp
 from .problems import problem
 from .schemas import MalformedJSON
@@ -13,6 +16,13 @@ def queue_refused(error: QueueError):
     if isinstance(error, InvalidRequest):
         extra["errors"] = error.errors
     return problem(error.status, error.title, error.detail, **extra)
+
+
+@bp.url_value_preprocessor
+def job_id_in_range(endpoint, values):
+    """An id the id column cannot hold is a path that names nothing, like /jobs/abc: 404, not a driver error."""
+    if values and values.get("job_id", 0) > max_job_id():
+        abort(404)
 
 
 @bp.errorhandler(MalformedJSON)
