@@ -65,9 +65,12 @@ class ReapReport:
 
 # --- enqueue ------------------------------------------------------------------------------------
 
-def enqueue(caller: Caller, new_jobs: list[NewJob]) -> list[tuple[Row, bool]]:
-    """Add jobs all-or-nothing; returns (job, created) per item, created=False for an idempotent replay."""
-    _check_enqueue_policy(caller, new_jobs)
+def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[tuple[Row, bool]]:
+    """Add jobs all-or-nothing; returns (job, created) per item, created=False for an idempotent replay.
+
+    ``batch`` says the jobs came as a list, so a refusal points at /jobs/<index>/… even for a list of one.
+    """
+    _check_enqueue_policy(caller, new_jobs, batch)
     for attempt in range(3):
         try:
             return _insert_jobs(caller, new_jobs)
@@ -79,11 +82,11 @@ def enqueue(caller: Caller, new_jobs: list[NewJob]) -> list[tuple[Row, bool]]:
     raise AssertionError("unreachable")
 
 
-def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob]) -> None:
+def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob], batch: bool) -> None:
     allowlist = set(current_app.config["JOB_TYPES"])
     problems = []
     for index, job in enumerate(new_jobs):
-        prefix = f"/jobs/{index}" if len(new_jobs) > 1 else ""
+        prefix = f"/jobs/{index}" if batch else ""
         if job.type not in allowlist:
             problems.append({"pointer": f"{prefix}/type", "detail": f"job type {job.type!r} is not allowed here"})
     if problems:

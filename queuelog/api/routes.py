@@ -31,7 +31,7 @@ def enqueue_job():
 def enqueue_batch():
     """Enqueue up to 500 jobs all-or-nothing; 201 if any was created, else 200."""
     caller = current_caller()
-    results = queue.enqueue(caller, parse_enqueue_batch())
+    results = queue.enqueue(caller, parse_enqueue_batch(), batch=True)
     body = {"jobs": [dict(job_json(row, caller), created=created) for row, created in results]}
     return jsonify(body), 201 if any(created for _, created in results) else 200
 
