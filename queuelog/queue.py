@@ -21,10 +21,13 @@ from sqlalchemy.exc import IntegrityError
 from .claim_sql import CLAIM_BY_DIALECT
 from .clock import rfc3339, utcnow
 from .database import write_transaction
-from .errors import Forbidden, IdempotencyConflict, InvalidRequest, JobNotFound, StateConflict
+from .errors import (Forbidden, IdempotencyConflict, InvalidRequest, JobNotFound, QueueError,
+                     StateConflict)
 from .keys import Caller
+from .queries import max_job_id
 from .models import Job, JobEvent, JobStatus, Priority, Role
 from .scrub import scrub_error
+from . import wakeup
 
 jobs = Job.__table__
 events = JobEvent.__table__
@@ -143,6 +146,7 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob]) -> list[tuple[Row, bool
             for (index, _), row in zip(to_insert, inserted):
                 results[index] = (row, True)
             _record(conn, [(row, None, "enqueued", caller.actor, None) for row in inserted], now)
+            wakeup.jobs_ready(conn)
         # Items that repeated a key inside this batch share the job created for it.
         for index, job in enumerate(new_jobs):
             if results[index] is None:
@@ -184,17 +188,51 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
     """running → completed, only for the worker holding the current claim."""
     now = utcnow()
     with write_transaction() as conn:
-        row = conn.execute(
-            update(jobs).where(_held_by(caller, job_id, token))
-            .values(status=COMPLETED, completed_at=now, updated_at=now, claim_token=None,
-                    lease_expires_at=None,
-                    result=None if result is None else json.dumps(result, separators=(",", ":")))
-            .returning(*jobs.c)
-        ).first()
+        row = _complete_held(conn, caller, job_id, token, result, now)
         if row is None:
             _refuse(conn, job_id, "complete")
         _record(conn, [(row, RUNNING, "completed", caller.actor, None)], now)
     return row
+
+
+def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[Row | QueueError]:
+    """Complete several held jobs, (id, claim_token, result) each, in one transaction.
+
+    Each item passes the same guard as ``complete``; a refused item (404/409) is answered with its
+    error in place of the row and does not undo the others.
+    """
+    now = utcnow()
+    outcomes: list[Row | QueueError] = []
+    with write_transaction() as conn:
+        for job_id, token, result in items:
+            if job_id > max_job_id():
+                # An id the column cannot hold names no job; binding it would fail in the driver.
+                outcomes.append(JobNotFound(f"job {job_id} does not exist"))
+                continue
+            row = _complete_held(conn, caller, job_id, token, result, now)
+            if row is None:
+                try:
+                    _refuse(conn, job_id, "complete")
+                except QueueError as refusal:
+                    outcomes.append(refusal)
+                continue
+            outcomes.append(row)
+        done = [row for row in outcomes if not isinstance(row, QueueError)]
+        if done:
+            _record(conn, [(row, RUNNING, "completed", caller.actor, None) for row in done], now)
+    return outcomes
+
+
+def _complete_held(conn: Connection, caller: Caller, job_id: int, token: str,
+                   result: dict | None, now: datetime) -> Row | None:
+    """The guarded UPDATE behind a complete: the row as it now is, or None if the guard refused."""
+    return conn.execute(
+        update(jobs).where(_held_by(caller, job_id, token))
+        .values(status=COMPLETED, completed_at=now, updated_at=now, claim_token=None,
+                lease_expires_at=None,
+                result=None if result is None else json.dumps(result, separators=(",", ":")))
+        .returning(*jobs.c)
+    ).first()
 
 
 def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> Row:
@@ -221,6 +259,8 @@ def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: 
             update(jobs).where(_held_by(caller, job_id, token)).values(**values).returning(*jobs.c)
         ).one()
         _record(conn, [(row, RUNNING, event, caller.actor, error)], now)
+        if event == "requeued":
+            wakeup.jobs_ready(conn)
     return row
 
 
@@ -261,6 +301,7 @@ def release(job_id: int, actor: str, caller: Caller | None = None, token: str | 
         if row is None:
             _refuse(conn, job_id, "release")
         _record(conn, [(row, RUNNING, "released", actor, None)], now)
+        wakeup.jobs_ready(conn)
     return row
 
 
@@ -311,6 +352,7 @@ def retry_many(job_ids: list[int], actor: str) -> list[Row]:
             .returning(*jobs.c)
         ).all()
         _record(conn, [(row, before[row.id], "retried", actor, None) for row in rows], now)
+        wakeup.jobs_ready(conn)
     return sorted(rows, key=lambda row: row.id)
 
 
@@ -367,6 +409,8 @@ def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | N
                 bucket.remove(job.id)
                 continue
             _record(conn, [(row, RUNNING, "reaped", actor, error)], now)
+            if outcome == PENDING:
+                wakeup.jobs_ready(conn)
     return report
 
 

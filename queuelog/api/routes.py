@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from flask import jsonify, url_for
 
-from .. import queries, queue
+from .. import queries, queue, wakeup
+from ..errors import QueueError
 from ..models import Role
 from . import bp
 from .auth import current_caller, require_role
-from .schemas import (parse_claim, parse_complete, parse_empty, parse_enqueue, parse_enqueue_batch,
-                      parse_fail, parse_heartbeat, parse_list_query, parse_release)
+from .errors import queue_refused
+from .schemas import (parse_claim, parse_complete, parse_complete_batch, parse_empty, parse_enqueue,
+                      parse_enqueue_batch, parse_fail, parse_heartbeat, parse_list_query, parse_release)
 from .serialize import event_json, job_json, may_read_error
 
 PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.value
@@ -53,11 +55,16 @@ def list_jobs():
 @bp.post("/jobs/claim")
 @require_role(WORKER)
 def claim_job():
-    """Claim the next due job (200), or several with ``limit`` ({"jobs": [...]}); 204 when none is due."""
+    """Claim the next due job (200), or several with ``limit`` ({"jobs": [...]}); 204 when none is due.
+
+    With ``wait`` (seconds) the request is held until a job can be claimed or the time is up.
+    """
     caller = current_caller()
     args = parse_claim(caller.name)
-    rows = queue.claim(caller, types=args["types"], limit=args["limit"] or 1,
-                       lease_seconds=args["lease_seconds"])
+    rows = wakeup.claim_or_wait(
+        lambda: queue.claim(caller, types=args["types"], limit=args["limit"] or 1,
+                            lease_seconds=args["lease_seconds"]),
+        args["wait"], args["types"] or caller.allowed_types)
     if not rows:
         return "", 204
     if args["limit"] is None:
@@ -90,6 +97,22 @@ def heartbeat_job(job_id: int):
     caller, args = current_caller(), parse_heartbeat()
     row = queue.heartbeat(caller, job_id, args["token"], args["lease_seconds"])
     return jsonify(job_json(row, caller))
+
+
+@bp.post("/jobs/complete")
+@require_role(WORKER)
+def complete_jobs():
+    """Complete up to 100 held jobs in one request: one outcome per item, in order, HTTP 200 overall."""
+    caller = current_caller()
+    items = parse_complete_batch()
+    results = []
+    for (job_id, _, _), outcome in zip(items, queue.complete_many(caller, items)):
+        if isinstance(outcome, QueueError):
+            results.append({"id": job_id, "status": outcome.status,
+                            "problem": queue_refused(outcome).get_json()})
+        else:
+            results.append({"id": job_id, "status": 200, "job": job_json(outcome, caller)})
+    return jsonify({"results": results})
 
 
 @bp.post("/jobs/<int:job_id>/complete")

@@ -21,6 +21,9 @@ IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
 MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_CLAIM = 100
+MAX_BATCH_COMPLETE = 100
+MAX_CLAIM_WAIT_SECONDS = 30
+MAX_JOB_ID = 2**63 - 1
 MAX_LEASE_SECONDS = 86400
 # Deeper documents would hit Python's recursion limit somewhere between parsing and answering (a 500).
 MAX_JSON_DEPTH = 64
@@ -227,7 +230,7 @@ def parse_enqueue_batch() -> list[NewJob]:
 
 
 def parse_claim(worker_name: str) -> dict:
-    fields = _Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit"})
+    fields = _Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit", "wait"})
     types = fields.body.get("types")
     if types is not None:
         if (not isinstance(types, list) or not types or len(types) > 100
@@ -240,8 +243,10 @@ def parse_claim(worker_name: str) -> dict:
         # V-04: the worker's identity is its key; a body may repeat it but never choose it.
         fields.error("worker_id", "must be this key's name (or left out): workers cannot choose their identity")
     limit = fields.integer("limit", None, 1, MAX_BATCH_CLAIM)
+    # Long-poll: hold the request up to this many seconds for a job (0 = answer at once).
+    wait = fields.number("wait", 0.0, 0, MAX_CLAIM_WAIT_SECONDS)
     fields.done()
-    return {"types": types, "lease_seconds": lease, "limit": limit}
+    return {"types": types, "lease_seconds": lease, "limit": limit, "wait": wait}
 
 
 def _token(fields: _Fields) -> str:
@@ -254,6 +259,33 @@ def parse_complete() -> dict:
     result = fields.obj("result", None)
     fields.done()
     return {"token": token, "result": result}
+
+
+def parse_complete_batch() -> list[tuple[int, str, dict | None]]:
+    """``{"jobs": [{id, claim_token, result?}, ...]}`` (1-100 items) → [(id, token, result)]."""
+    fields = _Fields(json_body(), {"jobs"})
+    items = fields.body.get("jobs")
+    if not isinstance(items, list) or not items:
+        fields.error("jobs", "must be a non-empty list of {id, claim_token, result} objects")
+    elif len(items) > MAX_BATCH_COMPLETE:
+        fields.error("jobs", f"at most {MAX_BATCH_COMPLETE} jobs per request")
+    fields.done()
+    parsed, errors = [], []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            errors.append({"pointer": f"/jobs/{index}", "detail": "must be a JSON object"})
+            continue
+        item_fields = _Fields(item, {"id", "claim_token", "result"}, f"/jobs/{index}")
+        job_id = item_fields.integer("id", None, 1, MAX_JOB_ID)
+        if item.get("id") is None:
+            item_fields.error("id", "is required")
+        token = _token(item_fields)
+        result = item_fields.obj("result", None)
+        errors.extend(item_fields.errors)
+        parsed.append((job_id, token, result))
+    if errors:
+        raise InvalidRequest(errors)
+    return parsed
 
 
 def parse_fail() -> dict:

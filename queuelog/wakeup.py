@@ -1,0 +1,229 @@
+"""Long-poll claims: wait for a claimable job without holding a transaction, a lock or the CPU.
+
+Who wakes a waiting claim:
+- the queue operations that make a job claimable (enqueue, fail → requeue, release, retry, reap)
+  call ``jobs_ready(conn)`` inside their transaction. On PostgreSQL that sends ``NOTIFY`` on
+  ``CHANNEL`` (delivered at commit, dropped on rollback); every server process keeps one
+  dedicated ``LISTEN`` connection whose thread wakes that process's waiters. On both dialects the
+  connection is also marked, and when it goes back to the pool — after the commit — the waiters of
+  this process are woken at once.
+- a short poll, because nothing announces a job whose ``run_at`` comes due, and on SQLite nothing
+  crosses from another server process: every ``SQLITE_RECHECK_SECONDS`` (PostgreSQL:
+  ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
+
+Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Callable, Sequence
+
+from flask import request
+from sqlalchemy import event, exists, select
+from sqlalchemy.engine import Connection, Engine
+
+from .clock import utcnow
+from .extensions import db
+from .models import Job, JobStatus
+
+log = logging.getLogger("queuelog.wakeup")
+
+CHANNEL = "queuelog_jobs"
+#: How often a waiter re-checks by itself: jobs enqueued by another process, or coming due by run_at.
+SQLITE_RECHECK_SECONDS = 0.5
+#: With a live LISTEN connection only jobs coming due by run_at need the re-check.
+POSTGRES_RECHECK_SECONDS = 1.0
+#: While the LISTEN connection is down, PostgreSQL waiters poll like SQLite ones.
+LISTENER_DOWN_RECHECK_SECONDS = 0.5
+_READY_MARK = "queuelog_jobs_ready"
+
+jobs = Job.__table__
+
+
+class Waker:
+    """A wake-up call for the waiting claims of one database in this process.
+
+    ``generation`` counts signals; a waiter notes it before claiming and sleeps only while it is
+    unchanged, so a job enqueued between its empty claim and its sleep is never missed.
+    """
+
+    def __init__(self, recheck_seconds: float):
+        self._condition = threading.Condition()
+        self._generation = 0
+        self.recheck_seconds = recheck_seconds
+        self.listening = False  # PostgreSQL: is the LISTEN connection up?
+
+    @property
+    def generation(self) -> int:
+        """The number of wake-ups so far."""
+        with self._condition:
+            return self._generation
+
+    def signal(self) -> None:
+        """Wake every waiter."""
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> bool:
+        """Sleep until a wake-up after generation ``seen`` (True) or ``timeout`` seconds (False)."""
+        with self._condition:
+            return self._condition.wait_for(lambda: self._generation != seen, timeout)
+
+    def current_recheck(self) -> float:
+        """Seconds between a waiter's own checks, given the state of the listener."""
+        if self.recheck_seconds == POSTGRES_RECHECK_SECONDS and not self.listening:
+            return LISTENER_DOWN_RECHECK_SECONDS
+        return self.recheck_seconds
+
+
+# --- announcing ----------------------------------------------------------------------------------
+
+def jobs_ready(conn: Connection) -> None:
+    """Announce, from inside a write transaction, that it makes jobs claimable once it commits."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+    _watch_checkins(conn.engine)
+    conn.info[_READY_MARK] = True
+
+
+def _watch_checkins(engine: Engine) -> None:
+    # The pool takes a connection back only after its transaction ended, so this is the earliest
+    # moment waiters can see the new jobs. A rolled-back transaction costs one useless wake-up.
+    with _wakers_lock:
+        if engine in _checkin_watched:
+            return
+        _checkin_watched[engine] = True
+    key = _key_for_url(engine.url)
+
+    def after_checkin(_dbapi_connection, record) -> None:
+        if record is not None and record.info.pop(_READY_MARK, False):
+            waker = _wakers.get(key)
+            if waker is not None:
+                waker.signal()
+
+    event.listen(engine, "checkin", after_checkin)
+
+
+# --- waiting -------------------------------------------------------------------------------------
+
+def claim_or_wait(claim_once: Callable[[], list], wait: float,
+                  types: Sequence[str] | None) -> list:
+    """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
+
+    ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
+    types that claim would take (None: any). Returns what the last claim returned.
+    """
+    if wait <= 0:
+        return claim_once()
+    waker = waker_for_current_app()
+    _warn_if_single_threaded()
+    deadline = time.monotonic() + wait
+    seen = waker.generation
+    rows = claim_once()
+    while not rows:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        woken = waker.wait(seen, min(remaining, waker.current_recheck()))
+        seen = waker.generation
+        if woken or _something_due(types):
+            rows = claim_once()
+    return rows
+
+
+def _something_due(types: Sequence[str] | None) -> bool:
+    """Read-only, lock-free: is any pending job of these types due? (Saves a write lock per poll.)"""
+    query = select(jobs.c.id).where(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= utcnow())
+    if types is not None:
+        query = query.where(jobs.c.type.in_(list(types)))
+    with db.engine.connect() as conn:
+        return bool(conn.execute(select(exists(query))).scalar())
+
+
+_warned_single_threaded = False
+
+
+def _warn_if_single_threaded() -> None:
+    # gunicorn's default sync worker serves one request per process: a waiting claim blocks it.
+    global _warned_single_threaded
+    environ = request.environ
+    if not _warned_single_threaded and environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
+        _warned_single_threaded = True
+        log.warning("a claim with 'wait' is holding a single-threaded server process; run gunicorn "
+                    "with --threads N (the gthread worker) so long-polls do not block other requests")
+
+
+# --- one waker (and, on PostgreSQL, one listener) per database per process -----------------------
+
+_wakers: dict[str, Waker] = {}
+_wakers_lock = threading.Lock()
+_wakers_pid = os.getpid()
+_checkin_watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def waker_for_current_app() -> Waker:
+    """The waker for the app's database, starting its PostgreSQL listener on first use."""
+    return waker_for(db.engine)
+
+
+def waker_for(engine: Engine) -> Waker:
+    """The waker for ``engine``'s database in this process (a forked child gets its own)."""
+    global _wakers_pid
+    key = _key_for_url(engine.url)
+    with _wakers_lock:
+        if os.getpid() != _wakers_pid:
+            # Threads do not survive fork: a child must start its own listener.
+            _wakers.clear()
+            _wakers_pid = os.getpid()
+        waker = _wakers.get(key)
+        if waker is None:
+            postgres = engine.dialect.name == "postgresql"
+            waker = Waker(POSTGRES_RECHECK_SECONDS if postgres else SQLITE_RECHECK_SECONDS)
+            _wakers[key] = waker
+            if postgres:
+                _start_listener(engine, waker)
+    _watch_checkins(engine)
+    return waker
+
+
+def _key_for_url(url) -> str:
+    return url.render_as_string(hide_password=False)
+
+
+def _start_listener(engine: Engine, waker: Waker) -> None:
+    conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    thread = threading.Thread(target=_listen_forever, args=(conninfo, waker),
+                              name="queuelog-listen", daemon=True)
+    thread.start()
+
+
+def _listen_forever(conninfo: str, waker: Waker) -> None:
+    """The listener thread: LISTEN on a dedicated connection, wake waiters, reconnect with backoff."""
+    import psycopg
+
+    delay = 0.5
+    while True:
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(f"LISTEN {CHANNEL}")
+                waker.listening = True
+                delay = 0.5
+                # Anything announced while we were away is picked up by this first wake-up.
+                waker.signal()
+                while True:
+                    for _ in conn.notifies(timeout=30.0):
+                        waker.signal()
+                    conn.execute("SELECT 1")  # a quiet half-open connection raises here
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
+            if waker.listening:
+                log.warning("LISTEN connection lost (%s); waiting claims poll until it is back",
+                            exc.__class__.__name__)
+        waker.listening = False
+        waker.signal()
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)
