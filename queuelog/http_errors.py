@@ -5,7 +5,7 @@ import logging
 
 from flask import Flask, render_template, request
 from sqlalchemy.exc import InterfaceError, OperationalError
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException
 
 from .api.problems import problem
 
@@ -53,4 +53,4 @@ def register_error_handlers(app: Flask) -> None:
         if wants_page():
             return render_template("error.html", code=500, title="Internal error",
                                    detail="Something went wrong on our side."), 500
-        return problem(500, InternalServerError.name, "an unexpected error occurred; it has been logged")
+        return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")
