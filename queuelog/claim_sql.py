@@ -47,12 +47,20 @@ def claim_sqlite(conn: Connection, **kw) -> list[Row]:
 
 def claim_postgresql(conn: Connection, **kw) -> list[Row]:
     """PostgreSQL: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows
-    instead of queueing behind them, and no row is locked by two claimers."""
-    picked = (
+    instead of queueing behind them, and no row is locked by two claimers.
+
+    The pick is a MATERIALIZED CTE, run exactly once. As a plain ``IN (subquery)`` the planner may
+    choose a nested-loop semi join that re-runs the LIMIT subquery for every pending row; each rerun
+    skips the rows this statement already updated and yields the next one, so a single claim of one
+    job marked every due job running (and returned only one of them).
+    """
+    picked_cte = (
         _due_ids(kw["now"], kw["types"], kw["limit"])
         .with_for_update(skip_locked=True)
-        .scalar_subquery()
+        .cte("picked")
+        .prefix_with("MATERIALIZED")
     )
+    picked = select(picked_cte.c.id).scalar_subquery()
     return list(conn.execute(_mark_running(picked, kw["worker"], kw["token"], kw["now"], kw["lease_until"])))
 
 
