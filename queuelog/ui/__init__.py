@@ -1,15 +1,10 @@
-"""The admin web pages under /admin."""
-from flask import Blueprint, redirect, url_for
+"""The admin web pages under /admin: sign-in, dashboard, jobs, workers, API keys.
+
+Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
+"""
+from flask import Blueprint
 
 bp = Blueprint("ui", __name__)
 
-
-@bp.get("/")
-def root():
-    """Send people to the admin pages."""
-    return redirect(url_for("ui.dashboard"))
-
-
-@bp.get("/admin/")
-def dashboard():
-    return "queuelog admin"
+# Imported for their side effect of registering views, hooks and filters on ``bp``.
+from . import auth, helpers, job_routes, key_routes, routes, security  # noqa: E402,F401

@@ -1,0 +1,86 @@
+"""Geometry of the dashboard's throughput chart: stacked bars per minute, drawn as SVG by a template."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .stats import Minute
+
+WIDTH, HEIGHT = 1200, 220
+LEFT, RIGHT, TOP, BOTTOM = 40, 8, 10, 26
+
+
+@dataclass
+class Bar:
+    x: float
+    width: float
+    completed_y: float
+    completed_h: float
+    failed_y: float
+    failed_h: float
+    label: str
+
+
+@dataclass
+class Chart:
+    width: int = WIDTH
+    height: int = HEIGHT
+    bars: list[Bar] = field(default_factory=list)
+    gridlines: list[tuple[float, int]] = field(default_factory=list)  # (y, value)
+    ticks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, text-anchor)
+    completed: int = 0
+    failed: int = 0
+    peak: int = 0
+    plot_left: int = LEFT
+    plot_right: int = WIDTH - RIGHT
+    plot_top: int = TOP
+    plot_bottom: int = HEIGHT - BOTTOM
+
+
+def nice_ceiling(value: int) -> int:
+    """The smallest 1, 2 or 5 × 10^k at or above ``value`` (at least 1), so gridlines read as round numbers."""
+    if value <= 1:
+        return 1
+    magnitude = 10 ** int(math.floor(math.log10(value)))
+    for step in (1, 2, 5, 10):
+        if step * magnitude >= value:
+            return step * magnitude
+    return 10 * magnitude
+
+
+def build_chart(minutes: list[Minute]) -> Chart:
+    """Lay out one column per minute: completed at the bottom, failed stacked on top, in red."""
+    chart = Chart()
+    chart.completed = sum(m.completed for m in minutes)
+    chart.failed = sum(m.failed for m in minutes)
+    chart.peak = max((m.completed + m.failed for m in minutes), default=0)
+    top = nice_ceiling(chart.peak)
+    plot_w = chart.plot_right - chart.plot_left
+    plot_h = chart.plot_bottom - chart.plot_top
+    slot = plot_w / max(1, len(minutes))
+
+    def height_of(count: int) -> float:
+        # A minute with any job gets at least a sliver, so a single failure is never invisible.
+        return 0.0 if count == 0 else max(1.5, plot_h * count / top)
+
+    for index, minute in enumerate(minutes):
+        x = chart.plot_left + index * slot + slot * 0.15
+        completed_h = height_of(minute.completed)
+        failed_h = height_of(minute.failed)
+        completed_y = chart.plot_bottom - completed_h
+        chart.bars.append(Bar(
+            x=round(x, 2), width=round(slot * 0.7, 2),
+            completed_y=round(completed_y, 2), completed_h=round(completed_h, 2),
+            failed_y=round(completed_y - failed_h, 2), failed_h=round(failed_h, 2),
+            label=f"{minute.start:%H:%M} UTC: {minute.completed} completed, {minute.failed} failed",
+        ))
+        if index % 10 == 0 and index < len(minutes) - 5:
+            chart.ticks.append((round(x, 2), f"{minute.start:%H:%M}", "start"))
+        elif index == len(minutes) - 1:
+            chart.ticks.append((round(x + slot * 0.7, 2), f"{minute.start:%H:%M}", "end"))
+    for fraction in (0, 0.5, 1):
+        value = int(top * fraction)
+        if fraction and value == 0:
+            continue
+        chart.gridlines.append((round(chart.plot_bottom - plot_h * fraction, 2), value))
+    return chart

@@ -1,0 +1,63 @@
+"""The pages' forms. Every POST form is a FlaskForm, so it carries and checks a CSRF token."""
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import (Form, HiddenField, PasswordField, SelectField, SelectMultipleField, StringField,
+                     SubmitField)
+from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
+
+from ..models import JobStatus, Priority, Role
+
+STATUS_CHOICES = [("", "any status")] + [(s.value, s.value) for s in JobStatus]
+PRIORITY_CHOICES = [("", "any priority")] + [(p.name.lower(), p.name.lower()) for p in Priority]
+
+
+class LoginForm(FlaskForm):
+    """Sign in with a username and password."""
+
+    username = StringField("Username", validators=[InputRequired(), Length(max=100)],
+                           render_kw={"autocomplete": "username", "autofocus": True})
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)],
+                             render_kw={"autocomplete": "current-password"})
+    next = HiddenField()
+    submit = SubmitField("Sign in")
+
+
+class ActionForm(FlaskForm):
+    """A button that changes something: only the CSRF token travels with it."""
+
+
+class JobFilterForm(Form):
+    """The jobs table's filters. Read from the query string (GET changes nothing, so no CSRF)."""
+
+    status = SelectField("Status", choices=STATUS_CHOICES, default="")
+    type = StringField("Type", validators=[Optional(), Length(max=100)], filters=[lambda v: v.strip() if v else v])
+    priority = SelectField("Priority", choices=PRIORITY_CHOICES, default="")
+    worker = StringField("Worker", validators=[Optional(), Length(max=100)],
+                         filters=[lambda v: v.strip() if v else v])
+    q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
+                    filters=[lambda v: v.strip() if v else v])
+
+    def query_args(self) -> dict[str, str]:
+        """The filters that are set, as query-string arguments (to keep them across links and redirects)."""
+        return {name: self[name].data for name in ("status", "type", "priority", "worker", "q") if self[name].data}
+
+
+class BulkRetryForm(FlaskForm):
+    """Retry the ticked jobs, or every failed job matching the filters sent along as hidden fields."""
+
+    job_id = SelectMultipleField(coerce=int, validate_choice=False)
+    scope = StringField(validators=[InputRequired(), AnyOf(["selected", "matching"])])
+
+
+class KeyCreateForm(FlaskForm):
+    """Issue an API key; its secret is shown once on the page that answers this form."""
+
+    name = StringField("Name", validators=[
+        InputRequired(), Length(max=100),
+        Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", message="use letters, digits, '.', '_' or '-'")])
+    role = SelectField("Role", choices=[(r.value, r.value) for r in Role], default=Role.WORKER.value)
+    max_priority = SelectField("Highest priority it may set", default="", choices=[
+        ("", "default (producer: medium)")] + [(p.name.lower(), p.name.lower()) for p in Priority])
+    types = StringField("Job types (comma-separated, empty = any)", validators=[Optional(), Length(max=2000)])
+    submit = SubmitField("Create key")

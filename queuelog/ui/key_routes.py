@@ -1,0 +1,56 @@
+"""The API keys page: list, issue (secret shown once), revoke — all through ``queuelog.keys``."""
+from __future__ import annotations
+
+import json
+
+from flask import flash, redirect, render_template, url_for
+
+from .. import keys
+from ..errors import InvalidRequest, QueueError
+from . import bp
+from .forms import ActionForm, KeyCreateForm
+
+
+def _render(form: KeyCreateForm, status: int = 200, secret: str | None = None, created: str | None = None):
+    rows = keys.list_keys()
+    types = {row.id: (json.loads(row.allowed_types) if row.allowed_types else None) for row in rows}
+    return render_template("keys.html", keys=rows, types=types, form=form, action_form=ActionForm(),
+                           secret=secret, created=created), status
+
+
+@bp.get("/admin/keys")
+def api_keys():
+    """Every key, newest first, revoked ones included, and the form to issue one."""
+    return _render(KeyCreateForm())
+
+
+@bp.post("/admin/keys")
+def create_api_key():
+    """Issue a key and show its secret on this one response only (it is never stored, never shown again)."""
+    form = KeyCreateForm()
+    if not form.validate_on_submit():
+        return _render(form, 400)
+    types = [t for t in (form.types.data or "").split(",") if t.strip()]
+    try:
+        secret = keys.create_key(form.name.data, form.role.data, form.max_priority.data or None, types or None)
+    except InvalidRequest as error:
+        for problem in error.errors:
+            field = form[problem["pointer"].strip("/")] if problem["pointer"].strip("/") in form else form.name
+            field.errors = [*field.errors, problem["detail"]]
+        return _render(form, 400)
+    except QueueError as error:
+        form.name.errors = [*form.name.errors, error.detail]
+        return _render(form, 409)
+    flash(f"Key {form.name.data} created. Copy its secret now: it will not be shown again.", "success")
+    return _render(KeyCreateForm(formdata=None), 200, secret=secret, created=form.name.data)
+
+
+@bp.post("/admin/keys/<name>/revoke")
+def revoke_api_key(name: str):
+    """Revoke a key: its next request is refused."""
+    if ActionForm().validate_on_submit():
+        if keys.revoke_key(name):
+            flash(f"Key {name} is revoked; its next request will be refused.", "success")
+        else:
+            flash(f"There is no active key named {name}; nothing was revoked.", "error")
+    return redirect(url_for("ui.api_keys"))

@@ -1,0 +1,120 @@
+"""Read-only job queries for the jobs pages: the filtered table, one job with its history, bulk selection."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Row, func, select
+
+from ..database import read_connection
+from ..errors import JobNotFound
+from ..models import ApiKey, Job, JobEvent, JobStatus
+from ..queries import decode_cursor, encode_cursor
+
+jobs = Job.__table__
+events = JobEvent.__table__
+keys_table = ApiKey.__table__
+
+RETRYABLE = (JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+
+
+@dataclass(frozen=True)
+class JobSearch:
+    """What the operator asked for: exact filters, and an id or idempotency key to look up."""
+
+    status: str | None = None
+    type: str | None = None
+    priority: int | None = None
+    worker: str | None = None
+    q: str | None = None
+
+    def conditions(self, conn) -> list:
+        """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
+        where = []
+        for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
+                              ("worker_id", self.worker)):
+            if value is not None:
+                where.append(jobs.c[column] == value)
+        if self.q:
+            where.append(jobs.c.id.in_(_ids_for(conn, self.q)))
+        return where
+
+    def retry_statuses(self) -> tuple[str, ...]:
+        """Which jobs "retry all matching" takes: the filtered status if it is retryable, else failed ones.
+
+        Cancelled jobs were stopped on purpose, so they come back only when the filter asks for them.
+        """
+        if self.status is None:
+            return (JobStatus.FAILED.value,)
+        return (self.status,) if self.status in RETRYABLE else ()
+
+
+def _ids_for(conn, q: str) -> list[int]:
+    """Jobs whose id is ``q`` or whose idempotency key is ``q``.
+
+    Idempotency keys are unique per producing key, so the lookup goes through that unique index one
+    key id at a time (a handful of index probes) instead of scanning every job for the string.
+    """
+    found: list[int] = []
+    text = q.strip()
+    number = text.lstrip("#")
+    if number.isdigit() and len(number) < 19:
+        found.append(int(number))
+    key_ids = conn.execute(select(keys_table.c.id)).scalars().all()
+    if key_ids:
+        found += conn.execute(select(jobs.c.id).where(
+            jobs.c.producer_key_id.in_(key_ids), jobs.c.idempotency_key == text)).scalars().all()
+    found += conn.execute(select(jobs.c.id).where(
+        jobs.c.producer_key_id.is_(None), jobs.c.idempotency_key == text)).scalars().all()
+    return found
+
+
+def find_jobs(search: JobSearch, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:
+    """A page of matching jobs, newest first, keyset-paginated on id (deep pages cost as much as the first)."""
+    with read_connection() as conn:
+        query = select(jobs).where(*search.conditions(conn)).order_by(jobs.c.id.desc()).limit(limit + 1)
+        if cursor:
+            query = query.where(jobs.c.id < decode_cursor(cursor))
+        rows = conn.execute(query).all()
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def count_retryable(search: JobSearch, cap: int) -> int:
+    """How many matching jobs "retry all matching" would take, counting no further than ``cap``."""
+    statuses = search.retry_statuses()
+    if not statuses:
+        return 0
+    with read_connection() as conn:
+        inner = (select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
+                 .limit(cap).subquery())
+        return conn.execute(select(func.count()).select_from(inner)).scalar_one()
+
+
+def retryable_batch(search: JobSearch, after_id: int, up_to_id: int, size: int) -> list[int]:
+    """The next ``size`` ids of matching retryable jobs with ``after_id < id <= up_to_id``, ascending."""
+    statuses = search.retry_statuses()
+    if not statuses:
+        return []
+    with read_connection() as conn:
+        return conn.execute(
+            select(jobs.c.id)
+            .where(*search.conditions(conn), jobs.c.status.in_(statuses),
+                   jobs.c.id > after_id, jobs.c.id <= up_to_id)
+            .order_by(jobs.c.id).limit(size)
+        ).scalars().all()
+
+
+def newest_job_id() -> int:
+    """The highest job id now; a bulk retry stops there, so jobs failing meanwhile are not swept in."""
+    with read_connection() as conn:
+        return conn.execute(select(func.max(jobs.c.id))).scalar() or 0
+
+
+def load_job(job_id: int) -> tuple[Row, list[Row]]:
+    """A job and its whole event log, oldest event first; JobNotFound if there is no such job."""
+    with read_connection() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFound(f"job {job_id} does not exist")
+        history = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
+    return row, history

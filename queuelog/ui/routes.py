@@ -1,0 +1,98 @@
+"""Signing in and out, the dashboard and the workers page."""
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, session, url_for
+from flask_login import current_user, login_user, logout_user
+
+from .. import queue
+from ..clock import utcnow
+from ..users import verify_password
+from . import bp
+from .auth import actor_name, forget_failures, record_failure, safe_next, throttle_wait
+from .chart import build_chart
+from .forms import ActionForm, LoginForm
+from .helpers import render_live, span
+from . import stats
+
+
+@bp.get("/")
+def root():
+    """Send people to the admin pages."""
+    return redirect(url_for("ui.dashboard"))
+
+
+@bp.route("/admin/login", methods=["GET", "POST"])
+def login():
+    """The sign-in form; refuses (429) after repeated failures for the username or from the address."""
+    form = LoginForm()
+    next_url = safe_next(request.args.get("next") or form.next.data)
+    if current_user.is_authenticated and request.method == "GET":
+        return redirect(next_url or url_for("ui.dashboard"))
+    form.next.data = next_url or ""
+    if not form.validate_on_submit():
+        return render_template("login.html", form=form), 200 if request.method == "GET" else 400
+    username, password = form.username.data, form.password.data
+    address = request.remote_addr or "unknown"
+    wait = throttle_wait(username, address)
+    if wait:
+        minutes = max(1, (wait + 59) // 60)
+        message = (f"Too many failed sign-ins for this account or from this address. "
+                   f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.")
+        return render_template("login.html", form=form, error=message), 429, {"Retry-After": str(wait)}
+    user = verify_password(username, password)
+    if user is None:
+        record_failure(username, address)
+        return render_template("login.html", form=form, error="Wrong username or password."), 200
+    forget_failures(username)
+    # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session.
+    session.clear()
+    login_user(user)
+    flash(f"Signed in as {user.username}.", "success")
+    return redirect(next_url or url_for("ui.dashboard"))
+
+
+@bp.post("/admin/logout")
+def logout():
+    """Sign out (a POST with a CSRF token, so no other site can sign an admin out)."""
+    form = ActionForm()
+    if form.validate_on_submit():
+        logout_user()
+        session.clear()
+        flash("Signed out.", "success")
+    return redirect(url_for("ui.login"))
+
+
+@bp.get("/admin", strict_slashes=False)
+def dashboard():
+    """What is stuck and what failed, at a glance: counts, stalled jobs, recent failures, the last hour."""
+    now = utcnow()
+    counts = stats.job_counts()
+    stalled_count, stalled = stats.stalled_jobs(now)
+    oldest = stats.oldest_pending(now)
+    return render_live(
+        "dashboard.html", "_dashboard_live.html",
+        counts=counts, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
+        oldest_age=span(now - oldest.created_at) if oldest else None,
+        failures=stats.recent_failures(), chart=build_chart(stats.throughput(now)),
+        action_form=ActionForm(), now=now,
+    )
+
+
+@bp.post("/admin/reap")
+def reap_now():
+    """Give back the stalled running jobs now, instead of waiting for the cron reaper."""
+    if ActionForm().validate_on_submit():
+        report = queue.reap(actor=actor_name())
+        if report.total:
+            flash(f"Reaped {report.total} stalled job{'s' if report.total != 1 else ''}: "
+                  f"{len(report.requeued)} back in the queue, {len(report.failed)} failed "
+                  f"(no retries left), {len(report.quarantined)} quarantined.", "success")
+        else:
+            flash("No running job had an expired lease; nothing was reaped.", "info")
+    return redirect(url_for("ui.dashboard"))
+
+
+@bp.get("/admin/workers")
+def workers():
+    """Each worker: the jobs it holds now, when it was last seen, how many it completed and failed."""
+    return render_live("workers.html", "_workers_live.html", workers=stats.workers(), now=utcnow())

@@ -1,0 +1,196 @@
+"""Read-only figures for the dashboard and the workers page.
+
+Each figure is one query served by an index, so the pages stay cheap on a million jobs:
+grouped counts walk ``ix_jobs_type_status`` / ``ix_jobs_worker_status``, stalled jobs come from the
+partial ``ix_jobs_running_lease``, the chart reads ``job_events`` through ``ix_job_events_event_at``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import Row, and_, func, select
+
+from ..database import read_connection
+from ..models import ApiKey, Job, JobEvent, JobStatus, Role
+
+jobs = Job.__table__
+events = JobEvent.__table__
+keys_table = ApiKey.__table__
+
+STATUSES = [s.value for s in JobStatus]
+PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
+COMPLETED, FAILED = JobStatus.COMPLETED.value, JobStatus.FAILED.value
+CHART_MINUTES = 60
+
+
+@dataclass
+class Counts:
+    """Jobs per status, and per type × status."""
+
+    by_status: dict[str, int]
+    by_type: dict[str, dict[str, int]]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+
+def job_counts() -> Counts:
+    """One grouped count over (type, status); the per-status totals are its column sums."""
+    with read_connection() as conn:
+        rows = conn.execute(
+            select(jobs.c.type, jobs.c.status, func.count()).group_by(jobs.c.type, jobs.c.status)
+        ).all()
+    by_status = {status: 0 for status in STATUSES}
+    by_type: dict[str, dict[str, int]] = {}
+    for job_type, status, count in rows:
+        by_status[status] = by_status.get(status, 0) + count
+        by_type.setdefault(job_type, {s: 0 for s in STATUSES})[status] = count
+    return Counts(by_status, dict(sorted(by_type.items())))
+
+
+def oldest_pending(now: datetime) -> Row | None:
+    """The oldest job that is due and still waiting for a worker (walks ix_jobs_status_id from the start)."""
+    with read_connection() as conn:
+        return conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.created_at, jobs.c.run_at)
+            .where(jobs.c.status == PENDING, jobs.c.run_at <= now)
+            .order_by(jobs.c.id).limit(1)
+        ).first()
+
+
+def stalled_jobs(now: datetime, limit: int = 10) -> tuple[int, list[Row]]:
+    """Running jobs whose lease has run out (their worker has probably died): how many, and the longest-stalled."""
+    stalled = and_(jobs.c.status == RUNNING, jobs.c.lease_expires_at < now)
+    with read_connection() as conn:
+        count = conn.execute(select(func.count()).select_from(jobs).where(stalled)).scalar_one()
+        rows = conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.lease_expires_at,
+                   jobs.c.stall_count)
+            .where(stalled).order_by(jobs.c.lease_expires_at).limit(limit)
+        ).all()
+    return count, rows
+
+
+def recent_failures(limit: int = 8) -> list[Row]:
+    """The jobs that failed most recently, with their error (ix_jobs_status_updated)."""
+    with read_connection() as conn:
+        return conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.error, jobs.c.worker_id, jobs.c.updated_at, jobs.c.retry_count)
+            .where(jobs.c.status == FAILED).order_by(jobs.c.updated_at.desc(), jobs.c.id.desc()).limit(limit)
+        ).all()
+
+
+# --- the chart -----------------------------------------------------------------------------------
+
+@dataclass
+class Minute:
+    start: datetime
+    completed: int = 0
+    failed: int = 0
+
+
+def _minute_of(column, dialect: str):
+    """The minute an event happened in, as the database can group by it."""
+    if dialect == "postgresql":
+        return func.date_trunc("minute", column)
+    return func.strftime("%Y-%m-%d %H:%M", column)
+
+
+def _as_minute(value) -> datetime:
+    if isinstance(value, str):
+        value = datetime.strptime(value, "%Y-%m-%d %H:%M")
+    return value.replace(second=0, microsecond=0, tzinfo=timezone.utc)
+
+
+def throughput(now: datetime, minutes: int = CHART_MINUTES) -> list[Minute]:
+    """Jobs completed and failed per minute over the last ``minutes``, oldest first, zeros included.
+
+    "Failed" means finally failed: a worker's last failure, or the reaper giving up on a job.
+    """
+    end = now.replace(second=0, microsecond=0)
+    start = end - timedelta(minutes=minutes - 1)
+    buckets = {start + timedelta(minutes=i): Minute(start + timedelta(minutes=i)) for i in range(minutes)}
+    with read_connection() as conn:
+        minute = _minute_of(events.c.at, conn.dialect.name).label("minute")
+        rows = conn.execute(
+            select(events.c.event, events.c.to_status, minute, func.count())
+            .where(events.c.event.in_(["completed", "failed", "reaped"]), events.c.at >= start)
+            .group_by(events.c.event, events.c.to_status, minute)
+        ).all()
+    for event, to_status, at_minute, count in rows:
+        bucket = buckets.get(_as_minute(at_minute))
+        if bucket is None:
+            continue
+        if event == "completed":
+            bucket.completed += count
+        elif to_status == FAILED:
+            bucket.failed += count
+    return list(buckets.values())
+
+
+# --- workers -------------------------------------------------------------------------------------
+
+@dataclass
+class WorkerSummary:
+    """One worker key (or a worker id seen on jobs) and what it is doing."""
+
+    name: str
+    key_known: bool = False
+    revoked_at: datetime | None = None
+    allowed_types: list[str] | None = None
+    last_seen: datetime | None = None
+    held: list[Row] = field(default_factory=list)
+    completed: int = 0
+    failed: int = 0
+
+    def saw(self, when: datetime | None) -> None:
+        if when is not None and (self.last_seen is None or when > self.last_seen):
+            self.last_seen = when
+
+
+def workers() -> list[WorkerSummary]:
+    """Every worker key plus any worker id found on jobs: held jobs, last seen, completed and failed counts.
+
+    Last seen is the newest of the key's last use (any request, recorded to the minute) and the
+    claim or heartbeat of the jobs it holds now (exact).
+    """
+    with read_connection() as conn:
+        key_rows = conn.execute(
+            select(keys_table.c.name, keys_table.c.last_used_at, keys_table.c.revoked_at,
+                   keys_table.c.allowed_types)
+            .where(keys_table.c.role == Role.WORKER.value)
+        ).all()
+        held_rows = conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.heartbeat_at,
+                   jobs.c.lease_expires_at)
+            .where(jobs.c.status == RUNNING, jobs.c.worker_id.is_not(None)).order_by(jobs.c.id)
+        ).all()
+        count_rows = conn.execute(
+            select(jobs.c.worker_id, jobs.c.status, func.count())
+            .where(jobs.c.worker_id.is_not(None), jobs.c.status.in_([COMPLETED, FAILED]))
+            .group_by(jobs.c.worker_id, jobs.c.status)
+        ).all()
+    summaries: dict[str, WorkerSummary] = {}
+    for row in key_rows:
+        summary = summaries.setdefault(row.name, WorkerSummary(row.name))
+        summary.key_known = True
+        summary.revoked_at = row.revoked_at
+        summary.allowed_types = json.loads(row.allowed_types) if row.allowed_types else None
+        summary.saw(row.last_used_at)
+    for row in held_rows:
+        summary = summaries.setdefault(row.worker_id, WorkerSummary(row.worker_id))
+        summary.held.append(row)
+        summary.saw(row.claimed_at)
+        summary.saw(row.heartbeat_at)
+    for worker_id, status, count in count_rows:
+        summary = summaries.setdefault(worker_id, WorkerSummary(worker_id))
+        if status == COMPLETED:
+            summary.completed = count
+        else:
+            summary.failed = count
+    never = datetime.min.replace(tzinfo=timezone.utc)
+    # Busy workers first, then the most recently seen: the one that matters at 3 a.m. is on top.
+    return sorted(summaries.values(), key=lambda s: (-len(s.held), -(s.last_seen or never).timestamp(), s.name))
