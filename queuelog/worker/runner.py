@@ -1,0 +1,293 @@
+"""The worker runner: claim jobs, run their handlers on threads, heartbeat, acknowledge, shut down.
+
+Threads, and who moves a held job along:
+- the claimer long-polls ``POST /jobs/claim`` (``wait``) for as many jobs as there are free slots
+  (``limit``), and only for the types this worker has handlers for;
+- one thread per job runs its handler and queues the outcome; the job stays *held* until the
+  server has acknowledged it;
+- the heartbeater extends the lease of every held job every lease/3 seconds;
+- the acker (acks.py) sends the outcomes, batching completes, and retries them until they arrive;
+- the main thread handles SIGTERM/SIGINT — first: stop claiming, finish the running jobs, exit 0;
+  second: release the unfinished jobs and exit — and logs a summary every ``summary_interval`` s.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import threading
+import time
+from datetime import datetime
+from typing import Callable
+
+from .acks import Acknowledger, Backoff, Held, Journal, Outcome, short_error
+from .client import ApiError, Client, ServerUnavailable
+
+log = logging.getLogger("queuelog.worker")
+
+DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
+IDLE_POLL_SECONDS = 2.0      # if the server answers at once despite `wait`, do not hammer it
+HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for releases and last acks
+_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+
+Handler = Callable[[dict], "dict | None"]
+
+
+class PermanentError(Exception):
+    """Raise (or subclass) in a handler to fail the job for good: the server will not retry it."""
+
+
+class Worker:
+    """A set of job handlers, run by ``queuelog-worker module:worker`` or ``worker.run()``."""
+
+    def __init__(self):
+        self.handlers: dict[str, Handler] = {}
+
+    def handler(self, job_type: str) -> Callable[[Handler], Handler]:
+        """Decorator: ``fn(payload) -> dict | None`` handles jobs of ``job_type``; its return is the result."""
+        if not _TYPE_PATTERN.match(job_type):
+            raise ValueError(f"{job_type!r} is not a valid job type name")
+        if job_type in self.handlers:
+            raise ValueError(f"a handler for {job_type!r} is already registered")
+
+        def register(fn: Handler) -> Handler:
+            self.handlers[job_type] = fn
+            return fn
+
+        return register
+
+    def run(self, url: str | None = None, api_key: str | None = None, concurrency: int = 1,
+            wait: float = DEFAULT_WAIT, lease_seconds: int | None = None,
+            summary_interval: float = 60.0) -> int:
+        """Work until SIGTERM/SIGINT (signals need the main thread); returns the exit status (0 = clean)."""
+        if not self.handlers:
+            raise ValueError("this worker has no handlers: register one with @worker.handler('type')")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        runner = _Runner(self, lambda: Client(url, api_key), concurrency, wait, lease_seconds,
+                         summary_interval)
+        return runner.run()
+
+
+class _Runner:
+    def __init__(self, worker: Worker, make_client: Callable[[], Client], concurrency: int,
+                 wait: float, lease_seconds: int | None, summary_interval: float):
+        self.handlers = dict(worker.handlers)
+        self.types = sorted(self.handlers)
+        self.concurrency, self.wait, self.lease_seconds = concurrency, wait, lease_seconds
+        self.summary_interval = summary_interval
+        self.client = make_client()
+        self.claim_client = make_client()   # its own connection, so a shutdown can abort the long-poll
+        self.cond = threading.Condition()
+        self.held: dict[int, Held] = {}
+        self.running = 0                    # handlers running now (≤ concurrency)
+        self.stopping = threading.Event()   # no more claims
+        self.finished = threading.Event()   # the acker and heartbeater may go
+        self.journal = Journal()
+        self.acker = Acknowledger(self.client, self.cond, self.held, self.journal, self.finished)
+        self.signals = 0
+        self.fatal = False                  # the server refuses this worker: stop as if signalled
+        self.exit_code = 0
+
+    # --- main thread ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        previous = self._install_signal_handlers()
+        claimer = threading.Thread(target=self._claim_loop, name="queuelog-claim", daemon=True)
+        for thread in (claimer, threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
+                       threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True)):
+            thread.start()
+        log.info("worker started: %s, types %s, concurrency %d", self.client.url, ",".join(self.types),
+                 self.concurrency)
+        next_summary = time.monotonic() + self.summary_interval
+        try:
+            while True:
+                # The signal handler only counts; the work happens here, outside it.
+                time.sleep(0.1)
+                if self.signals >= 2:
+                    self._hard_stop()
+                    break
+                if (self.signals == 1 or self.fatal) and not self.stopping.is_set():
+                    log.info("stopping: no new jobs; finishing %d running (signal again to release them)",
+                             self.running)
+                    self._begin_stop()
+                if self.stopping.is_set():
+                    self.claim_client.interrupt()   # abort the long-poll in flight, if any
+                    if not claimer.is_alive() and self._all_acknowledged():
+                        break
+                if time.monotonic() >= next_summary:
+                    self.journal.summary(self.running)
+                    next_summary = time.monotonic() + self.summary_interval
+        finally:
+            self.finished.set()
+            with self.cond:
+                self.cond.notify_all()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.journal.summary(self.running, final=True)
+        return self.exit_code
+
+    def _install_signal_handlers(self) -> dict:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+    def _on_signal(self, _signum, _frame) -> None:
+        # No locks here: the main thread may be holding one when the signal arrives.
+        self.signals += 1
+
+    def _begin_stop(self) -> None:
+        self.stopping.set()
+        with self.cond:
+            self.cond.notify_all()
+
+    def _all_acknowledged(self) -> bool:
+        with self.cond:
+            return not self.held and not self.acker.queue
+
+    def _hard_stop(self) -> None:
+        """Second signal: give back every job whose handler has not finished, send what is done, go."""
+        self._begin_stop()
+        self.claim_client.interrupt()
+        with self.cond:
+            unfinished = [held for held in self.held.values() if not held.handler_done]
+            for held in unfinished:
+                held.released = True   # its handler's outcome, if it ever comes, is dropped
+        log.warning("second signal: releasing %d unfinished job(s) and exiting", len(unfinished))
+        deadline = time.monotonic() + HARD_STOP_SECONDS
+        for held in unfinished:
+            if not self._release(held, deadline):
+                self.exit_code = 1
+        while not self._all_acknowledged() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self._all_acknowledged():
+            log.error("exiting with unacknowledged results; those jobs run again after their lease")
+            self.exit_code = 1
+
+    def _release(self, held: Held, deadline: float) -> bool:
+        backoff = Backoff(cap=1.0)
+        while True:
+            try:
+                self.client.release(held.id, held.token)
+                self.journal.job(held, "released")
+            except ApiError as exc:
+                self.journal.job(held, "lease-lost", detail=f"release refused: {exc}")
+            except ServerUnavailable as exc:
+                if time.monotonic() + 0.5 > deadline:
+                    log.error("job %d: could not release it (%s); it runs again after its lease", held.id, exc)
+                    return False
+                time.sleep(backoff.next())
+                continue
+            self.acker.forget(held)
+            return True
+
+    # --- claiming and running ---------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            with self.cond:
+                self.cond.wait_for(lambda: self.running < self.concurrency or self.stopping.is_set())
+                free = self.concurrency - self.running
+            if self.stopping.is_set():
+                return
+            started = time.monotonic()
+            try:
+                jobs = self.claim_client.claim(self.types, limit=free, wait=self.wait,
+                                               lease_seconds=self.lease_seconds)
+            except ServerUnavailable as exc:
+                if self.stopping.is_set():
+                    return
+                delay = backoff.next()
+                log.warning("claim failed (%s); retrying in %.1f s", exc, delay)
+                self.stopping.wait(delay)
+                continue
+            except ApiError as exc:
+                log.error("the server refuses to hand out jobs to this worker (%s); stopping", exc)
+                self.exit_code = 1
+                self.fatal = True
+                return
+            backoff.reset()
+            for job in jobs:
+                self._start(job)
+            if not jobs and (self.wait == 0 or time.monotonic() - started < self.wait / 2):
+                self.stopping.wait(IDLE_POLL_SECONDS)
+
+    def _start(self, job: dict) -> None:
+        beat_every = max(0.5, _lease_of(job) / 3)
+        held = Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
+                    beat_every=beat_every, next_beat=time.monotonic() + beat_every)
+        with self.cond:
+            self.held[held.id] = held
+            self.running += 1
+            self.cond.notify_all()
+        threading.Thread(target=self._execute, args=(held, self.handlers.get(held.type)),
+                         name=f"queuelog-job-{held.id}", daemon=True).start()
+
+    def _execute(self, held: Held, handler: Handler | None) -> None:
+        started = time.monotonic()
+        outcome = Outcome(held, ok=True)
+        try:
+            if handler is None:
+                raise PermanentError(f"this worker has no handler for job type {held.type!r}")
+            result = handler(held.payload)
+            if result is not None and not isinstance(result, dict):
+                raise TypeError(f"the handler returned {type(result).__name__}; return a dict or None")
+            # Checked here, where a bad result can still fail the job, not in the acker.
+            outcome.size = len(json.dumps(result)) if result is not None else 0
+            outcome.result = result
+        except BaseException as exc:  # noqa: BLE001 - whatever the handler raised fails the job
+            outcome.ok, outcome.retryable = False, not isinstance(exc, PermanentError)
+            outcome.error = short_error(exc)
+            log.error("job %d (%s) raised %s", held.id, held.type, outcome.error, exc_info=True)
+        outcome.duration_ms = round((time.monotonic() - started) * 1000)
+        with self.cond:
+            held.handler_done = True
+            self.running -= 1
+            if not held.released:
+                self.acker.put(outcome)
+            self.cond.notify_all()
+
+    # --- heartbeats -------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        while not self.finished.is_set():
+            now = time.monotonic()
+            with self.cond:
+                due = [h for h in self.held.values() if h.next_beat <= now and not (h.released or h.lost)]
+            for held in due:
+                self._beat(held)
+            with self.cond:
+                upcoming = [h.next_beat for h in self.held.values() if not (h.released or h.lost)]
+                delay = min(upcoming, default=time.monotonic() + 1.0) - time.monotonic()
+                if delay > 0 and not self.finished.is_set():
+                    self.cond.wait(min(delay, 1.0))
+
+    def _beat(self, held: Held) -> None:
+        try:
+            self.client.heartbeat(held.id, held.token, self.lease_seconds)
+            held.next_beat = time.monotonic() + held.beat_every
+        except ApiError as exc:
+            with self.cond:
+                acknowledged = held.id not in self.held
+            if acknowledged:
+                return   # completed between our look at it and this heartbeat: nothing lost
+            if exc.status in (404, 409):
+                held.lost = True
+                log.warning("job %d: lease lost (%s); its result will not be accepted", held.id,
+                            exc.problem.get("detail", exc))
+            else:
+                held.next_beat = time.monotonic() + min(held.beat_every, 2.0)
+        except ServerUnavailable as exc:
+            log.warning("job %d: heartbeat failed (%s); retrying", held.id, exc)
+            held.next_beat = time.monotonic() + min(held.beat_every, 1.0)
+
+
+def _lease_of(job: dict) -> float:
+    """The lease the server granted, read from the claim (300 s if it cannot be read)."""
+    try:
+        granted = datetime.fromisoformat(job["lease_expires_at"]) - datetime.fromisoformat(job["claimed_at"])
+        return max(granted.total_seconds(), 1.0)
+    except (KeyError, TypeError, ValueError):
+        return 300.0

@@ -1,0 +1,225 @@
+"""Long-poll claims: POST /jobs/claim with ``wait`` holds the request until a job is claimable.
+
+A waiting claim must hold no transaction or lock and must not spin; other server processes'
+enqueues wake it too (LISTEN/NOTIFY on PostgreSQL, short polling on SQLite).
+"""
+from __future__ import annotations
+
+import resource
+import sqlite3
+import threading
+import time
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from queuelog.clock import rfc3339, utcnow
+from tests.conftest import test_db_kind
+from tests.support.api import bearer
+from tests.support.server import running_server
+from tests.worker_apps.harness import server_env
+
+
+class Waiter(threading.Thread):
+    """A claim request running in the background, timed."""
+
+    def __init__(self, client, headers, **body):
+        super().__init__(daemon=True)
+        self.client, self.headers, self.body = client, headers, body
+        self.response = None
+        self.returned_at = None
+
+    def run(self):
+        self.response = self.client.post("/jobs/claim", json=self.body, headers=self.headers)
+        self.returned_at = time.monotonic()
+
+    def result(self, timeout: float = 15):
+        self.join(timeout)
+        assert not self.is_alive(), "the waiting claim never returned"
+        return self.response
+
+
+def start_waiting(client, headers, **body) -> Waiter:
+    waiter = Waiter(client, headers, **body)
+    waiter.start()
+    time.sleep(0.3)  # let it reach its empty claim and start waiting
+    assert waiter.is_alive(), "the claim returned at once instead of waiting"
+    return waiter
+
+
+def test_claim_with_wait_answers_204_when_the_time_is_up(client, worker):
+    started = time.monotonic()
+    response = client.post("/jobs/claim", json={"wait": 1}, headers=worker)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 204
+    assert 1.0 <= elapsed < 2.5
+
+
+def test_claim_with_wait_takes_a_due_job_at_once(client, worker, enqueue):
+    job = enqueue()
+    started = time.monotonic()
+    response = client.post("/jobs/claim", json={"wait": 10}, headers=worker)
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    assert time.monotonic() - started < 1
+
+
+def test_waiting_claim_returns_as_soon_as_a_job_is_enqueued(client, worker, enqueue):
+    waiter = start_waiting(client, worker, wait=10)
+    enqueued_at = time.monotonic()
+    job = enqueue(type="report")
+    response = waiter.result()
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    assert response.get_json()["status"] == "running"
+    assert waiter.returned_at - enqueued_at < 1.0
+
+
+def test_waiting_batch_claim_answers_with_a_jobs_list(client, worker, producer):
+    waiter = start_waiting(client, worker, wait=10, limit=5)
+    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email"}]}, headers=producer)
+    assert response.status_code == 201
+    claimed = waiter.result()
+    assert claimed.status_code == 200
+    assert 1 <= len(claimed.get_json()["jobs"]) <= 2
+    assert all(job["claim_token"] for job in claimed.get_json()["jobs"])
+
+
+def test_waiting_claim_ignores_jobs_of_other_types(client, worker, enqueue):
+    waiter = start_waiting(client, worker, wait=1.5, types=["report"])
+    enqueue(type="email")
+    response = waiter.result()
+    assert response.status_code == 204
+
+
+def test_waiting_claim_wakes_for_a_released_job(client, worker, other_worker, enqueue, claim):
+    job = enqueue()
+    held = claim(headers=other_worker)
+    waiter = start_waiting(client, worker, wait=10)
+    released = client.post(f"/jobs/{job['id']}/release", json={"claim_token": held["claim_token"]},
+                           headers=other_worker)
+    assert released.status_code == 200
+    response = waiter.result()
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    assert response.get_json()["worker_id"] == "worker-a"
+
+
+def test_waiting_claim_wakes_for_a_failed_job_that_is_requeued(client, worker, other_worker, enqueue, claim):
+    job = enqueue()
+    held = claim(headers=other_worker)
+    waiter = start_waiting(client, worker, wait=10)
+    client.post(f"/jobs/{job['id']}/fail", json={"claim_token": held["claim_token"], "error": "x"},
+                headers=other_worker)
+    response = waiter.result()
+    assert response.status_code == 200
+    assert response.get_json()["retry_count"] == 1
+
+
+def test_waiting_claim_takes_a_scheduled_job_when_it_comes_due(client, worker, enqueue):
+    run_at = utcnow() + timedelta(seconds=1.5)
+    job = enqueue(run_at=rfc3339(run_at))
+    response = client.post("/jobs/claim", json={"wait": 8}, headers=worker)
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    claimed_at = datetime.fromisoformat(response.get_json()["claimed_at"])
+    assert run_at <= claimed_at < run_at + timedelta(seconds=2)
+
+
+@pytest.mark.parametrize("wait", [30.5, -1, "5", True, {"seconds": 5}])
+def test_claim_wait_must_be_a_number_of_seconds_up_to_30(client, worker, wait):
+    response = client.post("/jobs/claim", json={"wait": wait}, headers=worker)
+    assert response.status_code == 422
+    assert response.get_json()["errors"][0]["pointer"] == "/wait"
+
+
+def test_claim_wait_of_30_seconds_is_accepted(client, worker, enqueue):
+    enqueue()
+    response = client.post("/jobs/claim", json={"wait": 30}, headers=worker)
+    assert response.status_code == 200
+
+
+def test_waiting_claim_does_not_block_a_concurrent_enqueue(client, worker, producer):
+    waiter = start_waiting(client, worker, wait=2, types=["report"])
+    started = time.monotonic()
+    response = client.post("/jobs", json={"type": "email"}, headers=producer)
+    assert response.status_code == 201
+    assert time.monotonic() - started < 1.0
+    assert waiter.is_alive()
+    assert waiter.result().status_code == 204
+
+
+def test_waiting_claim_holds_no_transaction_or_lock(client, worker, database_url):
+    waiter = start_waiting(client, worker, wait=3)
+    if test_db_kind() == "sqlite":
+        # Without waiting at all, another connection can take the write lock.
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        try:
+            for _ in range(10):
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                time.sleep(0.1)
+        finally:
+            conn.close()
+    else:
+        engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+        try:
+            with engine.connect() as conn:
+                for _ in range(10):
+                    in_transaction = conn.execute(text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")).scalar()
+                    job_locks = conn.execute(text(
+                        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                        " WHERE c.relname = 'jobs' AND l.pid <> pg_backend_pid()")).scalar()
+                    conn.rollback()
+                    assert (in_transaction, job_locks) == (0, 0)
+                    time.sleep(0.1)
+        finally:
+            engine.dispose()
+    assert waiter.is_alive()
+    assert waiter.result().status_code == 204
+
+
+def test_waiting_claim_does_not_spin_the_cpu(client, worker):
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    response = client.post("/jobs/claim", json={"wait": 3}, headers=worker)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert response.status_code == 204
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu < 0.6, f"{cpu:.2f} s of CPU in a 3 s wait"
+
+
+def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url, make_key):
+    """Two servers on one database: a job enqueued through one wakes a claim waiting in the other."""
+    env = server_env(database_url)
+    threads = ("--threads", "4")
+    worker_key, producer_key = make_key("worker", "lp-worker"), make_key("producer", "lp-producer")
+    with running_server(env, workers=1, extra_args=threads) as waiting_server, \
+            running_server(env, workers=1, extra_args=threads) as enqueue_server:
+        import requests
+
+        latencies = []
+        for _ in range(3):
+            result = {}
+
+            def wait_for_job():
+                result["response"] = requests.post(waiting_server.url + "/jobs/claim", json={"wait": 10},
+                                                   headers=bearer(worker_key), timeout=20)
+                result["at"] = time.monotonic()
+
+            thread = threading.Thread(target=wait_for_job)
+            thread.start()
+            time.sleep(0.7)
+            assert thread.is_alive()
+            enqueued = requests.post(enqueue_server.url + "/jobs", json={"type": "ok"},
+                                     headers=bearer(producer_key), timeout=10)
+            enqueued_at = time.monotonic()
+            thread.join(15)
+            assert result["response"].status_code == 200
+            assert result["response"].json()["id"] == enqueued.json()["id"]
+            latencies.append(result["at"] - enqueued_at)
+    # PostgreSQL: NOTIFY wakes it at once. SQLite: the other process is noticed by a 0.5 s poll.
+    bound = 0.4 if test_db_kind() == "postgresql" else 1.5
+    assert max(latencies) < bound, latencies
