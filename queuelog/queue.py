@@ -76,7 +76,7 @@ def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list
     _check_enqueue_policy(caller, new_jobs, batch)
     for attempt in range(3):
         try:
-            return _insert_jobs(caller, new_jobs)
+            return _insert_jobs(caller, new_jobs, batch)
         except IntegrityError:
             # A concurrent request with the same idempotency key won the unique constraint;
             # a second pass finds its job and answers with it.
@@ -104,7 +104,7 @@ def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob], batch: bool) -
             )
 
 
-def _insert_jobs(caller: Caller, new_jobs: list[NewJob]) -> list[tuple[Row, bool]]:
+def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[tuple[Row, bool]]:
     now = utcnow()
     keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
     with write_transaction() as conn:
@@ -119,15 +119,18 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob]) -> list[tuple[Row, bool
         for index, job in enumerate(new_jobs):
             digest = job.digest()
             key = job.idempotency_key
+            # A 422 like any other: it names the field, so clients can treat every 422 alike.
+            pointer = f"/jobs/{index}/idempotency_key" if batch else "/idempotency_key"
             if key and key in existing:
                 if existing[key].request_digest != digest:
-                    raise IdempotencyConflict(
-                        f"idempotency key {key!r} was already used for a different request")
+                    detail = f"idempotency key {key!r} was already used for a different request"
+                    raise IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])
                 results[index] = (existing[key], False)
                 continue
             if key and key in claimed_keys:
                 if new_jobs[claimed_keys[key]].digest() != digest:
-                    raise IdempotencyConflict(f"idempotency key {key!r} is used twice in this batch")
+                    detail = f"idempotency key {key!r} is used twice in this batch"
+                    raise IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])
                 continue
             if key:
                 claimed_keys[key] = index

@@ -185,7 +185,7 @@ def test_header_and_body_keys_that_differ_are_422(client, producer):
 def test_same_idempotency_key_with_a_different_request_is_422(client, producer, change):
     body = {"type": "email", "payload": {"to": "a"}, "idempotency_key": "order-42"}
     assert client.post("/jobs", json=body, headers=producer).status_code == 201
-    assert_problem(client.post("/jobs", json=dict(body, **change), headers=producer), 422)
+    assert pointers(client.post("/jobs", json=dict(body, **change), headers=producer)) == {"/idempotency_key"}
     assert count_jobs() == 1
 
 
@@ -295,8 +295,16 @@ def test_batch_conflicting_idempotency_key_rolls_back_the_whole_batch(client, pr
     response = client.post("/jobs/batch", json={"jobs": [
         {"type": "email", "idempotency_key": "fresh"}, {"type": "report", "idempotency_key": "taken"},
     ]}, headers=producer)
-    assert_problem(response, 422)
+    assert pointers(response) == {"/jobs/1/idempotency_key"}
     assert count_jobs() == 1
+
+
+def test_one_key_for_two_different_jobs_in_a_batch_is_422(client, producer):
+    response = client.post("/jobs/batch", json={"jobs": [
+        {"type": "email", "idempotency_key": "twice"}, {"type": "report", "idempotency_key": "twice"},
+    ]}, headers=producer)
+    assert pointers(response) == {"/jobs/1/idempotency_key"}
+    assert count_jobs() == 0
 
 
 def test_admin_may_enqueue_at_any_priority(client, admin):
