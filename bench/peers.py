@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from bench.config import Check, Config
-from bench.procs import fmt_rate, run_processes, split
+from bench.procs import run_processes, split
+from bench.servers import RedisServer
+from bench.system import System
 
 # --------------------------------------------------------------------------
 # huey
@@ -69,27 +71,39 @@ def _huey_consumer_worker(arg: dict, go: Callable[[], float]) -> dict:
     return {"ids": list(results), "end": max(results.values(), default=None), "errors": 0}
 
 
-def huey_round(db_path: str, jobs: int, workers: int, enqueue_clients: int,
-               timeout: float) -> dict:
-    """Enqueue ``jobs`` no-op tasks, then drain them with ``workers`` processes."""
-    args = [{"db_path": db_path, "count": c, "first": sum(split(jobs, enqueue_clients)[:i])}
-            for i, c in enumerate(split(jobs, enqueue_clients))]
-    enq = run_processes(_huey_enqueue_worker, args, timeout)
-    enqueued = [i for r in enq.results for i in r["ids"]]
-    drain = run_processes(_huey_consumer_worker, [{
-        "db_path": db_path, "workers": workers, "total": len(enqueued), "timeout": timeout}], timeout + 30)
-    done = drain.results[0]["ids"]
-    huey, _ = make_huey(db_path)
-    left = huey.pending_count()
-    huey.storage.close()
-    return {
-        "enqueue_rate": jobs / enq.elapsed if enq.elapsed else None,
-        "e2e_rate": len(done) / drain.elapsed if drain.elapsed else None,
+class Huey(System):
+    """SqliteHuey in a temp dir; a fresh database file for every round."""
+
+    column = "huey"
+
+    def __init__(self, work_dir: Path):
+        self.work_dir = work_dir
+        self.db_path = ""
+        self.rounds = 0
+
+    def enqueue(self, jobs: int, batch: int, cfg: Config) -> tuple[float, list]:
+        self.rounds += 1
+        self.db_path = str(self.work_dir / f"huey-{self.rounds}.db")
+        parts = split(jobs, cfg.enqueue_clients)
+        args = [{"db_path": self.db_path, "count": c, "first": sum(parts[:i])}
+                for i, c in enumerate(parts) if c]
+        run = run_processes(_huey_enqueue_worker, args, cfg.timeout)
+        return jobs / run.elapsed, [i for r in run.results for i in r["ids"]]
+
+    def drain(self, path: str, workers: int, ids: list, cfg: Config,
+              metric: str | None) -> tuple[float | None, list[Check]]:
+        run = run_processes(_huey_consumer_worker, [{
+            "db_path": self.db_path, "workers": workers, "total": len(ids),
+            "timeout": cfg.timeout}], cfg.timeout + 30)
+        done = run.results[0]["ids"]
+        huey, _ = make_huey(self.db_path)
+        left = huey.pending_count()
+        huey.storage.close()
         # huey keys results by task id, so a task run twice would not show
         # up as a duplicate here; "every task has a result" is what we check.
-        "ok": set(done) == set(enqueued) and left == 0,
-        "detail": f"{len(done)}/{len(enqueued)} results, {left} left in queue",
-    }
+        check = Check(self.column, f"{workers} workers", set(done) == set(ids) and left == 0,
+                      f"{len(done)}/{len(ids)} results, {left} left in queue", metric)
+        return (len(done) / run.elapsed if run.elapsed else None), [check]
 
 
 # --------------------------------------------------------------------------
@@ -139,72 +153,47 @@ def _rq_worker(arg: dict, go: Callable[[], float]) -> dict:
     return {"ids": [], "end": None, "errors": 0}
 
 
-def rq_round(redis_url: str, jobs: int, workers: int, enqueue_clients: int,
-             batch: int, timeout: float) -> dict:
-    """Enqueue ``jobs`` (singly or via ``enqueue_many``), drain with SimpleWorkers."""
-    from rq.job import Job
-    from rq.registry import FailedJobRegistry
+class Rq(System):
+    """RQ on its own throwaway redis-server; the database is flushed per round."""
 
-    queue = _rq_queue(redis_url)
-    queue.connection.flushdb()  # a fresh round; this redis is ours alone
-    parts = split(jobs, enqueue_clients)
-    args = [{"redis_url": redis_url, "count": c, "batch": batch, "first": sum(parts[:i])}
-            for i, c in enumerate(parts)]
-    enq = run_processes(_rq_enqueue_worker, args, timeout)
-    enqueued = [i for r in enq.results for i in r["ids"]]
-    drain = run_processes(_rq_worker, [{"redis_url": redis_url}] * workers, timeout)
-    # Burst workers exit when the queue is empty; the real end is the last
-    # job's own completion timestamp, read back from RQ's result store.
-    ends, finished = [], 0
-    for chunk in range(0, len(enqueued), 500):
-        for job in Job.fetch_many(enqueued[chunk:chunk + 500], connection=queue.connection):
-            if job is not None and job.get_status() == "finished":
-                finished += 1
-                ends.append(job.return_value())
-    failed = len(FailedJobRegistry(queue=queue))
-    return {
-        "enqueue_rate": jobs / enq.elapsed if enq.elapsed else None,
-        "e2e_rate": None if not ends else finished / (max(ends) - drain.start),
-        "ok": finished == len(enqueued) == jobs and failed == 0 and len(queue) == 0,
-        "detail": f"{finished}/{jobs} finished, {failed} failed, {len(queue)} left",
-    }
+    column = "rq"
+    enqueue_batches = frozenset({1, 50, 100, 500})  # via Queue.enqueue_many
 
+    def __init__(self, work_dir: Path, log_dir: Path):
+        self.redis = RedisServer(work_dir, log_dir / "redis.log")
 
-# --------------------------------------------------------------------------
-# Whole peer runs, shaped like bench.targets.run_queuelog
+    def __enter__(self) -> "Rq":
+        self.redis.start()
+        return self
 
+    def __exit__(self, *exc) -> None:
+        self.redis.stop()
 
-def run_huey(cfg: Config, work_dir: Path) -> tuple[dict, list[Check]]:
-    """One fresh SqliteHuey file per worker count; huey has no batch enqueue."""
-    metrics: dict = {}
-    checks: list[Check] = []
-    for workers in cfg.workers:
-        db_path = str(work_dir / f"huey-w{workers}.db")
-        res = huey_round(db_path, cfg.jobs, workers, cfg.enqueue_clients, cfg.timeout)
-        metrics.setdefault("enqueue_1", res["enqueue_rate"])
-        metrics[f"e2e_single_w{workers}"] = res["e2e_rate"]
-        print(f"[bench] huey: {workers} workers: enqueue {fmt_rate(res['enqueue_rate'])}/s, "
-              f"drain {fmt_rate(res['e2e_rate'])} jobs/s", flush=True)
-        checks.append(Check("huey", f"{workers} workers", res["ok"], res["detail"],
-                            f"e2e_single_w{workers}"))
-    return metrics, checks
+    def enqueue(self, jobs: int, batch: int, cfg: Config) -> tuple[float, list]:
+        _rq_queue(self.redis.url).connection.flushdb()  # this redis is ours alone
+        parts = split(jobs, cfg.enqueue_clients)
+        args = [{"redis_url": self.redis.url, "count": c, "batch": batch, "first": sum(parts[:i])}
+                for i, c in enumerate(parts) if c]
+        run = run_processes(_rq_enqueue_worker, args, cfg.timeout)
+        return jobs / run.elapsed, [i for r in run.results for i in r["ids"]]
 
+    def drain(self, path: str, workers: int, ids: list, cfg: Config,
+              metric: str | None) -> tuple[float | None, list[Check]]:
+        from rq.job import Job
+        from rq.registry import FailedJobRegistry
 
-def run_rq(cfg: Config, redis_url: str) -> tuple[dict, list[Check]]:
-    """Like queuelog: each drain round is filled by the next enqueue mode."""
-    metrics: dict = {}
-    checks: list[Check] = []
-    modes = list(cfg.enqueue_batches)
-    for idx in range(max(len(cfg.workers), len(modes))):
-        batch = modes[idx] if idx < len(modes) else 1
-        workers = cfg.workers[idx] if idx < len(cfg.workers) else max(cfg.workers)
-        res = rq_round(redis_url, cfg.jobs, workers, cfg.enqueue_clients, batch, cfg.timeout)
-        if idx < len(modes):
-            metrics[f"enqueue_{batch}"] = res["enqueue_rate"]
-        if idx < len(cfg.workers):
-            metrics[f"e2e_single_w{workers}"] = res["e2e_rate"]
-        print(f"[bench] rq: enqueue batch={batch} {fmt_rate(res['enqueue_rate'])}/s, "
-              f"{workers} workers drain {fmt_rate(res['e2e_rate'])} jobs/s", flush=True)
-        checks.append(Check("rq", f"{workers} workers", res["ok"], res["detail"],
-                            f"e2e_single_w{workers}" if idx < len(cfg.workers) else None))
-    return metrics, checks
+        queue = _rq_queue(self.redis.url)
+        run = run_processes(_rq_worker, [{"redis_url": self.redis.url}] * workers, cfg.timeout)
+        # Burst workers exit when the queue is empty; the real end is the last
+        # job's own completion timestamp, read back from RQ's result store.
+        ends = []
+        for chunk in range(0, len(ids), 500):
+            for job in Job.fetch_many(ids[chunk:chunk + 500], connection=queue.connection):
+                if job is not None and job.get_status() == "finished":
+                    ends.append(job.return_value())
+        failed, left = len(FailedJobRegistry(queue=queue)), len(queue)
+        check = Check(self.column, f"{workers} workers",
+                      len(ends) == len(ids) and failed == 0 and left == 0,
+                      f"{len(ends)}/{len(ids)} finished, {failed} failed, {left} left", metric)
+        rate = len(ends) / (max(ends) - run.start) if ends else None
+        return rate, [check]

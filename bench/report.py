@@ -139,9 +139,23 @@ def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, chec
     lines += ["", f"Correctness: {len(checks) - len(failed)}/{len(checks)} checks passed"
               " (every job completed exactly once); ✗ marks a figure from a failed round."]
     lines += [f"- FAILED {c['target']}: {c['what']}: {c['detail']}" for c in failed]
-    if notes:
-        lines += ["", "Notes:"] + [f"- {n}" for n in notes]
+    notes = notes + [_sample_note(cfg, metrics)]
+    lines += ["", "Notes:"] + [f"- {n}" for n in notes if n]
     return "\n".join(lines) + "\n"
+
+
+def _sample_note(cfg: Config, metrics: dict[str, dict]) -> str | None:
+    """How many claims each latency figure rests on (the probe is time-capped)."""
+    parts = []
+    for col, header in QUEUELOG_COLUMNS:
+        counts = [f"{n:,}: {metrics[col][f'claim_samples_{n}']}" for n in cfg.fills
+                  if f"claim_samples_{n}" in metrics.get(col, {})]
+        if counts:
+            parts.append(f"{header} " + ", ".join(counts))
+    if not parts:
+        return None
+    return (f"Claim latency samples per pending level (asked for {cfg.latency_samples}, "
+            f"capped at {cfg.latency_budget_s:.0f}s per level): " + "; ".join(parts) + ".")
 
 
 def write(out_dir: Path, cfg: Config, meta: dict, metrics: dict, checks: list[dict],

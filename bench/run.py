@@ -1,8 +1,9 @@
 """Entry point: ``python -m bench.run [--quick] [--out bench/results]``.
 
-Runs, in one process tree and one sitting, the Flask ceiling, queuelog on
-SQLite and on PostgreSQL, huey and RQ, then writes ``bench.md`` and
-``bench.json`` to the output directory and prints the table.
+Starts the Flask ceiling, queuelog on SQLite and on PostgreSQL, huey and RQ
+side by side, runs their throughput rounds interleaved (see bench.schedule),
+then queuelog's claim-latency probes, writes ``bench.md`` and ``bench.json``
+to the output directory and prints the table.
 
 Exit status: 1 only when a correctness check fails (some job not completed
 exactly once, or a round aborted so that this could not be shown); never
@@ -14,6 +15,7 @@ note instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -24,10 +26,11 @@ import time
 import traceback
 from pathlib import Path
 
-from bench import peers, report
+from bench import report, schedule
 from bench.config import FULL, QUICK, Check, Config
-from bench.servers import GUNICORN_WORKERS, REPO_ROOT, RedisServer, postgres_cluster
-from bench.targets import run_ceiling, run_queuelog
+from bench.peers import Huey, Rq
+from bench.servers import GUNICORN_WORKERS, REPO_ROOT, postgres_cluster
+from bench.targets import Ceiling, Queuelog
 
 # The throwaway cluster helper turns durability off to speed up tests; the
 # benchmark compares against SQLite at synchronous=FULL (queuelog's default)
@@ -50,7 +53,7 @@ def make_pg_durable(url: str) -> None:
 
 
 class Runner:
-    """Collects metrics, checks and notes across the parts of one run."""
+    """Starts every system, runs the schedule, collects figures, checks, notes."""
 
     def __init__(self, cfg: Config, work_dir: Path, log_dir: Path):
         self.cfg = cfg
@@ -60,50 +63,57 @@ class Runner:
         self.checks: list[Check] = []
         self.notes: list[str] = []
 
-    def part(self, column: str, fn, *args) -> None:
-        """Run one part; an exception becomes a failed check, not a crash."""
-        print(f"[bench] --- {column} ---", flush=True)
-        t0 = time.monotonic()
-        try:
-            metrics, checks = fn(*args)
-        except Exception as exc:  # keep the other parts' figures
-            traceback.print_exc()
-            self.checks.append(Check(column, "run", False, f"aborted: {exc!r}"[:500]))
-            return
-        self.metrics.setdefault(column, {}).update(metrics)
-        self.checks.extend(checks)
-        print(f"[bench] {column} took {time.monotonic() - t0:.0f}s", flush=True)
-
     def run_all(self) -> None:
-        cfg = self.cfg
-        self.part("ceiling", run_ceiling, cfg, self.log_dir)
-        if (REPO_ROOT / "app.py").exists():
-            db = self.work_dir / "bench.db"
-            self.part("sqlite", run_queuelog, "sqlite", f"sqlite:///{db}", cfg, self.log_dir)
-            self._postgresql()
-        else:
+        # All systems stay up for the whole run so their rounds can be
+        # interleaved (see bench.schedule); idle servers cost no CPU.
+        with contextlib.ExitStack() as stack:
+            systems = [s for s in self._start_all(stack) if s is not None]
+            t0 = time.monotonic()
+            schedule.throughput(systems, self.cfg, self.metrics, self.checks)
+            print(f"[bench] throughput rounds took {time.monotonic() - t0:.0f}s", flush=True)
+            queuelogs = [s for s in systems if isinstance(s, Queuelog)]
+            schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
+
+    def _start_all(self, stack: contextlib.ExitStack) -> list:
+        yield self._start(stack, "ceiling", lambda: Ceiling(self.log_dir))
+        if not (REPO_ROOT / "app.py").exists():
             self.notes.append("queuelog skipped: app.py does not exist yet.")
-        self.part("huey", peers.run_huey, cfg, self.work_dir)
-        self._rq()
-
-    def _postgresql(self) -> None:
-        try:
-            with postgres_cluster() as url:
-                if url is None:
-                    self.notes.append("PostgreSQL skipped: tests.support.pg_cluster unavailable.")
-                    return
-                make_pg_durable(url)
-                self.part("postgresql", run_queuelog, "postgresql", url, self.cfg, self.log_dir)
-        except Exception as exc:  # cluster could not start: environment, not correctness
-            traceback.print_exc()
-            self.notes.append(f"PostgreSQL skipped: cluster failed: {exc!r}"[:300])
-
-    def _rq(self) -> None:
+        else:
+            db = self.work_dir / "bench.db"
+            yield self._start(stack, "sqlite", lambda: Queuelog("sqlite", f"sqlite:///{db}", self.log_dir))
+            yield self._start_postgresql(stack)
+        yield self._start(stack, "huey", lambda: Huey(self.work_dir))
         if shutil.which("redis-server") is None:
             self.notes.append("RQ skipped: redis-server is not installed.")
-            return
-        with RedisServer(self.work_dir, self.log_dir / "redis.log").start() as redis:
-            self.part("rq", peers.run_rq, self.cfg, redis.url)
+        else:
+            yield self._start(stack, "rq", lambda: Rq(self.work_dir, self.log_dir))
+
+    def _start(self, stack: contextlib.ExitStack, column: str, make):
+        """Enter one system; a queuelog that cannot start is a failed check."""
+        try:
+            return stack.enter_context(make())
+        except Exception as exc:
+            traceback.print_exc()
+            if column in ("sqlite", "postgresql"):
+                self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
+            else:
+                self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
+            return None
+
+    def _start_postgresql(self, stack: contextlib.ExitStack):
+        # A missing or broken throwaway cluster is the environment's fault,
+        # not queuelog's: note it and go on without the PostgreSQL column.
+        try:
+            url = stack.enter_context(postgres_cluster())
+        except Exception as exc:
+            traceback.print_exc()
+            self.notes.append(f"PostgreSQL skipped: cluster failed: {exc!r}"[:300])
+            return None
+        if url is None:
+            self.notes.append("PostgreSQL skipped: tests.support.pg_cluster unavailable.")
+            return None
+        make_pg_durable(url)
+        return self._start(stack, "postgresql", lambda: Queuelog("postgresql", url, self.log_dir))
 
 
 def git_commit() -> str:
