@@ -32,7 +32,7 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 def create_key_command(name, role, max_priority, types):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:
-        secret = keys.create_key(name, role, max_priority, types.split(",") if types else None)
+        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None)
     except QueueError as error:
         _fail(error)
     click.echo(secret)

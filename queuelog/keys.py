@@ -62,9 +62,12 @@ def create_key(name: str, role: str, max_priority: str | None = None,
             ceiling = Priority.from_label(max_priority)
         except KeyError:
             problems.append({"pointer": "/max_priority", "detail": "must be low, medium, high or critical"})
+    clean_types = sorted({t.strip() for t in types if t.strip()}) if types is not None else None
+    if types is not None and not clean_types:
+        # An empty limit must not quietly become "any type" (think --types "$UNSET_VARIABLE").
+        problems.append({"pointer": "/types", "detail": "name at least one job type, or leave the limit out"})
     if problems:
         raise InvalidRequest(problems)
-    clean_types = sorted({t.strip() for t in types if t.strip()}) if types else None
 
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     with write_transaction() as conn:

@@ -55,6 +55,8 @@ def test_keys_create_with_max_priority_and_types(runner, client):
     (["x"], "--role"),
     (["x", "--role", "producer", "--max-priority", "extreme"], "--max-priority"),
     (["bad name!", "--role", "producer"], "name"),
+    (["x", "--role", "producer", "--types", ""], "types"),  # an empty limit must not mean "any type"
+    (["x", "--role", "worker", "--types", " , "], "types"),
 ])
 def test_keys_create_with_bad_options_fails_with_a_clear_message(runner, args, mentions):
     result = _create(runner, *args)
