@@ -12,11 +12,15 @@ Who wakes a waiting claim:
   ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
 
 Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
+When a gunicorn worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart
+is not held up for the rest of their ``wait``.
 """
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import socket
 import threading
 import time
 import weakref
@@ -122,18 +126,34 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float,
         return claim_once()
     waker = waker_for_current_app()
     _warn_if_single_threaded()
+    client_socket = request.environ.get("gunicorn.socket")
     deadline = time.monotonic() + wait
     seen = waker.generation
     rows = claim_once()
-    while not rows:
+    while not rows and not _shutting_down.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         woken = waker.wait(seen, min(remaining, waker.current_recheck()))
         seen = waker.generation
+        if _hung_up(client_socket):
+            # A claim now would hand jobs to nobody: they would sit out their lease as a stall.
+            break
         if woken or _something_due(types):
             rows = claim_once()
     return rows
+
+
+def _hung_up(client_socket) -> bool:
+    """True when the waiting client closed its connection (gunicorn gives us its socket)."""
+    if client_socket is None:
+        return False
+    try:
+        return client_socket.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False   # nothing to read: still there, waiting for our answer
+    except OSError:
+        return True    # reset, or closed
 
 
 def _something_due(types: Sequence[str] | None) -> bool:
@@ -227,3 +247,38 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
         waker.signal()
         time.sleep(delay)
         delay = min(delay * 2, 10.0)
+
+
+# --- a server stopping ---------------------------------------------------------------------------
+
+_shutting_down = threading.Event()
+
+
+def stop_waiting() -> None:
+    """The server is stopping: waiting claims answer 204 now, and new ones do not wait."""
+    _shutting_down.set()
+    for waker in list(_wakers.values()):
+        waker.signal()
+
+
+def _chain_gunicorn_stop() -> None:
+    """Under gunicorn, run ``stop_waiting`` when a worker process gets its graceful-stop signal.
+
+    gunicorn installs its worker's signal handlers before it loads the app, in the main thread;
+    only that exact situation is touched, anything else (flask run, tests, --preload) is left as is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGTERM)
+    owner = getattr(current, "__self__", None)
+    if owner is None or not type(owner).__module__.startswith("gunicorn.workers."):
+        return
+
+    def on_graceful_stop(signum, frame):
+        stop_waiting()
+        current(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_graceful_stop)
+
+
+_chain_gunicorn_stop()

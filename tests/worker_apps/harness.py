@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from sqlalchemy import create_engine, inspect, text
+
 from queuelog.worker import Client
+from tests.conftest import _wipe_postgres, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
-__all__ = ["JOB_TYPES", "LEASE_SECONDS", "config_overrides", "server_workers", "server", "producer_client", "start_worker",
+__all__ = ["JOB_TYPES", "LEASE_SECONDS", "config_overrides", "shared_database_url", "database_url", "shared_server",
+           "server_workers", "server", "producer_client", "start_worker",
            "wait_until", "claim_requests", "WorkerProcess"]
 
 JOB_TYPES = ["ok", "boom", "permanent", "sleep", "other"]
@@ -48,6 +52,28 @@ SERVER_ARGS = ("--threads", "8", "--graceful-timeout", "3",
                "--access-logfile", "-", "--access-logformat", ACCESS_FORMAT)
 
 
+@pytest.fixture(scope="module")
+def shared_database_url(request, tmp_path_factory):
+    """One database for a module's tests, so they can share one server (starting one costs seconds)."""
+    if test_db_kind() == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('worker-e2e') / 'queuelog.db'}"
+    return request.getfixturevalue("postgres_server_url")
+
+
+@pytest.fixture
+def database_url(shared_database_url):
+    """Overrides conftest's: the module's database, emptied before each test."""
+    _empty(shared_database_url)
+    return shared_database_url
+
+
+@pytest.fixture(scope="module")
+def shared_server(shared_database_url):
+    """The module's gunicorn server: one process × 8 threads."""
+    with running_server(server_env(shared_database_url), workers=1, extra_args=SERVER_ARGS) as srv:
+        yield srv
+
+
 @pytest.fixture
 def server_workers():
     """gunicorn processes for ``server``; a test asks for more with @pytest.mark.parametrize("server_workers", [2])."""
@@ -55,10 +81,28 @@ def server_workers():
 
 
 @pytest.fixture
-def server(app, database_url, server_workers):
+def server(request, app, database_url, server_workers):
     """A real gunicorn server (``server_workers`` processes × 8 threads) on the test's database."""
+    if server_workers == 1:
+        yield request.getfixturevalue("shared_server")
+        return
     with running_server(server_env(database_url), workers=server_workers, extra_args=SERVER_ARGS) as srv:
         yield srv
+
+
+def _empty(url: str) -> None:
+    """Delete every row (the schema stays: a server may be running on it)."""
+    if test_db_kind() == "postgresql":
+        _wipe_postgres(url)   # the suite's own wipe: TRUNCATE … CASCADE
+        return
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for table in inspect(conn).get_table_names():
+                if table != "alembic_version":
+                    conn.execute(text(f'DELETE FROM "{table}"'))
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture
