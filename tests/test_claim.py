@@ -23,6 +23,7 @@ CONCURRENT_JOBS = 300
 
 @pytest.fixture
 def any_priority(make_key):
+    """A producer allowed every priority."""
     return bearer(make_key("producer", "producer-critical", max_priority="critical"))
 
 

@@ -63,6 +63,7 @@ TRANSITIONS = [
 
 @pytest.fixture
 def headers_of(producer, other_producer, worker, other_worker, admin):
+    """The table's actor names → their Authorization headers."""
     return {"producer": producer, "other_producer": other_producer, "worker": worker,
             "other_worker": other_worker, "admin": admin}
 
