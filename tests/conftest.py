@@ -87,9 +87,9 @@ def app_config(database_url: str, **overrides) -> dict:
 
 
 @pytest.fixture
-def config_overrides():
-    """Override in a test module (or with @pytest.mark.parametrize indirect) to change settings."""
-    return {}
+def config_overrides(request):
+    """Override in a test module, or parametrize it indirectly, to change settings."""
+    return getattr(request, "param", {})
 
 
 @pytest.fixture
