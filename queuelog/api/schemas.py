@@ -95,7 +95,15 @@ class _Fields:
             # PostgreSQL text cannot hold NUL; refusing it here keeps both databases alike (not a 500).
             self.error(name, "must not contain NUL characters")
             return None
-        if pattern is not None and not pattern.match(value):
+        if _lone_surrogates(value):
+            # Half a UTF-16 pair (JSON "\ud800") cannot be encoded for either database: 422, not a 500.
+            # A worker's error text is cleaned instead, like its NULs.
+            if not nul_ok:
+                self.error(name, "must not contain unpaired surrogates")
+                return None
+            value = value.encode("utf-8", "replace").decode("utf-8")
+        # fullmatch, not match: "$" also matches before a trailing newline ("email\n" passed).
+        if pattern is not None and not pattern.fullmatch(value):
             self.error(name, hint or "has an invalid format")
             return None
         return value
@@ -104,6 +112,8 @@ class _Fields:
         value = self.body.get(name)
         if value is None:
             return default
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON has one number type: 3.0 is the integer 3 (as JSON Schema says)
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(name, "must be an integer")
             return default
@@ -150,18 +160,26 @@ class _Fields:
             raise InvalidRequest(self.errors)
 
 
+def _lone_surrogates(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# Exactly the labels, in any case: " high " or "hıgh" (which str.upper() turns into HIGH) are not labels.
+_PRIORITY_BY_LABEL = {priority.name.lower(): priority.value for priority in Priority}
+
+
 def _priority(fields: _Fields) -> int:
     value = fields.body.get("priority")
     if value is None:
         return Priority.LOW.value
-    if not isinstance(value, str):
+    if not isinstance(value, str) or value.lower() not in _PRIORITY_BY_LABEL:
         fields.error("priority", "must be one of low, medium, high, critical")
         return Priority.LOW.value
-    try:
-        return Priority.from_label(value).value
-    except KeyError:
-        fields.error("priority", "must be one of low, medium, high, critical")
-        return Priority.LOW.value
+    return _PRIORITY_BY_LABEL[value.lower()]
 
 
 _ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at"}
@@ -184,7 +202,7 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY_PATTERN,
                         hint="1-200 visible ASCII characters")
     if header_key is not None:
-        if not IDEMPOTENCY_KEY_PATTERN.match(header_key):
+        if not IDEMPOTENCY_KEY_PATTERN.fullmatch(header_key):
             fields.errors.append({"pointer": "/headers/Idempotency-Key",
                                   "detail": "1-200 visible ASCII characters"})
         elif key is not None and key != header_key:
@@ -234,7 +252,7 @@ def parse_claim(worker_name: str) -> dict:
     types = fields.body.get("types")
     if types is not None:
         if (not isinstance(types, list) or not types or len(types) > 100
-                or not all(isinstance(t, str) and TYPE_PATTERN.match(t) for t in types)):
+                or not all(isinstance(t, str) and TYPE_PATTERN.fullmatch(t) for t in types)):
             fields.error("types", "must be a non-empty list of job type names")
             types = None
     lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
@@ -332,17 +350,16 @@ def parse_list_query() -> dict:
                        "detail": "must be pending, running, completed, failed or cancelled"})
     priority = None
     if args.get("priority") is not None:
-        try:
-            priority = Priority.from_label(args["priority"]).value
-        except KeyError:
+        priority = _PRIORITY_BY_LABEL.get(args["priority"].lower())
+        if priority is None:
             errors.append({"pointer": "/query/priority", "detail": "must be low, medium, high or critical"})
     limit = 50
     if args.get("limit") is not None:
-        try:
-            limit = int(args["limit"])
-            if not 1 <= limit <= 200:
-                raise ValueError
-        except ValueError:
+        # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
+        digits = args["limit"]
+        limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
+        if not 1 <= limit <= 200:
+            limit = 50
             errors.append({"pointer": "/query/limit", "detail": "must be an integer from 1 to 200"})
     if errors:
         raise InvalidRequest(errors)

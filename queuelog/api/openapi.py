@@ -1,0 +1,225 @@
+"""The OpenAPI 3.1 description of the JSON API, served without auth at ``GET /openapi.json``.
+
+The document is Python data built from the same constants the parsers use (schemas.py) and the
+server's configuration (the job-type allowlist, the payload limit), so it describes this server as
+it runs. tests/test_openapi.py checks that every route is documented; tests/test_schemathesis.py
+checks that the answers match it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, current_app, jsonify
+
+from . import bp
+from . import openapi_schemas as s
+
+PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
+
+_ERRORS = {
+    400: "The body is not valid JSON.",
+    401: "No API key, or an unknown or revoked one (see WWW-Authenticate).",
+    403: "The key's role, type limits or priority ceiling do not allow this.",
+    404: "No such job, or one this key may not see.",
+    409: "The job is not in a state that allows this (job_status says which).",
+    413: "The request body is larger than 1 MiB.",
+    422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
+    500: "An unexpected error; it has been logged (never a traceback in the body).",
+    503: "The database is not answering; retry after Retry-After seconds.",
+}
+_HEADER_NOTES = {
+    401: {"WWW-Authenticate": "Bearer challenge."},
+    503: {"Retry-After": "Seconds to wait before retrying."},
+}
+# Every authenticated route can answer these.
+_ALWAYS = (401, 403, 500, 503)
+_WITH_BODY = (400, 413, 422)
+_HOLDER = ("Only the worker holding the job under this claim token may do this; a stale token, another "
+           "worker or a job no longer running answers 409.")
+
+
+def _headers(notes: dict[str, str]) -> dict[str, Any]:
+    return {name: {"description": text, "schema": {"type": "string"}} for name, text in notes.items()}
+
+
+def problem_response(status: int) -> dict[str, Any]:
+    """An error answer: application/problem+json with the Problem schema."""
+    response = {"description": _ERRORS[status],
+                "content": {"application/problem+json": {"schema": s.ref("Problem")}}}
+    if status in _HEADER_NOTES:
+        response["headers"] = _headers(_HEADER_NOTES[status])
+    return response
+
+
+def json_response(description: str, schema: dict, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A successful JSON answer."""
+    response = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if headers:
+        response["headers"] = _headers(headers)
+    return response
+
+
+def job_response(description: str) -> dict[str, Any]:
+    return json_response(description, s.ref("Job"))
+
+
+def body(schema_name: str, required: bool = True) -> dict[str, Any]:
+    """A JSON request body described by a component schema."""
+    return {"required": required, "content": {"application/json": {"schema": s.ref(schema_name)}}}
+
+
+def operation(operation_id: str, summary: str, roles: tuple[str, ...], responses: dict[int, Any],
+              errors: tuple[int, ...], request: dict | None = None, parameters: list | None = None,
+              description: str = "") -> dict[str, Any]:
+    """One operation: who may call it, what it takes, and every answer it can give."""
+    who = ", ".join(roles)
+    op: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": summary,
+        "description": (description + "\n\n" if description else "") + f"Keys with the role: {who}.",
+        "x-roles": list(roles),
+        "responses": {str(code): answer for code, answer in responses.items()},
+    }
+    for status in sorted(set(errors) | set(_ALWAYS)):
+        op["responses"][str(status)] = problem_response(status)
+    if request is not None:
+        op["requestBody"] = request
+    if parameters:
+        op["parameters"] = parameters
+    return op
+
+
+def _query(name: str, schema: dict, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "description": "The job's id.",
+          "schema": {"type": "integer", "minimum": 1, "maximum": s.MAX_JOB_ID}}
+
+
+def _job_action(name: str, summary: str, roles: tuple[str, ...], request: dict, errors: tuple[int, ...],
+                description: str = "") -> dict[str, Any]:
+    """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is."""
+    return {"post": operation(f"{name}Job", summary, roles, {200: job_response("The job as it now is.")},
+                              errors=(*_WITH_BODY, 404, 409, *errors), request=request, parameters=[JOB_ID],
+                              description=description)}
+
+
+def paths() -> dict[str, Any]:
+    """Every route of the api blueprint."""
+    list_parameters = [
+        _query("status", {"type": "string", "enum": list(s.STATUSES)}, "Only jobs in this state."),
+        _query("type", {"type": "string"}, "Only jobs of this type."),
+        _query("priority", {"type": "string", "pattern": s.PRIORITY_PATTERN}, "Only jobs of this priority."),
+        _query("worker_id", {"type": "string"}, "Only jobs held (or last held) by this worker key."),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
+        _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
+    ]
+    job_page = s.closed({"jobs": {"type": "array", "items": s.ref("Job")},
+                         "next_cursor": {"type": ["string", "null"],
+                                         "description": "Pass as cursor for the next page; null on the last."}},
+                        required=["jobs", "next_cursor"])
+    idempotency_header = {"name": "Idempotency-Key", "in": "header", "required": False,
+                          "schema": {"type": "string", "pattern": s.IDEMPOTENCY_KEY_PATTERN},
+                          "description": "Same as the body's idempotency_key (they must agree if both are sent)."}
+    location = {"Location": "The job's URL."}
+    batch_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("BatchJob")}}, required=["jobs"])
+    claimed_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("ClaimedJob")}}, required=["jobs"])
+    return {
+        "/openapi.json": {"get": {
+            "operationId": "openapiDocument", "summary": "This document.", "security": [],
+            "responses": {"200": json_response("The OpenAPI 3.1 document.", {"type": "object"})},
+        }},
+        "/jobs": {
+            "post": operation(
+                "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
+                {201: json_response("Created.", s.ref("Job"), location),
+                 200: json_response("The idempotency key replayed an earlier, identical request: that job.",
+                                    s.ref("Job"), location)},
+                errors=_WITH_BODY, request=body("EnqueueRequest"), parameters=[idempotency_header]),
+            "get": operation(
+                "listJobs", "List jobs, newest first.", (PRODUCER, ADMIN),
+                {200: json_response("A page of jobs.", job_page)}, errors=(422,), parameters=list_parameters,
+                description="A producer sees the jobs it enqueued, an admin all jobs."),
+        },
+        "/jobs/batch": {"post": operation(
+            "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
+            {201: json_response("At least one job was created.", batch_jobs),
+             200: json_response("Every item replayed an earlier job.", batch_jobs)},
+            errors=_WITH_BODY, request=body("BatchEnqueueRequest"),
+            description="Each item has its own idempotency-key semantics.")},
+        "/jobs/claim": {"post": operation(
+            "claimJob", "Claim the next due job(s).", (WORKER,),
+            {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
+                                {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}),
+             204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
+            errors=_WITH_BODY, request=body("ClaimRequest", required=False),
+            description="Highest priority first, then oldest; only jobs whose run_at has come.")},
+        "/jobs/complete": {"post": operation(
+            "completeBatch", "Complete many held jobs in one request.", (WORKER,),
+            {200: json_response("One outcome per item, in order.", s.ref("BatchCompleteResponse"))},
+            errors=_WITH_BODY, request=body("BatchCompleteRequest"),
+            description="Each item is checked like a single complete: 200 with the job, or 404/409 with a "
+                        "problem.")},
+        "/jobs/{job_id}": {"get": operation(
+            "getJob", "One job.", (PRODUCER, WORKER, ADMIN), {200: job_response("The job.")}, errors=(404,),
+            parameters=[JOB_ID],
+            description="A producer sees its own jobs, a worker the job it holds, an admin every job.")},
+        "/jobs/{job_id}/events": {"get": operation(
+            "jobEvents", "The job's event log, oldest first.", (PRODUCER, WORKER, ADMIN),
+            {200: json_response("Every state change.", s.closed(
+                {"events": {"type": "array", "items": s.ref("Event")}}, required=["events"]))},
+            errors=(404,), parameters=[JOB_ID])},
+        "/jobs/{job_id}/heartbeat": _job_action(
+            "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), (), _HOLDER),
+        "/jobs/{job_id}/complete": _job_action(
+            "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), (), _HOLDER),
+        "/jobs/{job_id}/fail": _job_action(
+            "fail", "Record a failure: requeue while retries remain, else fail.", (WORKER,),
+            body("FailRequest"), (), _HOLDER),
+        "/jobs/{job_id}/release": _job_action(
+            "release", "Give the held job back to pending without counting a failure.", (WORKER,),
+            body("ReleaseRequest"), (), _HOLDER),
+        "/jobs/{job_id}/cancel": _job_action(
+            "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False), (),
+            "A producer may cancel its own jobs, an admin any."),
+        "/jobs/{job_id}/retry": _job_action(
+            "retry", "Put a failed or cancelled job back to pending, retries reset.", (ADMIN,),
+            body("EmptyRequest", required=False), ()),
+    }
+
+
+def build_document(config) -> dict[str, Any]:
+    """The whole OpenAPI document for an app with this configuration."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "queuelog",
+            "version": "1",
+            "description": "A persistent background job queue. Producers enqueue jobs, workers claim and "
+                           "finish them, admins oversee. Every error is application/problem+json (RFC 9457).",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearerAuth": []}],
+        "paths": paths(),
+        "components": {
+            "securitySchemes": {"bearerAuth": {
+                "type": "http", "scheme": "bearer",
+                "description": "An API key from `flask keys create NAME --role producer|worker|admin`.",
+            }},
+            "schemas": s.components(list(config["JOB_TYPES"]), config["MAX_PAYLOAD_BYTES"]),
+        },
+    }
+
+
+def document_for(app: Flask) -> dict[str, Any]:
+    """The app's document, built once: the configuration it depends on does not change at run time."""
+    if "queuelog_openapi" not in app.extensions:
+        app.extensions["queuelog_openapi"] = build_document(app.config)
+    return app.extensions["queuelog_openapi"]
+
+
+@bp.get("/openapi.json")
+def openapi_document():
+    """The OpenAPI 3.1 document; public, so tools and clients can read it without a key."""
+    return jsonify(document_for(current_app))

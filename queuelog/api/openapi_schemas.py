@@ -1,0 +1,257 @@
+"""The JSON Schemas of the OpenAPI document: request bodies as schemas.py parses them, responses as
+serialize.py and problems.py build them.
+
+Kept as Python data next to the code it describes, so a change to a parser or serializer has one
+obvious place to be mirrored (and tests/test_schemathesis.py fails until it is).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import JobStatus, Priority
+from . import schemas
+
+Schema = dict[str, Any]
+
+STATUSES = [status.value for status in JobStatus]
+PRIORITY_LABELS = [priority.name.lower() for priority in Priority]
+# The event names queue.py records, one per kind of state change.
+EVENTS = ["enqueued", "claimed", "completed", "requeued", "failed", "released", "reaped", "cancelled",
+          "retried"]
+MAX_JOB_ID = 2**63 - 1
+
+# schemas.py's Python patterns, spelled for ECMA-262 (the regex dialect of JSON Schema).
+TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+IDEMPOTENCY_KEY_PATTERN = "^[!-~]{1,200}$"
+# Priority labels are case-insensitive: "high", "High" and "HIGH" are one label.
+PRIORITY_PATTERN = "^(" + "|".join(
+    "".join(f"[{c.lower()}{c.upper()}]" for c in label) for label in PRIORITY_LABELS) + ")$"
+
+
+def ref(name: str) -> Schema:
+    """A reference to a schema under components/schemas."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: Schema) -> Schema:
+    """The same schema, also allowing JSON null (OpenAPI 3.1 spells it as a type list)."""
+    result = dict(schema)
+    kind = result["type"]
+    result["type"] = [*kind, "null"] if isinstance(kind, list) else [kind, "null"]
+    if "enum" in result:
+        result["enum"] = [*result["enum"], None]
+    return result
+
+
+def closed(properties: dict[str, Schema], required: list[str] | tuple = (), **extra) -> Schema:
+    """An object with exactly these properties: the API refuses (and never sends) any other field."""
+    schema: Schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    schema.update(extra)
+    return schema
+
+
+def time(description: str, null: bool = False) -> Schema:
+    """An RFC 3339 UTC time as the API writes it (``2026-01-01T12:00:00.000000Z``)."""
+    schema = {"type": "string", "format": "date-time", "description": description}
+    return nullable(schema) if null else schema
+
+
+def _integer(low: int, high: int, description: str) -> Schema:
+    return {"type": "integer", "minimum": low, "maximum": high, "description": description}
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
+    """POST /jobs (and each item of POST /jobs/batch)."""
+    return closed({
+        "type": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types),
+                 "description": "A job type on this server's allowlist (QUEUELOG_JOB_TYPES); a key may be "
+                                "limited further to some types (403)."},
+        "payload": nullable({"type": "object", "default": {},
+                             "description": f"Any JSON object, at most {max_payload_bytes} bytes as compact "
+                                            "JSON (else 422)."}),
+        "priority": nullable({"type": "string", "pattern": PRIORITY_PATTERN, "default": "low",
+                              "description": "low, medium, high or critical (case-insensitive). A producer "
+                                             "key may not go above its ceiling (403)."}),
+        "max_retries": nullable(_integer(0, schemas.MAX_RETRIES_LIMIT,
+                                         "How many failures are retried before the job fails for good.")
+                                | {"default": 3}),
+        "idempotency_key": nullable({
+            "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
+            "description": "1-200 visible ASCII characters, scoped to the producing key: the same key with "
+                           "the same request answers 200 with the existing job, with a different request 422."}),
+        "run_at": nullable(time("Not claimable before this time; RFC 3339 with an offset.")),
+    }, required=["type"])
+
+
+def claim_request(max_lease: int) -> Schema:
+    """POST /jobs/claim; every field is optional and an empty body is {}."""
+    return closed({
+        "types": nullable({"type": "array", "minItems": 1, "maxItems": 100,
+                           "items": {"type": "string", "pattern": TYPE_PATTERN},
+                           "description": "Claim only these types (default: any the key may claim)."}),
+        "lease_seconds": nullable(_integer(1, max_lease, "Lease length (default QUEUELOG_LEASE_SECONDS).")),
+        "worker_id": nullable({"type": "string",
+                               "description": "Accepted only when equal to the key's name (422 otherwise): "
+                                              "a worker's identity is its key."}),
+        "limit": nullable(_integer(1, schemas.MAX_BATCH_CLAIM,
+                                   'Claim up to this many jobs at once; the answer is then {"jobs": [...]}.')),
+        "wait": nullable({"type": "number", "minimum": 0, "maximum": schemas.MAX_CLAIM_WAIT_SECONDS,
+                          "default": 0,
+                          "description": "Long-poll: hold the request up to this many seconds until a job is "
+                                         "claimable (then 200), else 204."}),
+    })
+
+
+def token_request(**extra: Schema) -> Schema:
+    """A holding worker's action: the claim token, plus the action's own fields."""
+    return closed({"claim_token": {"type": "string", "description": "The token the claim returned."}, **extra},
+                  required=["claim_token"])
+
+
+def complete_request() -> Schema:
+    return token_request(result=nullable({"type": "object", "description": "Stored as the job's result."}))
+
+
+def fail_request() -> Schema:
+    return token_request(
+        error=nullable({"type": "string",
+                        "description": "What went wrong; trimmed and scrubbed of secrets before it is stored."}),
+        retryable=nullable({"type": "boolean", "default": True,
+                            "description": "false fails the job for good, whatever its retries."}),
+    )
+
+
+def heartbeat_request(max_lease: int) -> Schema:
+    return token_request(lease_seconds=nullable(_integer(
+        1, max_lease, "New lease from now (default QUEUELOG_LEASE_SECONDS).")))
+
+
+def batch_enqueue_request() -> Schema:
+    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_ENQUEUE,
+                            "items": ref("EnqueueRequest")}}, required=["jobs"])
+
+
+def batch_complete_request() -> Schema:
+    item = closed({
+        "id": _integer(1, MAX_JOB_ID, "The job's id."),
+        "claim_token": {"type": "string"},
+        "result": nullable({"type": "object"}),
+    }, required=["id", "claim_token"])
+    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_CLAIM,
+                            "items": item}}, required=["jobs"])
+
+
+# --- responses ------------------------------------------------------------------------------------
+
+def _job_properties() -> dict[str, Schema]:
+    """The fields of serialize.job_json, in its order."""
+    text = {"type": "string"}
+    return {
+        "id": _integer(1, MAX_JOB_ID, "The job's id."),
+        "type": text,
+        "status": {"type": "string", "enum": list(STATUSES)},
+        "priority": {"type": "string", "enum": list(PRIORITY_LABELS)},
+        "payload": {"type": "object"},
+        "result": nullable({"type": "object", "description": "Set by complete."}),
+        "retry_count": {"type": "integer", "minimum": 0},
+        "max_retries": {"type": "integer", "minimum": 0},
+        "stall_count": {"type": "integer", "minimum": 0,
+                        "description": "How often a worker died holding the job (see flask reap)."},
+        "idempotency_key": nullable(text),
+        "producer": nullable({"type": "string", "description": "Name of the key that enqueued the job."}),
+        "worker_id": nullable({"type": "string", "description": "Name of the worker key holding the job."}),
+        "error": nullable({"type": "string",
+                           "description": "The last error; shown only to admins and the holding worker."}),
+        "run_at": time("Not claimable before this time."),
+        "claimed_at": time("When the current (or last) claim was made.", null=True),
+        "heartbeat_at": time("The holding worker's last heartbeat.", null=True),
+        "lease_expires_at": time("When a running job's lease runs out.", null=True),
+        "completed_at": time("When the job completed.", null=True),
+        "created_at": time("When the job was enqueued."),
+        "updated_at": time("The job's last change."),
+    }
+
+
+def job(**extra: Schema) -> Schema:
+    """A job as the API shows it, with any extra (required) fields of a particular answer."""
+    properties = {**_job_properties(), **extra}
+    return closed(properties, required=list(properties))
+
+
+def event() -> Schema:
+    """One line of a job's event log, as serialize.event_json builds it."""
+    status = {"type": "string", "enum": list(STATUSES)}
+    properties = {
+        "id": {"type": "integer", "minimum": 1},
+        "job_id": _integer(1, MAX_JOB_ID, "The job's id."),
+        "event": {"type": "string", "enum": list(EVENTS)},
+        "from_status": nullable(status),
+        "to_status": status,
+        "actor": {"type": "string", "description": "key:NAME, an admin, or reaper."},
+        "attempt": {"type": "integer", "minimum": 0, "description": "The job's retry_count after the change."},
+        "error": nullable({"type": "string", "description": "Shown only to admins and the holding worker."}),
+        "at": time("When it happened."),
+    }
+    return closed(properties, required=list(properties))
+
+
+def batch_complete_response() -> Schema:
+    """POST /jobs/complete: one outcome per item, in request order, each like a single complete's answer."""
+    outcome = closed({
+        "id": {"type": "integer", "description": "The item's job id."},
+        "status": {"type": "integer", "minimum": 200, "maximum": 599,
+                   "description": "What a single complete would have answered: 200, 404 or 409."},
+        "job": ref("Job"),
+        "problem": ref("Problem"),
+    }, required=["id", "status"])
+    return closed({"results": {"type": "array", "items": outcome}}, required=["results"])
+
+
+def problem() -> Schema:
+    """RFC 9457 problem details; extension members (e.g. job_status on a 409) may follow."""
+    return {
+        "type": "object",
+        "required": ["type", "title", "status", "detail"],
+        "properties": {
+            "type": {"type": "string", "format": "uri"},
+            "title": {"type": "string"},
+            "status": {"type": "integer", "minimum": 400, "maximum": 599,
+                       "description": "Always equal to the HTTP status."},
+            "detail": {"type": "string"},
+            "errors": {
+                "type": "array",
+                "description": "On 422: each problem, with a JSON pointer into the request.",
+                "items": closed({"pointer": {"type": "string"}, "detail": {"type": "string"}},
+                                required=["pointer", "detail"]),
+            },
+            "job_status": {"type": "string", "enum": list(STATUSES),
+                           "description": "On 409: the state that refused the action."},
+        },
+    }
+
+
+def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema]:
+    """Every named schema of the document."""
+    max_lease = schemas.MAX_LEASE_SECONDS
+    return {
+        "Job": job(),
+        "ClaimedJob": job(claim_token={"type": "string", "description": "Send it back with every action."}),
+        "BatchJob": job(created={"type": "boolean",
+                                 "description": "false when an idempotency key replayed an earlier job."}),
+        "Event": event(),
+        "Problem": problem(),
+        "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),
+        "BatchEnqueueRequest": batch_enqueue_request(),
+        "ClaimRequest": claim_request(max_lease),
+        "CompleteRequest": complete_request(),
+        "FailRequest": fail_request(),
+        "HeartbeatRequest": heartbeat_request(max_lease),
+        "ReleaseRequest": token_request(),
+        "BatchCompleteRequest": batch_complete_request(),
+        "BatchCompleteResponse": batch_complete_response(),
+        "EmptyRequest": closed({}, description="No fields: an empty body or {}."),
+    }
