@@ -27,9 +27,15 @@ DEFAULT_WINDOW_SECONDS = 15 * 60
 def load_user(user_id: str) -> User | None:
     """The signed-in admin, from the id kept in the session cookie."""
     try:
-        return db.session.get(User, int(user_id))
+        user = db.session.get(User, int(user_id))
     except ValueError:
         return None
+    if user is not None:
+        db.session.expunge(user)
+    # End the read at once: on SQLite (WAL) an open read keeps this request on a snapshot taken now,
+    # and a page that writes and then lists (a new API key) would not see its own write.
+    db.session.rollback()
+    return user
 
 
 def is_partial_request() -> bool:

@@ -8,8 +8,15 @@ from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
 
 from ..models import JobStatus, Priority, Role
 
-STATUS_CHOICES = [("", "any status")] + [(s.value, s.value) for s in JobStatus]
-PRIORITY_CHOICES = [("", "any priority")] + [(p.name.lower(), p.name.lower()) for p in Priority]
+try:
+    from wtforms import SelectChoice as _choice  # WTForms 3.3 deprecates (value, label) tuples
+except ImportError:  # older WTForms: tuples are the way
+    def _choice(value: str, label: str) -> tuple[str, str]:
+        return value, label
+
+PRIORITY_LABELS = [p.name.lower() for p in Priority]
+STATUS_CHOICES = [_choice("", "any status")] + [_choice(s.value, s.value) for s in JobStatus]
+PRIORITY_CHOICES = [_choice("", "any priority")] + [_choice(label, label) for label in PRIORITY_LABELS]
 
 
 class LoginForm(FlaskForm):
@@ -56,8 +63,8 @@ class KeyCreateForm(FlaskForm):
     name = StringField("Name", validators=[
         InputRequired(), Length(max=100),
         Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", message="use letters, digits, '.', '_' or '-'")])
-    role = SelectField("Role", choices=[(r.value, r.value) for r in Role], default=Role.WORKER.value)
+    role = SelectField("Role", choices=[_choice(r.value, r.value) for r in Role], default=Role.WORKER.value)
     max_priority = SelectField("Highest priority it may set", default="", choices=[
-        ("", "default (producer: medium)")] + [(p.name.lower(), p.name.lower()) for p in Priority])
+        _choice("", "default (producer: medium)")] + [_choice(label, label) for label in PRIORITY_LABELS])
     types = StringField("Job types (comma-separated, empty = any)", validators=[Optional(), Length(max=2000)])
     submit = SubmitField("Create key")

@@ -80,7 +80,7 @@ def retry_jobs():
         skipped = len(chosen) - len(retried)
         message = f"Retried {len(retried)} job{'s' if len(retried) != 1 else ''}."
         if skipped:
-            message += (f" {skipped} of the selected job{'s were' if skipped != 1 else ' was'} "
+            message += (f" {skipped} of the selected jobs {'were' if skipped != 1 else 'was'} "
                         "no longer failed or cancelled and left as is.")
         flash(message, "success" if retried else "info")
         return redirect(back)

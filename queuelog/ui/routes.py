@@ -1,7 +1,7 @@
 """Signing in and out, the dashboard and the workers page."""
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, request, session, url_for
+from flask import current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
 from .. import queue
@@ -13,6 +13,12 @@ from .chart import build_chart
 from .forms import ActionForm, LoginForm
 from .helpers import render_live, span
 from . import stats
+
+
+def _fresh_session() -> None:
+    """Empty the session, and forget the CSRF token cached for this request, which belonged to the old one."""
+    session.clear()
+    g.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
 
 
 @bp.get("/")
@@ -45,7 +51,7 @@ def login():
         return render_template("login.html", form=form, error="Wrong username or password."), 200
     forget_failures(username)
     # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session.
-    session.clear()
+    _fresh_session()
     login_user(user)
     flash(f"Signed in as {user.username}.", "success")
     return redirect(next_url or url_for("ui.dashboard"))
@@ -57,7 +63,7 @@ def logout():
     form = ActionForm()
     if form.validate_on_submit():
         logout_user()
-        session.clear()
+        _fresh_session()
         flash("Signed out.", "success")
     return redirect(url_for("ui.login"))
 

@@ -1,0 +1,123 @@
+"""Helpers for the admin page tests: an admin account, signing in, and posting forms with their CSRF token.
+
+CSRF protection stays on in these tests (as in production): every POST carries the token that a page
+of the same session rendered, exactly as a browser would send it.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import re
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select
+from werkzeug.security import generate_password_hash
+
+from queuelog.clock import utcnow
+from queuelog.extensions import db
+from queuelog.models import JobEvent, User
+
+ADMIN_NAME = "night-owl"
+ADMIN_PASSWORD = "correct horse battery staple"
+_TOKEN = re.compile(r'name="csrf_token"(?: type="hidden")? value="([^"]+)"')
+
+
+def csrf_token(client, page: str = "/admin/login") -> str:
+    """The CSRF token of ``client``'s session, read from a rendered form like a browser would."""
+    response = client.get(page)
+    match = _TOKEN.search(response.get_data(as_text=True))
+    assert match, f"no CSRF token on {page} (status {response.status_code})"
+    return match.group(1)
+
+
+def post_form(client, path: str, data: dict | None = None, page: str = "/admin/login", **kwargs):
+    """POST ``data`` to ``path`` with a valid CSRF token for this client's session."""
+    return client.post(path, data={**(data or {}), "csrf_token": csrf_token(client, page)}, **kwargs)
+
+
+def sign_in(client, username: str = ADMIN_NAME, password: str = ADMIN_PASSWORD, next_url: str | None = None,
+            **kwargs):
+    """Submit the sign-in form; returns the response (302 on success)."""
+    path = "/admin/login" + (f"?next={next_url}" if next_url is not None else "")
+    return post_form(client, path, {"username": username, "password": password}, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _admin_password_hash() -> str:
+    # scrypt is slow on purpose (about 0.1 s): hash the test password once per run, not once per test.
+    return generate_password_hash(ADMIN_PASSWORD, method="scrypt")
+
+
+@pytest.fixture
+def admin_user(app):
+    """An admin account (username, password), stored as ``flask users create`` stores it."""
+    db.session.add(User(username=ADMIN_NAME, password_hash=_admin_password_hash(), created_at=utcnow()))
+    db.session.commit()
+    return ADMIN_NAME, ADMIN_PASSWORD
+
+
+@pytest.fixture
+def signed_in(client, admin_user):
+    """The test client with the admin's session in its cookie (the sign-in form itself is tested apart)."""
+    user_id = db.session.execute(db.select(User.id).filter_by(username=ADMIN_NAME)).scalar_one()
+    db.session.rollback()  # end the read, so this session sees what the requests commit later
+    with client.session_transaction() as session:
+        session["_user_id"] = str(user_id)
+        session["_fresh"] = True
+    return client
+
+
+def text_of(response) -> str:
+    """The response body as text."""
+    return response.get_data(as_text=True)
+
+
+def events_of(job_id: int) -> list:
+    """The job's event rows as stored, oldest first (read on a fresh connection)."""
+    with db.engine.connect() as conn:
+        return conn.execute(select(JobEvent.__table__).where(JobEvent.job_id == job_id)
+                            .order_by(JobEvent.id)).all()
+
+
+def flashes(response) -> list[str]:
+    """The flash messages a page shows."""
+    return [html.unescape(m) for m in re.findall(r'<p class="flash flash-\w+">(.*?)</p>', text_of(response), re.S)]
+
+
+@pytest.fixture
+def failed_job(client, worker, enqueue, claim):
+    """failed_job(error=..., **enqueue_body) → id of a job that went through the API to failed."""
+
+    def _make(error: str = "boom", **body) -> int:
+        job = enqueue(max_retries=0, **body)
+        claimed = claim(types=[job["type"]])
+        assert claimed["id"] == job["id"]
+        response = client.post(f"/jobs/{job['id']}/fail", headers=worker,
+                               json={"claim_token": claimed["claim_token"], "error": error, "retryable": False})
+        assert response.status_code == 200, response.get_json()
+        return job["id"]
+
+    return _make
+
+
+class _OwnContextClient(FlaskClient):
+    """Runs each request in its own app context, as a server does.
+
+    The ``app`` fixture keeps an app context open for the whole test, and a request pushed inside it
+    would share its ``g`` with every other request of the test: the signed-in user and the CSRF token
+    cached there would leak from one request into the next and hide session bugs.
+    """
+
+    def open(self, *args, **kwargs):
+        with self.application.app_context():
+            return super().open(*args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def requests_in_their_own_app_context(app):
+    """Make the ``client`` fixture's requests independent of each other (see _OwnContextClient)."""
+    previous = app.test_client_class
+    app.test_client_class = _OwnContextClient
+    yield
+    app.test_client_class = previous

@@ -1,0 +1,161 @@
+"""The dashboard: counts, what is stalled, what failed, and the last hour at a glance."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from sqlalchemy import insert
+
+from queuelog.clock import utcnow
+from queuelog.extensions import db
+from queuelog.models import JobEvent
+from tests.support.ui import (ADMIN_NAME, admin_user, events_of, failed_job, flashes, post_form,  # noqa: F401
+                              requests_in_their_own_app_context, signed_in, text_of)
+
+
+def tile(body: str, status: str) -> str:
+    match = re.search(rf'data-count="{status}">.*?class="tile-value">([^<]+)<', body, re.S)
+    assert match, f"no tile for {status}"
+    return match.group(1)
+
+
+def test_the_dashboard_counts_jobs_per_status(signed_in, make_job):
+    for status, count in (("pending", 3), ("running", 1), ("completed", 4), ("failed", 2), ("cancelled", 1)):
+        for _ in range(count):
+            make_job(status=status)
+    body = text_of(signed_in.get("/admin"))
+    assert [tile(body, s) for s in ("pending", "running", "completed", "failed", "cancelled")] == \
+        ["3", "1", "4", "2", "1"]
+
+
+def test_each_count_links_to_the_jobs_with_that_status(signed_in, make_job):
+    make_job(status="failed")
+    assert 'href="/admin/jobs?status=failed"' in text_of(signed_in.get("/admin"))
+
+
+def test_the_dashboard_shows_a_type_by_status_table(signed_in, make_job):
+    make_job(type="report", status="failed")
+    make_job(type="report", status="failed")
+    make_job(type="email", status="completed")
+    body = text_of(signed_in.get("/admin"))
+    assert re.search(r'href="/admin/jobs\?type=report&amp;status=failed">2</a>', body)
+    assert re.search(r'href="/admin/jobs\?type=email&amp;status=completed">1</a>', body)
+
+
+def test_an_empty_queue_reads_calmly(signed_in):
+    body = text_of(signed_in.get("/admin"))
+    assert "Nothing is stalled" in body and "No failed jobs." in body
+    assert "No job completed or failed in the last hour." in body
+
+
+def test_the_oldest_pending_job_and_its_age_are_shown(signed_in, make_job):
+    now = utcnow()
+    oldest = make_job(status="pending", created_at=now - timedelta(hours=2, minutes=5))
+    make_job(status="pending", created_at=now - timedelta(minutes=1))
+    body = text_of(signed_in.get("/admin"))
+    match = re.search(r'data-figure="oldest-pending".*?href="/admin/jobs/(\d+)"[^>]*>([^<]+)</a>', body, re.S)
+    assert match and int(match.group(1)) == oldest
+    assert match.group(2) == "2h 05m"
+
+
+def test_a_job_scheduled_for_later_is_not_counted_as_waiting(signed_in, make_job):
+    make_job(status="pending", created_at=utcnow() - timedelta(hours=5), run_at=utcnow() + timedelta(hours=1))
+    body = text_of(signed_in.get("/admin"))
+    assert re.search(r'data-figure="oldest-pending".*?tile-value muted">none<', body, re.S)
+
+
+def test_stalled_running_jobs_are_listed_with_a_reap_button(signed_in, make_job):
+    stalled = make_job(status="running", worker_id="worker-z", lease_expires_at=utcnow() - timedelta(minutes=3))
+    healthy = make_job(status="running")
+    body = text_of(signed_in.get("/admin"))
+    section = body[body.index('id="stalled-title"'):body.index('id="types-title"')]
+    assert f"/admin/jobs/{stalled}" in section and "worker-z" in section
+    assert f"/admin/jobs/{healthy}\"" not in section
+    assert 'action="/admin/reap"' in section
+    assert re.search(r'data-figure="stalled">.*?tile-value">1<', body, re.S)
+
+
+def test_reap_now_gives_stalled_jobs_back_in_the_admins_name(signed_in, make_job, read_job):
+    stalled = make_job(status="running", lease_expires_at=utcnow() - timedelta(minutes=3))
+    response = post_form(signed_in, "/admin/reap", page="/admin")
+    assert response.status_code == 302 and response.headers["Location"] == "/admin"
+    assert read_job(stalled).status == "pending"
+    assert read_job(stalled).retry_count == 1
+    assert [(e.event, e.actor) for e in events_of(stalled)][-1] == ("reaped", f"admin:{ADMIN_NAME}")
+    assert flashes(signed_in.get("/admin")) == [
+        "Reaped 1 stalled job: 1 back in the queue, 0 failed (no retries left), 0 quarantined."]
+
+
+def test_reap_now_with_nothing_stalled_says_so(signed_in, make_job, read_job):
+    running = make_job(status="running")
+    post_form(signed_in, "/admin/reap", page="/admin")
+    assert read_job(running).status == "running"
+    assert flashes(signed_in.get("/admin")) == ["No running job had an expired lease; nothing was reaped."]
+
+
+def test_reap_now_without_a_csrf_token_is_refused(signed_in, make_job, read_job):
+    stalled = make_job(status="running", lease_expires_at=utcnow() - timedelta(minutes=3))
+    assert signed_in.post("/admin/reap").status_code == 400
+    assert read_job(stalled).status == "running"
+
+
+def test_recent_failures_show_the_error_and_link_to_the_job(signed_in, failed_job):
+    job_id = failed_job(error="SMTP 550: mailbox unavailable")
+    body = text_of(signed_in.get("/admin"))
+    section = body[body.index('id="failures-title"'):]
+    assert f'href="/admin/jobs/{job_id}"' in section
+    assert "SMTP 550: mailbox unavailable" in section
+
+
+def test_a_quarantined_job_is_marked_on_the_dashboard(signed_in, make_job):
+    make_job(status="failed", error="quarantined: its worker died 3 times", stall_count=3)
+    body = text_of(signed_in.get("/admin"))
+    section = body[body.index('id="failures-title"'):]
+    assert 'class="badge quarantined"' in section
+
+
+def _event(job_id: int, event: str, to_status: str, at) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(insert(JobEvent.__table__).values(job_id=job_id, event=event, from_status="running",
+                                                      to_status=to_status, actor="test", attempt=0, at=at))
+
+
+def test_the_chart_counts_completed_and_failed_per_minute_over_the_last_hour(signed_in, make_job):
+    job = make_job(status="completed")
+    now = utcnow()
+    ten_ago = now - timedelta(minutes=10)
+    for _ in range(3):
+        _event(job, "completed", "completed", ten_ago)
+    _event(job, "failed", "failed", ten_ago)
+    _event(job, "reaped", "failed", now - timedelta(minutes=20))     # the reaper giving up is a failure too
+    _event(job, "reaped", "pending", now - timedelta(minutes=20))    # a requeue is not
+    _event(job, "requeued", "pending", now - timedelta(minutes=20))  # nor a failure with retries left
+    _event(job, "completed", "completed", now - timedelta(minutes=61))  # too old
+    body = text_of(signed_in.get("/admin"))
+    assert "Jobs completed and failed per minute over the last hour: 3 completed, 1 failed" not in body
+    assert "over the last hour: 3 completed, 2 failed" in body
+    assert f"<title>{ten_ago:%H:%M} UTC: 3 completed, 1 failed</title>" in body
+    svg = body[body.index("<svg"):body.index("</svg>")]
+    assert svg.count("<title>") == 60
+
+
+def test_the_chart_is_an_inline_svg_with_no_script(signed_in):
+    body = text_of(signed_in.get("/admin"))
+    svg = body[body.index("<svg"):body.index("</svg>")]
+    assert 'role="img"' in svg and "<script" not in svg
+
+
+def test_the_live_part_can_be_fetched_alone_for_auto_refresh(signed_in, make_job):
+    make_job(status="failed")
+    response = signed_in.get("/admin?partial=1")
+    assert response.status_code == 200
+    assert response.headers["X-Queuelog-Partial"] == "1"
+    body = text_of(response)
+    assert "<html" not in body and "<nav" not in body
+    assert tile(body, "failed") == "1"
+
+
+def test_the_full_page_marks_the_part_that_refreshes(signed_in, app):
+    body = text_of(signed_in.get("/admin"))
+    assert re.search(r'<div id="live" data-live data-refresh-seconds="10">', body)
+    assert '<script src="/static/queuelog.js" defer></script>' in body
