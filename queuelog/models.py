@@ -113,7 +113,9 @@ class Job(db.Model):
             postgresql_where=text("status = 'running'"),
         ),
         Index("ix_jobs_status_id", "status", "id"),
-        Index("ix_jobs_type_status", "type", "status"),
+        # Grouped counts by type, status and priority read this index only; with run_at last, the oldest
+        # pending job of one type and priority is a single seek (the /metrics gauges, the dashboard).
+        Index("ix_jobs_type_status_priority", "type", "status", "priority", "run_at"),
         Index("ix_jobs_producer_id", "producer_key_id", "id"),
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
