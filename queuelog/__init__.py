@@ -21,6 +21,11 @@ def create_app(config: dict | None = None) -> Flask:
 
     load_config(app, config)
 
+    from . import ops
+
+    # First, so its request hooks run before (and its response hooks after) everyone else's.
+    ops.init_app(app)
+
     from .extensions import csrf, db, login_manager, migrate
     from .database import MIGRATIONS_DIR, configure_engine, ensure_schema
 

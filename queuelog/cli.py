@@ -1,15 +1,16 @@
-"""``flask`` commands for operators and cron: keys, users, reap. Each is options → one call → one line."""
+"""``flask`` commands for operators and cron: keys, users, reap, purge. Each is options → one call → one line."""
 from __future__ import annotations
 
 import sys
 
 import click
-from flask import Flask
+from flask import Flask, current_app
 
 from . import keys, queue, users
 from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
 from .models import Priority
+from .ops import purge
 
 
 def _fail(error: QueueError) -> None:
@@ -86,6 +87,27 @@ def reap_command(older_than, dry_run):
                f"{len(report.failed)} failed, {len(report.quarantined)} quarantined")
 
 
+@click.command("purge")
+@click.option("--older-than", help="Age of the finished jobs to delete: 30s, 15m, 12h, 7d … "
+                                   "(default: QUEUELOG_RETENTION, 7d).")
+@click.option("--status", "statuses", default=",".join(purge.FINISHED), show_default=True,
+              help="Comma-separated finished statuses to purge.")
+@click.option("--batch", type=click.IntRange(1, purge.MAX_BATCH), default=purge.DEFAULT_BATCH, show_default=True,
+              help="Jobs deleted per transaction.")
+def purge_command(older_than, statuses, batch):
+    """Delete finished jobs (and their events) older than the retention, in small batches; safe while serving."""
+    try:
+        age = purge.parse_duration(current_app.config["RETENTION"] if older_than is None else older_than)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="QUEUELOG_RETENTION" if older_than is None else "--older-than")
+    try:
+        chosen = purge.parse_statuses(statuses)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--status")
+    report = purge.purge(age, chosen, batch)
+    click.echo(f"purged {report.jobs} jobs ({report.events} events)")
+
+
 def register_commands(app: Flask) -> None:
-    for command in (keys_group, users_group, reap_command):
+    for command in (keys_group, users_group, reap_command, purge_command):
         app.cli.add_command(command)

@@ -25,7 +25,9 @@ DEFAULTS = {
     "SESSION_COOKIE_SAMESITE": "Lax",
     "SESSION_COOKIE_SECURE": False,
     "AUTO_MIGRATE": True,
-    "LOG_FORMAT": "text",
+    "LOG_FORMAT": "text",  # text | json (queuelog/ops/logging_setup.py)
+    "METRICS_TOKEN": None,  # a bearer token that may read /metrics besides admin keys
+    "RETENTION": "7d",  # how old a finished job must be before `flask purge` deletes it
     "SQLALCHEMY_TRACK_MODIFICATIONS": False,
 }
 

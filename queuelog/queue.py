@@ -26,6 +26,7 @@ from .errors import (Forbidden, IdempotencyConflict, InvalidRequest, JobNotFound
 from .keys import Caller
 from .queries import max_job_id
 from .models import Job, JobEvent, JobStatus, Priority, Role
+from .ops import observe_changes
 from .scrub import scrub_error
 from . import wakeup
 
@@ -445,3 +446,4 @@ def _record(conn: Connection, entries: list[tuple], now: datetime) -> None:
          "actor": actor, "attempt": row.retry_count, "error": error, "at": now}
         for row, from_status, event, actor, error in entries
     ])
+    observe_changes(entries)  # metrics counters and the state-change log line

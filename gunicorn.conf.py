@@ -1,0 +1,57 @@
+"""gunicorn settings for queuelog. gunicorn reads ./gunicorn.conf.py by itself when started from the repo root
+(``gunicorn -w 4 -b 0.0.0.0:8000 app:app``); elsewhere pass ``-c /path/to/gunicorn.conf.py``.
+
+It prepares Prometheus metrics for several worker processes. Each worker counts its own requests and state
+changes; prometheus-client's multiprocess mode keeps those counts in files in ``PROMETHEUS_MULTIPROC_DIR`` so
+that ``/metrics``, answered by any one worker, adds them all up. That directory has to be known before any
+process imports prometheus_client, and has to start empty (counts left by an earlier server would be added
+in). The master reads this file before it loads the app or starts a worker, so here it:
+
+- takes ``PROMETHEUS_MULTIPROC_DIR`` when it is set (and deletes the stale ``*.db`` files in it), or else
+  creates a fresh temporary directory, removed again when the server exits;
+- tells prometheus-client when a worker exits (``child_exit``), the library's documented bookkeeping.
+Counts of a worker that died stay in the sum, as they should: its requests happened.
+"""
+import glob
+import os
+import shutil
+import tempfile
+
+# Set by this file in the master's environment (inherited by workers); not QUEUELOG_* so they stay out of
+# the app's config.
+_PREPARED_BY = "GUNICORN_QUEUELOG_METRICS_MASTER"
+_CREATED_DIR = "GUNICORN_QUEUELOG_METRICS_TMPDIR"
+
+
+def _prepare_metrics_dir() -> None:
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if path and os.environ.get(_PREPARED_BY) == str(os.getpid()):
+        return  # the same master re-reading its config on SIGHUP: keep the counts
+    if path:
+        os.makedirs(path, exist_ok=True)
+        # Only prometheus-client's own files, in case the variable points somewhere unexpected.
+        for stale in glob.glob(os.path.join(path, "*.db")):
+            os.remove(stale)
+    else:
+        path = tempfile.mkdtemp(prefix="queuelog-metrics-")
+        os.environ[_CREATED_DIR] = path
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    os.environ[_PREPARED_BY] = str(os.getpid())
+
+
+_prepare_metrics_dir()
+
+
+def child_exit(server, worker):
+    """A worker exited: let prometheus-client drop its live-gauge files."""
+    # Imported here, never at the top: prometheus_client must first be imported after the directory is set.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """The server stops: remove the metrics directory if this file created it."""
+    created = os.environ.get(_CREATED_DIR)
+    if created and created == os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        shutil.rmtree(created, ignore_errors=True)

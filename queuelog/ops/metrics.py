@@ -1,0 +1,177 @@
+"""Prometheus metrics: counters and a latency histogram counted by each process, gauges read from the database.
+
+Counters and the histogram count what *this* process did. Under gunicorn, with several worker processes,
+prometheus-client's multiprocess mode keeps them in files under ``PROMETHEUS_MULTIPROC_DIR``, so a scrape
+answered by any worker adds up every worker's counts (``gunicorn.conf.py`` sets the directory up before the
+workers start). The variable must be set before ``prometheus_client`` is first imported; without it
+(``flask run``, tests, one process) the counts live in memory.
+
+The gauges — jobs by status × type × priority, the age of the oldest claimable job per type, stalled jobs —
+are not counted anywhere: they are read from the database at scrape time, so every worker reports the same
+truth. Each is one query served by an index (see ``DatabaseCollector``).
+"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+
+from flask import current_app, g, request
+from prometheus_client import (CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest,
+                               values)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from sqlalchemy import func, select
+
+from ..clock import utcnow
+from ..database import read_connection
+from ..models import Job, JobStatus, Priority
+
+jobs = Job.__table__
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # prometheus-client writes a file per process there and fails if the directory is missing.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+# Multiprocess mode never exports the *_created series; leave them out everywhere so both modes read alike.
+disable_created_metrics()
+
+# The events the queue records (queuelog.queue._record), each counted on its own counter.
+_EVENT_HELP = {
+    "enqueued": "Jobs added to the queue.",
+    "claimed": "Jobs handed to a worker by a claim.",
+    "completed": "Jobs a worker completed.",
+    "failed": "Jobs a worker failed for good (no retry left, or not retryable).",
+    "requeued": "Failed attempts put back to pending for another try.",
+    "reaped": "Running jobs taken back by the reaper after their lease expired.",
+    "cancelled": "Pending jobs cancelled by their producer or an admin.",
+    "retried": "Failed or cancelled jobs an admin put back to pending.",
+    "released": "Running jobs given back to the queue without counting a failure.",
+}
+# registry=None: each scrape builds its own registry (see exposition), so repeated create_app calls in one
+# process never register a metric twice.
+EVENT_COUNTERS = {
+    event: Counter(f"queuelog_jobs_{event}_total", text, registry=None) for event, text in _EVENT_HELP.items()
+}
+QUARANTINED = Counter("queuelog_jobs_quarantined_total",
+                      "Jobs the reaper failed because their workers died holding them MAX_STALLS times.",
+                      registry=None)
+REJECTED = Counter("queuelog_rejected_requests_total",
+                   "Requests refused with a problem+json answer, by reason (the problem type).",
+                   ["reason"], registry=None)
+REQUEST_DURATION = Histogram("queuelog_request_duration_seconds",
+                             "Time to answer an API request, by route (URL rule) and method.",
+                             ["route", "method"], registry=None,
+                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION]
+
+# A problem's status → the reason label (the slug of its problem type).
+_REASONS = {
+    400: "malformed-request", 401: "unauthenticated", 403: "forbidden", 404: "not-found",
+    405: "method-not-allowed", 409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type",
+    422: "validation-failed", 429: "too-many-requests", 503: "service-unavailable",
+}
+PROBLEM_MIMETYPE = "application/problem+json"
+
+
+def multiprocess_mode() -> bool:
+    """True when counters live in PROMETHEUS_MULTIPROC_DIR files (decided when prometheus_client was imported)."""
+    return values.ValueClass is not values.MutexValue
+
+
+def count_changes(entries: list[tuple]) -> None:
+    """Count recorded state changes: entries are the (row, from_status, event, actor, error) of ``_record``."""
+    for row, _from_status, event, _actor, error in entries:
+        counter = EVENT_COUNTERS.get(event)
+        if counter is not None:
+            counter.inc()
+        if event == "reaped" and (error or "").startswith("quarantined"):
+            QUARANTINED.inc()
+
+
+def observe_request(response) -> None:
+    """Time an API request (started at ``g.queuelog_started``) and count it if it was refused."""
+    rule = request.url_rule
+    started = g.get("queuelog_started")
+    # Label by URL rule, never the raw path: /jobs/1, /jobs/2 … are one series, and unknown paths none.
+    if rule is not None and started is not None and request.blueprint == "api":
+        REQUEST_DURATION.labels(route=rule.rule, method=request.method).observe(time.perf_counter() - started)
+    if response.mimetype == PROBLEM_MIMETYPE and response.status_code in _REASONS:
+        REJECTED.labels(reason=_REASONS[response.status_code]).inc()
+
+
+# --- the scrape --------------------------------------------------------------------------------------
+
+def exposition() -> bytes:
+    """The text format for one scrape: process counters (summed over workers) and database gauges."""
+    registry = CollectorRegistry(auto_describe=False)
+    if multiprocess_mode():
+        MultiProcessCollector(registry, path=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    else:
+        for metric in PROCESS_METRICS:
+            registry.register(metric)
+    registry.register(DatabaseCollector(current_app.config["JOB_TYPES"]))
+    return generate_latest(registry)
+
+
+class DatabaseCollector:
+    """Gauges computed from the database at scrape time, each from an index.
+
+    - ``queuelog_jobs``: one grouped count over ``ix_jobs_type_status_priority`` (type, status, priority,
+      run_at) — an index-only scan, no table rows read; purging finished jobs keeps it small.
+    - ``queuelog_oldest_pending_age_seconds``: for each (type, priority) that has pending jobs, MIN(run_at)
+      is one seek into the same index (run_at is its last column), so it costs O(log n) however deep the queue.
+    - ``queuelog_stalled_jobs``: a range over the partial ``ix_jobs_running_lease``.
+    """
+
+    def __init__(self, job_types: list[str]):
+        self.job_types = list(job_types)
+
+    def collect(self):
+        """Read the figures and yield the three gauge families."""
+        now = utcnow()
+        with read_connection() as conn:
+            counts = conn.execute(
+                select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count())
+                .group_by(jobs.c.type, jobs.c.status, jobs.c.priority)
+            ).all()
+            pending_groups = [(t, p) for t, s, p, n in counts if s == JobStatus.PENDING.value and n]
+            oldest: dict[str, datetime] = {}
+            for job_type, priority in pending_groups:
+                first_due = conn.execute(
+                    select(func.min(jobs.c.run_at)).where(
+                        jobs.c.type == job_type, jobs.c.status == JobStatus.PENDING.value,
+                        jobs.c.priority == priority)
+                ).scalar()
+                # A group whose earliest run_at is still ahead has nothing claimable yet.
+                if first_due is not None and first_due <= now and (
+                        job_type not in oldest or first_due < oldest[job_type]):
+                    oldest[job_type] = first_due
+            stalled = conn.execute(
+                select(func.count()).select_from(jobs)
+                .where(jobs.c.status == JobStatus.RUNNING.value, jobs.c.lease_expires_at < now)
+            ).scalar_one()
+        yield self._jobs_family(counts)
+        yield self._oldest_family(oldest, now, {t for t, _ in pending_groups})
+        yield GaugeMetricFamily("queuelog_stalled_jobs",
+                                "Running jobs whose lease has expired (their worker probably died).", value=stalled)
+
+    def _jobs_family(self, counts) -> GaugeMetricFamily:
+        family = GaugeMetricFamily("queuelog_jobs", "Jobs in the database by status, type and priority.",
+                                   labels=["status", "type", "priority"])
+        # Zeros for every allowed combination, so a series drops to 0 instead of vanishing.
+        series = {(status.value, job_type, Priority.label_of(priority)): 0
+                  for status in JobStatus for job_type in self.job_types for priority in Priority}
+        for job_type, status, priority, count in counts:
+            series[(status, job_type, Priority.label_of(priority))] = count
+        for labels, value in sorted(series.items()):
+            family.add_metric(list(labels), value)
+        return family
+
+    def _oldest_family(self, oldest: dict[str, datetime], now: datetime, types: set[str]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily("queuelog_oldest_pending_age_seconds",
+                                   "Seconds the oldest claimable job of each type has waited (0: none waiting).",
+                                   labels=["type"])
+        for job_type in sorted(set(self.job_types) | types):
+            first_due = oldest.get(job_type)
+            family.add_metric([job_type], (now - first_due).total_seconds() if first_due else 0.0)
+        return family
