@@ -1,0 +1,83 @@
+"""/metrics under a real gunicorn with several workers: counters add up over every worker process."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import tests.support.server as server_support
+from tests.conftest import JOB_TYPES
+from tests.support.server import REPO_ROOT, running_server
+
+ENQUEUES = 40
+UNAUTHENTICATED = 12
+
+
+def call(url: str, method: str = "GET", secret: str | None = None, body: dict | None = None) -> int:
+    """One request on a fresh connection (so gunicorn may hand it to any worker); returns the status."""
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None)
+    request.add_header("Content-Type", "application/json")
+    if secret:
+        request.add_header("Authorization", f"Bearer {secret}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def scrape(url: str, secret: str) -> dict:
+    request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {secret}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+@pytest.fixture
+def server_env(app, database_url, tmp_path):
+    """Environment for a gunicorn serving the test's database (its schema already made by ``app``)."""
+    return {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+    }
+
+
+def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_env, make_key, tmp_path,
+                                                                        monkeypatch):
+    producer, admin = make_key("producer"), make_key("admin")
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    stale = metrics_dir / "counter_1.db"
+    stale.write_bytes(b"left by an earlier server")
+    # Wait for readiness on the probe this feature provides.
+    monkeypatch.setattr(server_support, "READY_PATH", "/readyz")
+    with running_server(server_env, workers=4,
+                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+        assert not stale.exists(), "gunicorn.conf.py must empty the metrics directory before workers start"
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            created = list(pool.map(
+                lambda i: call(server.url + "/jobs", "POST", producer, {"type": JOB_TYPES[i % 4]}),
+                range(ENQUEUES)))
+            refused = list(pool.map(lambda _: call(server.url + "/jobs"), range(UNAUTHENTICATED)))
+        assert created == [201] * ENQUEUES and refused == [401] * UNAUTHENTICATED
+
+        # Whichever worker answers the scrape, it reports every worker's counts.
+        for _ in range(6):
+            samples = scrape(server.url, admin)
+            assert samples[("queuelog_jobs_enqueued_total", frozenset())] == ENQUEUES
+            assert samples[("queuelog_request_duration_seconds_count",
+                            frozenset({"route": "/jobs", "method": "POST"}.items()))] == ENQUEUES
+            assert samples[("queuelog_rejected_requests_total",
+                            frozenset({"reason": "unauthenticated"}.items()))] == UNAUTHENTICATED
+            gauge = sum(v for (name, labels), v in samples.items()
+                        if name == "queuelog_jobs" and dict(labels)["status"] == "pending")
+            assert gauge == ENQUEUES
+        workers_that_counted = {path.name.split("_")[1] for path in metrics_dir.glob("counter_*.db")}
+        assert len(workers_that_counted) >= 2, "the requests should have been spread over several workers"
