@@ -185,11 +185,26 @@ def _claim_exact(worker, row):
     return claimed
 
 
+def _gallery(page, url: str, folder: Path) -> None:
+    """Capture the other pages, to review them the way the dashboard is reviewed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    page.goto(url + "/admin")
+    quarantined = page.locator(".failures li:has(.badge.quarantined) a.job-link").first.get_attribute("href")
+    for name, path in (("jobs", "/admin/jobs?status=failed"), ("job", quarantined), ("workers", "/admin/workers"),
+                       ("keys", "/admin/keys")):
+        page.goto(url + path)
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    page.click("button:has-text('Sign out')")
+    page.screenshot(path=str(folder / "login.png"))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "dashboard.png"))
     parser.add_argument("--page", default="/admin", help="page to capture after signing in")
     parser.add_argument("--light", action="store_true", help="capture the light colour scheme")
+    parser.add_argument("--gallery", metavar="DIR",
+                        help="also capture the jobs, job, workers, keys and sign-in pages into DIR (for review)")
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -220,6 +235,8 @@ def main(argv: list[str]) -> int:
                 out = Path(args.out)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(out), full_page=True)
+                if args.gallery:
+                    _gallery(page, server.url, Path(args.gallery))
             finally:
                 browser.close()
     print(f"saved {out} ({out.stat().st_size} bytes)")

@@ -8,6 +8,15 @@
 (function () {
   "use strict";
 
+  // Buttons whose effect is hard to undo ask first (with JavaScript off they simply act).
+  document.addEventListener("submit", function (event) {
+    var asker = event.submitter && event.submitter.hasAttribute("data-confirm") ? event.submitter : event.target;
+    var question = asker.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+    }
+  });
+
   var live = document.querySelector("[data-live]");
   if (!live || !window.fetch) {
     return;

@@ -48,8 +48,11 @@ def test_an_admin_creates_a_key_sees_its_secret_once_and_revokes_it(page, live_s
 
     page.goto(live_server.url + "/admin/keys")
     assert secret not in page.content()  # shown once only
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
     page.locator("tr[data-key=night-worker] button:has-text('Revoke')").click()
     page.wait_for_url(live_server.url + "/admin/keys")
+    assert questions == ["Revoke key night-worker? Its next request will be refused, and this cannot be undone."]
     assert "night-worker is revoked" in page.locator(".flashes").inner_text()
     assert "revoked" in page.locator("tr[data-key=night-worker]").inner_text()
     assert api(live_server, "POST", "/jobs/claim", secret, {})[0] == 401
