@@ -5,6 +5,8 @@ Each generated request is sent with an admin, a producer and a worker key, so bo
 the refused (403) answers of every operation are checked. The database holds jobs in every state,
 so that small job ids mostly exist.
 """
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,8 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, negativ
 
 from queuelog.api.openapi import paths
 
+# 30 per operation and mode keeps a run under a minute; raise it for a deeper hunt.
+MAX_EXAMPLES = int(os.environ.get("QUEUELOG_SCHEMATHESIS_EXAMPLES", "30"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance, negative_data_rejection]
 # Every documented operation, with valid (positive) and invalid (negative) requests; GET /openapi.json
@@ -46,7 +50,7 @@ def test_every_answer_matches_the_document(app, seeded_jobs, admin, producer, wo
     operation = schemathesis.openapi.from_wsgi("/openapi.json", app)[path][method]
 
     @given(case=operation.as_strategy(mode))
-    @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def each_request(case):
         keep_long_polls_short(case)
         for headers in (admin, producer, worker):

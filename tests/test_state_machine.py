@@ -1,12 +1,14 @@
 """A Hypothesis state machine drives random sequences of API calls against a model of the queue.
 
 Rules are what clients and operators do: enqueue (with idempotency keys), claim (one or several),
-complete, fail, heartbeat, release, cancel, retry, a worker dying and `flask reap` giving its job
-back, stale workers and other workers trying tokens that are not theirs. After every step the API
-and the database must agree with the model and keep the queue's invariants: every job in exactly one
-of the five states, retry_count never above max_retries, a completed job never changes again, a
-running job has a worker, a claim token and a lease, claims come highest priority first then oldest.
-RETRY_BACKOFF_BASE is 0 (conftest), so a requeued job is claimable at once.
+complete (one, or several in one request), fail, heartbeat, release, cancel, retry, a worker dying
+and `flask reap` giving its job back, stale workers and other workers trying tokens that are not
+theirs. After every step the API and the database must agree with the model and keep the queue's
+invariants: every job in exactly one of the five states, retry_count never above max_retries, a
+completed job never changes again, a running job has a worker, a claim token and a lease, claims
+come highest priority first then oldest, and every state change is in the event log. Every answer
+must also be one that /openapi.json documents. RETRY_BACKOFF_BASE is 0 (conftest), so a requeued
+job is claimable at once.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
                                  run_state_machine_as_test)
+from openapi_schema_validator import OAS31Validator
 from sqlalchemy import delete, select, update
 
 from queuelog.clock import utcnow
@@ -53,6 +56,7 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self, env: dict):
         super().__init__()
         self.client, self.runner, self.headers = env["client"], env["runner"], env["headers"]
+        self.document = env["document"]
         with db.engine.begin() as conn:  # each example starts from an empty queue (keys are kept)
             conn.execute(delete(events_table))
             conn.execute(delete(jobs_table))
@@ -64,7 +68,21 @@ class QueueMachine(RuleBasedStateMachine):
     # --- helpers ------------------------------------------------------------------------------------
 
     def post(self, path: str, who: str, body: dict | None = None):
-        return self.client.post(path, json=body if body is not None else {}, headers=self.headers[who])
+        response = self.client.post(path, json=body if body is not None else {}, headers=self.headers[who])
+        self.matches_the_document("post", re.sub(r"/jobs/\d+", "/jobs/{job_id}", path), response)
+        return response
+
+    def matches_the_document(self, method: str, template: str, response) -> None:
+        """Every answer, success or refusal, is one /openapi.json documents for the operation."""
+        answers = self.document["paths"][template][method]["responses"]
+        assert str(response.status_code) in answers, (method, template, response.status_code)
+        content = answers[str(response.status_code)].get("content")
+        if content is None:
+            assert response.data == b""
+            return
+        assert response.mimetype in content
+        schema = {**content[response.mimetype]["schema"], "components": self.document["components"]}
+        OAS31Validator(schema).validate(response.get_json())
 
     def in_status(self, *statuses: str) -> list[ModelJob]:
         return [job for job in self.jobs.values() if job.status in statuses]
@@ -77,6 +95,14 @@ class QueueMachine(RuleBasedStateMachine):
         """The job left running: its holder's token is stale from now on."""
         self.stale.append((job.holder, job.id, job.token))
         job.holder = job.token = None
+
+    def now_completed(self, job: ModelJob) -> None:
+        """Remember the completed row as stored: it must never change again."""
+        job.status = "completed"
+        self.lose_claim(job)
+        with db.engine.connect() as conn:
+            row = conn.execute(select(jobs_table).where(jobs_table.c.id == job.id)).one()
+        self.completed_rows[job.id] = row._asdict()
 
     def requeue_or_fail(self, job: ModelJob) -> None:
         if job.retry_count < job.max_retries:
@@ -171,11 +197,28 @@ class QueueMachine(RuleBasedStateMachine):
         response = self.post(f"/jobs/{job.id}/complete", job.holder, body)
         assert response.status_code == 200, response.get_json()
         assert response.get_json()["result"] == ({"ok": True} if with_result else None)
-        job.status = "completed"
-        self.lose_claim(job)
-        with db.engine.connect() as conn:
-            row = conn.execute(select(jobs_table).where(jobs_table.c.id == job.id)).one()
-        self.completed_rows[job.id] = row._asdict()
+        self.now_completed(job)
+
+    @precondition(lambda self: self.in_status("running"))
+    @rule(data=st.data(), with_stale=st.booleans())
+    def holder_completes_several_at_once(self, data, with_stale):
+        worker = data.draw(st.sampled_from(sorted({job.holder for job in self.in_status("running")})))
+        held = sorted((job for job in self.in_status("running") if job.holder == worker), key=lambda job: job.id)
+        chosen = data.draw(st.lists(st.sampled_from(held), min_size=1, unique_by=lambda job: job.id), label="jobs")
+        items = [{"id": job.id, "claim_token": job.token} for job in chosen]
+        stale = [(job_id, token) for holder, job_id, token in self.stale if holder == worker]
+        if with_stale and stale:
+            job_id, token = data.draw(st.sampled_from(stale), label="stale claim")
+            items.append({"id": job_id, "claim_token": token})
+        response = self.post("/jobs/complete", worker, {"jobs": items})
+        assert response.status_code == 200, response.get_json()
+        results = response.get_json()["results"]
+        assert [result["id"] for result in results] == [item["id"] for item in items]  # one per item, in order
+        for job, result in zip(chosen, results):
+            assert result["status"] == 200 and result["job"]["status"] == "completed", result
+            self.now_completed(job)
+        if len(items) > len(chosen):  # the stale token is refused, the others complete all the same
+            assert results[-1]["status"] == 409 and results[-1]["problem"]["status"] == 409, results[-1]
 
     @precondition(lambda self: self.in_status("running"))
     @rule(data=st.data(), retryable=st.booleans())
@@ -248,6 +291,7 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def the_api_shows_every_job_as_the_model_has_it(self):
         response = self.client.get("/jobs?limit=200", headers=self.headers["admin"])
+        self.matches_the_document("get", "/jobs", response)
         assert response.status_code == 200
         listed = response.get_json()["jobs"]
         assert len({job["id"] for job in listed}) == len(listed)  # no job listed twice
@@ -281,12 +325,13 @@ class QueueMachine(RuleBasedStateMachine):
 
 
 def test_random_api_sequences_keep_the_queue_invariants(client, runner, make_key):
+    document = client.get("/openapi.json").get_json()
     headers = {
         "producer": bearer(make_key("producer", "producer-a", max_priority="critical")),
         "admin": bearer(make_key("admin", "admin-a")),
         **{name: bearer(make_key("worker", name)) for name in WORKERS},
     }
-    env = {"client": client, "runner": runner, "headers": headers}
+    env = {"client": client, "runner": runner, "headers": headers, "document": document}
     run_state_machine_as_test(
         lambda: QueueMachine(env),
         settings=settings(max_examples=40, stateful_step_count=30, deadline=None, database=None,

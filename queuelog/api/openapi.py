@@ -63,6 +63,17 @@ def job_response(description: str) -> dict[str, Any]:
     return json_response(description, s.ref("Job"))
 
 
+def links(*operation_ids: str, with_token: bool = False) -> dict[str, Any]:
+    """OpenAPI links: what a client does next with the job in this answer (its id, and its claim token)."""
+    result = {}
+    for operation_id in operation_ids:
+        link: dict[str, Any] = {"operationId": operation_id, "parameters": {"job_id": "$response.body#/id"}}
+        if with_token:
+            link["requestBody"] = {"claim_token": "$response.body#/claim_token"}
+        result[operation_id[0].upper() + operation_id[1:]] = link
+    return result
+
+
 def body(schema_name: str, required: bool = True) -> dict[str, Any]:
     """A JSON request body described by a component schema."""
     return {"required": required, "content": {"application/json": {"schema": s.ref(schema_name)}}}
@@ -97,11 +108,11 @@ JOB_ID = {"name": "job_id", "in": "path", "required": True, "description": "The 
           "schema": {"type": "integer", "minimum": 1, "maximum": s.MAX_JOB_ID}}
 
 
-def _job_action(name: str, summary: str, roles: tuple[str, ...], request: dict, errors: tuple[int, ...],
+def _job_action(name: str, summary: str, roles: tuple[str, ...], request: dict,
                 description: str = "") -> dict[str, Any]:
-    """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is."""
+    """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is, 404 or 409."""
     return {"post": operation(f"{name}Job", summary, roles, {200: job_response("The job as it now is.")},
-                              errors=(*_WITH_BODY, 404, 409, *errors), request=request, parameters=[JOB_ID],
+                              errors=(*_WITH_BODY, 404, 409), request=request, parameters=[JOB_ID],
                               description=description)}
 
 
@@ -123,6 +134,8 @@ def paths() -> dict[str, Any]:
                           "schema": {"type": "string", "pattern": s.IDEMPOTENCY_KEY_PATTERN},
                           "description": "Same as the body's idempotency_key (they must agree if both are sent)."}
     location = {"Location": "The job's URL."}
+    enqueued = links("getJob", "jobEvents", "cancelJob")
+    claimed = {**links("getJob"), **links("completeJob", "failJob", "heartbeatJob", "releaseJob", with_token=True)}
     batch_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("BatchJob")}}, required=["jobs"])
     claimed_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("ClaimedJob")}}, required=["jobs"])
     return {
@@ -133,9 +146,9 @@ def paths() -> dict[str, Any]:
         "/jobs": {
             "post": operation(
                 "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
-                {201: json_response("Created.", s.ref("Job"), location),
+                {201: json_response("Created.", s.ref("Job"), location) | {"links": enqueued},
                  200: json_response("The idempotency key replayed an earlier, identical request: that job.",
-                                    s.ref("Job"), location)},
+                                    s.ref("Job"), location) | {"links": enqueued}},
                 errors=_WITH_BODY, request=body("EnqueueRequest"), parameters=[idempotency_header]),
             "get": operation(
                 "listJobs", "List jobs, newest first.", (PRODUCER, ADMIN),
@@ -151,7 +164,7 @@ def paths() -> dict[str, Any]:
         "/jobs/claim": {"post": operation(
             "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
-                                {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}),
+                                {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
             errors=_WITH_BODY, request=body("ClaimRequest", required=False),
             description="Highest priority first, then oldest; only jobs whose run_at has come.")},
@@ -171,21 +184,21 @@ def paths() -> dict[str, Any]:
                 {"events": {"type": "array", "items": s.ref("Event")}}, required=["events"]))},
             errors=(404,), parameters=[JOB_ID])},
         "/jobs/{job_id}/heartbeat": _job_action(
-            "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), (), _HOLDER),
+            "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), _HOLDER),
         "/jobs/{job_id}/complete": _job_action(
-            "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), (), _HOLDER),
+            "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), _HOLDER),
         "/jobs/{job_id}/fail": _job_action(
             "fail", "Record a failure: requeue while retries remain, else fail.", (WORKER,),
-            body("FailRequest"), (), _HOLDER),
+            body("FailRequest"), _HOLDER),
         "/jobs/{job_id}/release": _job_action(
             "release", "Give the held job back to pending without counting a failure.", (WORKER,),
-            body("ReleaseRequest"), (), _HOLDER),
+            body("ReleaseRequest"), _HOLDER),
         "/jobs/{job_id}/cancel": _job_action(
-            "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False), (),
+            "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False),
             "A producer may cancel its own jobs, an admin any."),
         "/jobs/{job_id}/retry": _job_action(
             "retry", "Put a failed or cancelled job back to pending, retries reset.", (ADMIN,),
-            body("EmptyRequest", required=False), ()),
+            body("EmptyRequest", required=False)),
     }
 
 

@@ -18,7 +18,7 @@ PRIORITY_LABELS = [priority.name.lower() for priority in Priority]
 # The event names queue.py records, one per kind of state change.
 EVENTS = ["enqueued", "claimed", "completed", "requeued", "failed", "released", "reaped", "cancelled",
           "retried"]
-MAX_JOB_ID = 2**63 - 1
+MAX_JOB_ID = schemas.MAX_JOB_ID
 
 # schemas.py's Python patterns, spelled for ECMA-262 (the regex dialect of JSON Schema).
 TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
