@@ -8,7 +8,8 @@ process imports prometheus_client, and has to start empty (counts left by an ear
 in). The master reads this file before it loads the app or starts a worker, so here it:
 
 - takes ``PROMETHEUS_MULTIPROC_DIR`` when it is set (and deletes the stale ``*.db`` files in it), or else
-  creates a fresh temporary directory, removed again when the server exits;
+  creates a fresh temporary directory, removed again when the server exits (or, after a crash, by the next
+  server started from this file);
 - tells prometheus-client when a worker exits (``child_exit``), the library's documented bookkeeping.
 Counts of a worker that died stay in the sum, as they should: its requests happened.
 """
@@ -21,6 +22,7 @@ import tempfile
 # the app's config.
 _PREPARED_BY = "GUNICORN_QUEUELOG_METRICS_MASTER"
 _CREATED_DIR = "GUNICORN_QUEUELOG_METRICS_TMPDIR"
+_TMP_PREFIX = "queuelog-metrics-"
 
 
 def _prepare_metrics_dir() -> None:
@@ -33,10 +35,30 @@ def _prepare_metrics_dir() -> None:
         for stale in glob.glob(os.path.join(path, "*.db")):
             os.remove(stale)
     else:
-        path = tempfile.mkdtemp(prefix="queuelog-metrics-")
+        _remove_abandoned_dirs()
+        # The master's pid in the name tells a later server whether this directory is still in use.
+        path = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-")
         os.environ[_CREATED_DIR] = path
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     os.environ[_PREPARED_BY] = str(os.getpid())
+
+
+def _remove_abandoned_dirs() -> None:
+    """Servers killed outright (SIGKILL, power cut) never ran on_exit: remove the directories they left."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), _TMP_PREFIX + "*-*")):
+        pid = os.path.basename(path)[len(_TMP_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 _prepare_metrics_dir()

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -81,3 +84,23 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
             assert gauge == ENQUEUES
         workers_that_counted = {path.name.split("_")[1] for path in metrics_dir.glob("counter_*.db")}
         assert len(workers_that_counted) >= 2, "the requests should have been spread over several workers"
+
+
+def test_gunicorn_conf_makes_a_fresh_directory_and_removes_those_of_crashed_servers(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    abandoned = tmp_path / f"queuelog-metrics-{dead}-abc123"
+    in_use = tmp_path / f"queuelog-metrics-{os.getpid()}-def456"
+    for directory in (abandoned, in_use):
+        directory.mkdir()
+        (directory / "counter_1.db").write_bytes(b"")
+    env = {key: value for key, value in os.environ.items() if key != "PROMETHEUS_MULTIPROC_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    # What the gunicorn master does first: read the config file, then start workers with its environment.
+    made = subprocess.run(
+        [sys.executable, "-c", "import os, runpy; runpy.run_path('gunicorn.conf.py'); "
+                               "print(os.environ['PROMETHEUS_MULTIPROC_DIR'])"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.dirname(made) == str(tmp_path) and os.listdir(made) == []
+    assert not abandoned.exists()
+    assert in_use.exists()

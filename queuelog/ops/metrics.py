@@ -64,7 +64,8 @@ REQUEST_DURATION = Histogram("queuelog_request_duration_seconds",
                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
 PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION]
 
-# A problem's status → the reason label (the slug of its problem type).
+# A problem's status → the reason label: the slug of its problem type, as in api/problems.py (not imported
+# from there: the API package imports the queue, which imports this module).
 _REASONS = {
     400: "malformed-request", 401: "unauthenticated", 403: "forbidden", 404: "not-found",
     405: "method-not-allowed", 409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type",
