@@ -12,7 +12,8 @@ Who wakes a waiting claim:
   ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
 
 Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
-When a gunicorn worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart
+A waiter whose client hung up (gunicorn hands us its socket) stops without claiming: a job claimed
+for nobody would sit out its lease as a stall. When a gunicorn worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart
 is not held up for the rest of their ``wait``.
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .models import Job, JobStatus
 log = logging.getLogger("queuelog.wakeup")
 
 CHANNEL = "queuelog_jobs"
+LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
 #: How often a waiter re-checks by itself: jobs enqueued by another process, or coming due by run_at.
 SQLITE_RECHECK_SECONDS = 0.5
 #: With a live LISTEN connection only jobs coming due by run_at need the re-check.
@@ -55,10 +57,10 @@ class Waker:
     unchanged, so a job enqueued between its empty claim and its sleep is never missed.
     """
 
-    def __init__(self, recheck_seconds: float):
+    def __init__(self, postgres: bool):
         self._condition = threading.Condition()
         self._generation = 0
-        self.recheck_seconds = recheck_seconds
+        self.postgres = postgres
         self.listening = False  # PostgreSQL: is the LISTEN connection up?
 
     @property
@@ -80,9 +82,9 @@ class Waker:
 
     def current_recheck(self) -> float:
         """Seconds between a waiter's own checks, given the state of the listener."""
-        if self.recheck_seconds == POSTGRES_RECHECK_SECONDS and not self.listening:
-            return LISTENER_DOWN_RECHECK_SECONDS
-        return self.recheck_seconds
+        if not self.postgres:
+            return SQLITE_RECHECK_SECONDS
+        return POSTGRES_RECHECK_SECONDS if self.listening else LISTENER_DOWN_RECHECK_SECONDS
 
 
 # --- announcing ----------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ def waker_for(engine: Engine) -> Waker:
         waker = _wakers.get(key)
         if waker is None:
             postgres = engine.dialect.name == "postgresql"
-            waker = Waker(POSTGRES_RECHECK_SECONDS if postgres else SQLITE_RECHECK_SECONDS)
+            waker = Waker(postgres)
             _wakers[key] = waker
             if postgres:
                 _start_listener(engine, waker)
@@ -229,7 +231,8 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
     delay = 0.5
     while True:
         try:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
+                                 application_name=LISTENER_NAME) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 waker.listening = True
                 delay = 0.5

@@ -14,11 +14,12 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, text
 
+from queuelog import wakeup
 from queuelog.clock import rfc3339, utcnow
 from tests.conftest import test_db_kind
 from tests.support.api import bearer
 from tests.support.server import running_server
-from tests.worker_apps.harness import server_env
+from tests.worker_apps.harness import server_env, wait_until
 
 
 class Waiter(threading.Thread):
@@ -223,3 +224,29 @@ def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url,
     # PostgreSQL: NOTIFY wakes it at once. SQLite: the other process is noticed by a 0.5 s poll.
     bound = 0.4 if test_db_kind() == "postgresql" else 1.5
     assert max(latencies) < bound, latencies
+
+
+@pytest.mark.skipif(test_db_kind() != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
+def test_listener_reconnects_after_its_connection_is_killed(app, database_url):
+    waker = wakeup.waker_for_current_app()
+    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    listener_pids = text("SELECT pid FROM pg_stat_activity WHERE application_name = :name")
+    try:
+        with engine.connect() as conn:
+            def pids():
+                found = {row.pid for row in conn.execute(listener_pids, {"name": wakeup.LISTENER_NAME})}
+                conn.rollback()
+                return found
+
+            killed = wait_until(pids, 5)
+            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                              " WHERE application_name = :name"), {"name": wakeup.LISTENER_NAME})
+            conn.commit()
+            wait_until(lambda: pids() and not pids() & killed, 10)
+            wait_until(lambda: waker.listening, 5)
+            before = waker.generation
+            conn.execute(text(f"NOTIFY {wakeup.CHANNEL}"))   # as another server process's enqueue does
+            conn.commit()
+            wait_until(lambda: waker.generation > before, 2)
+    finally:
+        engine.dispose()

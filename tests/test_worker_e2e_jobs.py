@@ -99,3 +99,15 @@ def test_client_reports_a_refusal_with_its_problem_document(producer_client):
         producer_client.enqueue("not-on-the-allowlist")
     assert refusal.value.status == 422
     assert refusal.value.problem["errors"][0]["pointer"] == "/type"
+
+
+def test_worker_logs_a_lost_lease_and_carries_on(start_worker, producer_client, read_job, app):
+    worker = start_worker()
+    job = producer_client.enqueue("sleep", {"seconds": 1.5})
+    wait_until(lambda: read_job(job["id"]).status == "running", 10)
+    queue.release(job["id"], "admin:test")   # taken away from the worker while its handler runs
+    wait_until(lambda: f"job {job['id']} type=sleep outcome=lease-lost" in worker.log(), 10)
+    # The job went back to the queue; the same worker picks it up again and finishes it.
+    row = wait_until(lambda: (row := read_job(job["id"])).status == "completed" and row, 15)
+    assert row.retry_count == 0
+    assert worker.process.poll() is None

@@ -1,6 +1,7 @@
 """End to end: a worker's shutdown on signals, its idle request rate, and a server restart under it."""
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -85,14 +86,26 @@ def test_idle_worker_makes_at_most_a_few_requests_a_minute(start_worker, server)
 @pytest.mark.parametrize("server_workers", [2])
 def test_worker_survives_a_server_restart_and_finishes_its_jobs(start_worker, producer_client, read_job, server):
     worker = start_worker(concurrency=2)
-    during = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 3}}] * 2)
+    during = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 1}}] * 2)
     for job in during:
         running(read_job, job["id"])
-    server.restart()           # stopped while both jobs run, then back on the same port
-    after = producer_client.enqueue("ok")
-    for job in [*during, after]:
-        wait_until(lambda: read_job(job["id"]).status == "completed", 30)
-    assert [read_job(job["id"]).retry_count for job in during] == [0, 0]
+    server.stop()
+    time.sleep(2.5)            # the handlers finish while the server is down: their acks must wait
     assert worker.process.poll() is None
+    server.start()             # back on the same port
+    for job in during:
+        wait_until(lambda: read_job(job["id"]).status == "completed", 30)
+        assert read_job(job["id"]).retry_count == 0
+    assert producer_client.get_job(during[0]["id"])["result"] == {"slept": 1}
+    after = producer_client.enqueue("ok")
+    wait_until(lambda: read_job(after["id"]).status == "completed", 30)
+    assert "acknowledging" in worker.log()   # it did have to retry
     worker.signal()
     assert worker.wait(timeout=15) == 0
+
+
+def test_worker_logs_a_periodic_summary(start_worker, producer_client, read_job):
+    worker = start_worker("--summary-interval", "1")
+    job = producer_client.enqueue("ok")
+    wait_until(lambda: read_job(job["id"]).status == "completed", 10)
+    wait_until(lambda: re.search(r"summary: completed=1 failed=0 .* jobs/s\)", worker.log()), 5)

@@ -151,6 +151,9 @@ class Acknowledger:
                 unsent, problem = self._send(batch), None
             except ServerUnavailable as exc:
                 unsent, problem = batch, exc
+            except Exception as exc:  # noqa: BLE001 - whatever went wrong, the outcomes are kept
+                log.exception("unexpected error while acknowledging")
+                unsent, problem = batch, exc
             if not unsent:
                 backoff.reset()
                 continue
@@ -218,13 +221,14 @@ class Acknowledger:
         held = outcome.held
         try:
             job = self.client.fail(held.id, held.token, outcome.error or "failed", outcome.retryable)
+            retry = "yes" if job.get("status") == "pending" else "no"
         except ApiError as exc:
             if exc.status not in (404, 409):
                 raise ServerUnavailable(str(exc), exc.status) from exc
             lost = "gone" if exc.status == 404 else "lease-lost"
             self.journal.job(held, lost, outcome, exc.problem.get("detail"))
         else:
-            self.journal.job(held, "failed", outcome, retry="yes" if job["status"] == "pending" else "no")
+            self.journal.job(held, "failed", outcome, retry=retry)
         self.forget(held)
         return []
 

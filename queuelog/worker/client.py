@@ -94,7 +94,13 @@ class Client:
         """Claim up to ``limit`` jobs, waiting up to ``wait`` seconds for one; [] when none came."""
         body = _without_none(types=types, limit=limit, wait=wait or None, lease_seconds=lease_seconds)
         status, answer = self.request("POST", "/jobs/claim", body, timeout=self.timeout + wait)
-        return [] if status == 204 else answer["jobs"]
+        if status == 204:
+            return []
+        jobs = answer.get("jobs") if isinstance(answer, dict) else None
+        if not isinstance(jobs, list) or not all(
+                isinstance(job, dict) and {"id", "type", "claim_token"} <= job.keys() for job in jobs):
+            raise ServerUnavailable(f"POST /jobs/claim: unexpected answer (HTTP {status}); is {self.url} queuelog?")
+        return jobs
 
     def heartbeat(self, job_id: int, claim_token: str, lease_seconds: int | None = None) -> dict:
         """Extend the lease on a held job."""
@@ -108,7 +114,12 @@ class Client:
 
     def complete_many(self, items: list[dict]) -> list[dict]:
         """Complete up to 100 held jobs ({id, claim_token, result?}); one outcome per item, in order."""
-        return self.request("POST", "/jobs/complete", {"jobs": items})[1]["results"]
+        status, answer = self.request("POST", "/jobs/complete", {"jobs": items})
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(items) or not all(
+                isinstance(result, dict) and "status" in result for result in results):
+            raise ServerUnavailable(f"POST /jobs/complete: unexpected answer (HTTP {status})")
+        return results
 
     def fail(self, job_id: int, claim_token: str, error: str, retryable: bool = True) -> dict:
         """Report a failed attempt; the server requeues it while retries remain (if retryable)."""

@@ -208,6 +208,10 @@ class _Runner:
                 self.exit_code = 1
                 self.fatal = True
                 return
+            except Exception:  # noqa: BLE001 - a bug or a strange answer must not end claiming
+                log.exception("unexpected error while claiming; retrying")
+                self.stopping.wait(backoff.next())
+                continue
             backoff.reset()
             for job in jobs:
                 self._start(job)
@@ -279,7 +283,7 @@ class _Runner:
                             exc.problem.get("detail", exc))
             else:
                 held.next_beat = time.monotonic() + min(held.beat_every, 2.0)
-        except ServerUnavailable as exc:
+        except Exception as exc:  # noqa: BLE001 - network, 5xx or a strange answer: try again soon
             log.warning("job %d: heartbeat failed (%s); retrying", held.id, exc)
             held.next_beat = time.monotonic() + min(held.beat_every, 1.0)
 
