@@ -23,6 +23,8 @@ from bench.system import System
 # --------------------------------------------------------------------------
 # huey
 
+STALL_S = 5.0  # no new result for this long with an empty queue = lost task
+
 
 def make_huey(db_path: str):
     """A SqliteHuey with the no-op task registered (same name in every process)."""
@@ -60,8 +62,16 @@ def _huey_consumer_worker(arg: dict, go: Callable[[], float]) -> dict:
     consumer.start()
     try:
         deadline = time.monotonic() + arg["timeout"]
+        seen, last_change = -1, time.monotonic()
         while time.monotonic() < deadline:  # bounded wait for the drain
-            if huey.result_count() >= arg["total"]:
+            count = huey.result_count()
+            if count >= arg["total"]:
+                break
+            if count != seen:
+                seen, last_change = count, time.monotonic()
+            elif time.monotonic() - last_change > STALL_S and huey.pending_count() == 0:
+                # Queue empty, no result for a while: a task was lost (huey
+                # drops a dequeued task when SQLite says "database is locked").
                 break
             time.sleep(0.05)
     finally:

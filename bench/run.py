@@ -5,11 +5,12 @@ side by side, runs their throughput rounds interleaved (see bench.schedule),
 then queuelog's claim-latency probes, writes ``bench.md`` and ``bench.json``
 to the output directory and prints the table.
 
-Exit status: 1 only when a correctness check fails (some job not completed
-exactly once, or a round aborted so that this could not be shown); never
-because something was slow.  A part whose prerequisites are missing (no
-``app.py`` yet, no redis-server, no PostgreSQL helper) is skipped with a
-note instead.
+Exit status: 1 only when one of queuelog's correctness checks fails (some
+job not completed exactly once, or a round aborted so that this could not be
+shown); never because something was slow, and never because a peer failed
+(that is reported in the table instead).  A part whose prerequisites are
+missing (no ``app.py`` yet, no redis-server, no PostgreSQL helper) is
+skipped with a note.
 """
 
 from __future__ import annotations
@@ -156,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(text)
     print(f"[bench] wrote {out_dir / 'bench.md'} and {out_dir / 'bench.json'}")
-    return 0 if all(c["ok"] for c in checks) else 1
+    # Only queuelog's own checks decide the exit status: a peer that loses a
+    # job under load is a finding to report, not a reason to fail CI.
+    return 0 if all(c["ok"] for c in checks if c["target"] in report.QUEUELOG_KEYS) else 1
 
 
 if __name__ == "__main__":

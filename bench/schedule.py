@@ -51,7 +51,9 @@ def _one_round(system: System, mode: int | None, drain: tuple[str, int] | None, 
     if not (timed_enqueue or timed_drain):
         return  # nothing this system can show in this round
     if timed_enqueue:
-        rate, ids = system.enqueue(cfg.jobs, mode, cfg)
+        # At least one whole batch per enqueue client, or a "batch of 500"
+        # round would really be measuring smaller batches.
+        rate, ids = system.enqueue(max(cfg.jobs, cfg.enqueue_clients * mode), mode, cfg)
         metrics[f"enqueue_{mode}"] = rate
         print(f"[bench] {system.column}: enqueue batch={mode}: {fmt_rate(rate)} jobs/s", flush=True)
     else:
