@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
+import threading
+import time
 from pathlib import Path
 
-from flask import Flask
+from flask import Flask, current_app
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
@@ -51,9 +54,64 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
 @contextlib.contextmanager
 def write_transaction():
     """A connection in a transaction that commits on success; on SQLite it holds the write lock."""
-    with db.engine.connect().execution_options(queuelog_write=True) as conn:
-        with conn.begin():
-            yield conn
+    engine = db.engine
+    with _sqlite_writers_turn(engine, current_app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000):
+        with engine.connect().execution_options(queuelog_write=True) as conn:
+            with conn.begin():
+                yield conn
+
+
+_writer_state = threading.local()
+# Waits between tries for the writers' file lock: short, because a write transaction takes ~1 ms.
+_WRITER_POLL_SECONDS = (0.0002, 0.0005, 0.001, 0.002)
+
+
+@contextlib.contextmanager
+def _sqlite_writers_turn(engine: Engine, busy_timeout_s: float):
+    """SQLite: take turns on a file lock next to the database before BEGIN IMMEDIATE.
+
+    SQLite's busy handler sleeps in steps of up to 100 ms while another process holds the write
+    lock, so under contention from several server processes the lock sits idle while waiters
+    sleep (5,000 claim+complete pairs through 4 gunicorn workers took 91 s). Polling this file lock
+    every ≤2 ms hands the turn over within a millisecond. It only orders writers: SQLite's own lock
+    still guarantees correctness, so after the busy timeout a waiter proceeds without the turn
+    (and then gets SQLite's "database is locked", a 503). Threads of one process wait here too.
+    """
+    path = _writers_lock_path(engine)
+    if path is None or getattr(_writer_state, "holding", False):
+        yield  # not SQLite, or a nested write in this thread: SQLite's lock alone decides
+        return
+    deadline = time.monotonic() + busy_timeout_s
+    with open(path, "a") as handle:
+        acquired = _poll_flock(handle, deadline)
+        _writer_state.holding = True
+        try:
+            yield
+        finally:
+            _writer_state.holding = False
+            if acquired:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _poll_flock(handle, deadline: float) -> bool:
+    for attempt in itertools.count():
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_WRITER_POLL_SECONDS[min(attempt, len(_WRITER_POLL_SECONDS) - 1)])
+    return False  # unreachable: count() never ends
+
+
+def _writers_lock_path(engine: Engine) -> str | None:
+    if engine.dialect.name != "sqlite":
+        return None
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database + ".writers-lock"
 
 
 @contextlib.contextmanager
