@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from flask import Flask
+from sqlalchemy.engine import make_url
 
 DEFAULTS = {
     "DATABASE_URL": None,  # None = SQLite file in the instance folder
@@ -29,6 +30,17 @@ DEFAULTS = {
     "METRICS_TOKEN": None,  # a bearer token that may read /metrics besides admin keys
     "RETENTION": "7d",  # how old a finished job must be before `flask purge` deletes it
     "SQLALCHEMY_TRACK_MODIFICATIONS": False,
+    # Connections per server process. A request holds one at a time, so a sync gunicorn worker uses
+    # one and a gthread worker at most one per thread (plus a LISTEN connection on PostgreSQL when
+    # claims wait). The cap protects PostgreSQL's max_connections; a request that finds the pool
+    # exhausted waits DATABASE_POOL_TIMEOUT seconds, then gets a 503 (well before gunicorn's 30 s
+    # worker timeout would kill it).
+    "DATABASE_POOL_SIZE": 5,
+    "DATABASE_MAX_OVERFLOW": 10,
+    "DATABASE_POOL_TIMEOUT": 10,
+    # Test each pooled connection before use: after a database restart a request then gets a fresh
+    # connection instead of a dead one (and a 503).
+    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
 }
 
 
@@ -50,8 +62,26 @@ def load_config(app: Flask, overrides: dict | None) -> None:
     if not (overrides and overrides.get("SQLALCHEMY_DATABASE_URI")):
         url = app.config.get("DATABASE_URL") or _default_sqlite_url(app)
         app.config["SQLALCHEMY_DATABASE_URI"] = _normalise_url(url)
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = _engine_options(app.config)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = _instance_secret(app)
+
+
+def _engine_options(config) -> dict:
+    """SQLAlchemy engine options: the configured ones, plus the pool limits where there is a pool."""
+    options = dict(config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    url = make_url(config["SQLALCHEMY_DATABASE_URI"])
+    # An in-memory SQLite database is one connection, not a pool: pool limits do not apply.
+    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    if not in_memory:
+        options.setdefault("pool_size", int(config["DATABASE_POOL_SIZE"]))
+        options.setdefault("max_overflow", int(config["DATABASE_MAX_OVERFLOW"]))
+        options.setdefault("pool_timeout", float(config["DATABASE_POOL_TIMEOUT"]))
+        if options["pool_size"] + options["max_overflow"] < 2:
+            # Start-up holds PostgreSQL's migration lock on one connection while it reads the schema
+            # version on another.
+            raise ValueError("QUEUELOG_DATABASE_POOL_SIZE + QUEUELOG_DATABASE_MAX_OVERFLOW must be at least 2")
+    return options
 
 
 def _as_list(value) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import itertools
+import logging
 import os
 import threading
 import time
@@ -12,8 +13,11 @@ from pathlib import Path
 from flask import Flask, current_app
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from .extensions import db
+
+log = logging.getLogger("queuelog")
 
 
 def configure_engine(app: Flask) -> None:
@@ -142,7 +146,38 @@ def schema_is_current() -> bool:
 
 
 def ensure_schema(app: Flask) -> None:
-    """Create or upgrade the schema unless it is current; one process at a time does the work."""
+    """Create or upgrade the schema unless it is current; one process at a time does the work.
+
+    If the database cannot be reached at start-up, the process starts anyway and checks again on
+    each request until it can (answering 503 meanwhile): gunicorn stops the whole server when one
+    worker fails to boot, so a worker restarted during a database outage would otherwise take every
+    other worker down with it.
+    """
+    try:
+        _upgrade_unless_current(app)
+    except (OperationalError, InterfaceError) as error:
+        log.warning("the database is not answering at start-up (%s); the schema will be checked "
+                    "again on the next request", error.__class__.__name__)
+        _check_schema_before_requests(app)
+
+
+def _check_schema_before_requests(app: Flask) -> None:
+    pending = threading.Event()
+    pending.set()
+    lock = threading.Lock()
+
+    @app.before_request
+    def _schema_check_deferred_at_start_up():
+        if not pending.is_set():
+            return
+        with lock:
+            if pending.is_set():
+                _upgrade_unless_current(app)  # still down: the error becomes a 503
+                pending.clear()
+                log.info("the database answers again; its schema is current")
+
+
+def _upgrade_unless_current(app: Flask) -> None:
     if schema_is_current():
         return
     with _migration_lock(app):

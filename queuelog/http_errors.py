@@ -5,6 +5,7 @@ import logging
 
 from flask import Flask, render_template, request
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 from .api.problems import problem
@@ -37,8 +38,10 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(OperationalError)
     @app.errorhandler(InterfaceError)
+    @app.errorhandler(PoolTimeout)
     def database_unavailable(error):
-        # A database that is restarting or locked is a temporary condition: 503, try again.
+        # A database that is restarting or locked, or a connection pool that is exhausted, is a
+        # temporary condition: 503, try again.
         log.warning("database error on %s %s: %s", request.method, request.path, error.__class__.__name__)
         if wants_page():
             return render_template("error.html", code=503, title="Database unavailable",
