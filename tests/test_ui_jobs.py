@@ -132,6 +132,15 @@ def test_retry_selected_with_nothing_ticked_explains(signed_in):
         "Tick the failed jobs to retry first (or use “retry all matching”)."]
 
 
+def test_retry_selected_refuses_more_than_a_page_of_ids(signed_in, make_job, read_job):
+    failed = make_job(status="failed")
+    post_form(signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [failed, *range(10**6, 10**6 + 200)]},
+              page="/admin/jobs")
+    assert read_job(failed).status == "failed"
+    assert flashes(signed_in.get("/admin/jobs")) == [
+        "Tick at most 200 jobs at a time (or use “retry all matching”); nothing was changed."]
+
+
 def test_retry_all_matching_takes_only_the_failed_jobs_of_the_filter(signed_in, make_job, read_job):
     reports = [make_job(status="failed", type="report") for _ in range(3)]
     other_type = make_job(status="failed", type="email")

@@ -12,6 +12,8 @@ LEFT, RIGHT, TOP, BOTTOM = 40, 8, 10, 26
 
 @dataclass
 class Bar:
+    """One minute's column: completed stacked under failed, and its tooltip."""
+
     x: float
     width: float
     completed_y: float
@@ -23,6 +25,8 @@ class Bar:
 
 @dataclass
 class Chart:
+    """Everything the template needs to draw the chart, in SVG user units."""
+
     width: int = WIDTH
     height: int = HEIGHT
     bars: list[Bar] = field(default_factory=list)

@@ -76,6 +76,10 @@ def retry_jobs():
         if not chosen:
             flash("Tick the failed jobs to retry first (or use “retry all matching”).", "error")
             return redirect(back)
+        if len(chosen) > MAX_PAGE_SIZE:
+            flash(f"Tick at most {MAX_PAGE_SIZE} jobs at a time (or use “retry all matching”); "
+                  "nothing was changed.", "error")
+            return redirect(back)
         retried = queue.retry_many(chosen, actor_name())
         skipped = len(chosen) - len(retried)
         message = f"Retried {len(retried)} job{'s' if len(retried) != 1 else ''}."

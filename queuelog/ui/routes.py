@@ -7,12 +7,11 @@ from flask_login import current_user, login_user, logout_user
 from .. import queue
 from ..clock import utcnow
 from ..users import verify_password
-from . import bp
+from . import bp, stats
 from .auth import actor_name, forget_failures, record_failure, safe_next, throttle_wait
 from .chart import build_chart
 from .forms import ActionForm, LoginForm
 from .helpers import render_live, span
-from . import stats
 
 
 def _fresh_session() -> None:

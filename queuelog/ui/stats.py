@@ -34,6 +34,7 @@ class Counts:
 
     @property
     def total(self) -> int:
+        """All jobs."""
         return sum(self.by_status.values())
 
 
@@ -87,6 +88,8 @@ def recent_failures(limit: int = 8) -> list[Row]:
 
 @dataclass
 class Minute:
+    """One minute of the chart: jobs completed and finally failed in it."""
+
     start: datetime
     completed: int = 0
     failed: int = 0
@@ -147,6 +150,7 @@ class WorkerSummary:
     failed: int = 0
 
     def saw(self, when: datetime | None) -> None:
+        """Note a sign of life; last_seen keeps the newest."""
         if when is not None and (self.last_seen is None or when > self.last_seen):
             self.last_seen = when
 
