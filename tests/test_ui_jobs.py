@@ -37,6 +37,12 @@ def test_jobs_filter_by_status_type_priority_and_worker(signed_in, make_job):
         assert set(listed(signed_in.get(f"/admin/jobs?{query}"))) == {jobs[name] for name in wanted}, query
 
 
+def test_the_apis_worker_id_filter_name_works_too(signed_in, make_job):
+    held = make_job(status="running", worker_id="worker-b")
+    make_job(status="running", worker_id="worker-a")
+    assert listed(signed_in.get("/admin/jobs?worker_id=worker-b")) == [held]
+
+
 def test_the_filter_form_keeps_what_was_chosen(signed_in):
     body = text_of(signed_in.get("/admin/jobs?status=failed&type=report&worker=w-1&priority=high"))
     assert '<option selected value="failed">' in body

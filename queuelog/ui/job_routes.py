@@ -40,7 +40,10 @@ def _page_size() -> int:
 @bp.get("/admin/jobs")
 def jobs():
     """Jobs newest first, filtered by status, type, priority and worker, or looked up by id / idempotency key."""
-    form = JobFilterForm(request.args)
+    args = request.args.copy()
+    if "worker_id" in args and "worker" not in args:
+        args["worker"] = args["worker_id"]  # the API's name for the same filter, so its links work here too
+    form = JobFilterForm(args)
     context = {"form": form, "rows": [], "next_cursor": None, "retryable_count": 0,
                "bulk_form": BulkRetryForm(), "filter_args": {}, "retry_limit": RETRY_ALL_LIMIT,
                "job_types": current_app.config["JOB_TYPES"], "now": utcnow(), "cursor": None,
