@@ -73,6 +73,8 @@ class Backoff:
 
 @dataclass
 class Counts:
+    """Jobs finished per outcome since ``since`` (a monotonic time)."""
+
     completed: int = 0
     failed: int = 0
     lost: int = 0

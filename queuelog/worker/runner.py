@@ -93,6 +93,7 @@ class _Runner:
     # --- main thread ------------------------------------------------------------------------
 
     def run(self) -> int:
+        """Start the threads, watch for signals and the summary clock, return the exit status."""
         previous = self._install_signal_handlers()
         claimer = threading.Thread(target=self._claim_loop, name="queuelog-claim", daemon=True)
         for thread in (claimer, threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
