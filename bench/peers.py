@@ -168,6 +168,7 @@ class Rq(System):
 
     column = "rq"
     enqueue_batches = frozenset({1, 50, 100, 500})  # via Queue.enqueue_many
+    discard_untimed = True  # enqueue() flushes the private redis first
 
     def __init__(self, work_dir: Path, log_dir: Path):
         self.redis = RedisServer(work_dir, log_dir / "redis.log")

@@ -119,7 +119,9 @@ def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, chec
              notes: list[str]) -> str:
     lines = [f"# queuelog benchmark ({meta['mode']})", "",
              f"{meta['started']} · {meta['cpus']} CPUs · commit {meta['commit']} · "
-             f"{cfg.jobs} jobs per round (≥ 1 whole batch per client) · {cfg.enqueue_clients} enqueue clients · "
+             f"{cfg.jobs} jobs per round (≥ 1 whole batch per client) · "
+             + (f"median of {cfg.repeats} interleaved repeats · " if cfg.repeats > 1 else "one pass · ")
+             + f"{cfg.enqueue_clients} enqueue clients · "
              f"gunicorn -w {meta['gunicorn_workers']} (sync) · total {meta['seconds']:.0f}s", "",
              "Only ratios within this one run mean anything: the machine is small and shared.", "",
              "| What | Unit | " + " | ".join(h for _, h in COLUMNS) + " |",

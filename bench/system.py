@@ -19,6 +19,9 @@ class System:
     column = ""                                  # report column key
     enqueue_batches: frozenset[int] = frozenset({1})  # jobs per enqueue call it supports
     drain_paths: frozenset[str] = frozenset({"single"})
+    # True when jobs enqueued for an enqueue-only measurement may simply be
+    # dropped (the next enqueue starts afresh); otherwise they are drained.
+    discard_untimed = False
 
     def __enter__(self) -> "System":
         return self
