@@ -86,7 +86,12 @@ def _sqlite_writers_turn(engine: Engine, busy_timeout_s: float):
         yield  # not SQLite, or a nested write in this thread: SQLite's lock alone decides
         return
     deadline = time.monotonic() + busy_timeout_s
-    with open(path, "a") as handle:
+    try:
+        handle = open(path, "a")
+    except OSError:
+        yield  # e.g. the database's directory is gone: let SQLite report it (a 503)
+        return
+    with handle:
         acquired = _poll_flock(handle, deadline)
         _writer_state.holding = True
         try:

@@ -19,8 +19,11 @@ import time
 
 import pytest
 
-from tests.conftest import test_db_kind
-from tests.support.pg_cluster import throwaway_cluster
+from queuelog import create_app
+from queuelog.database import schema_is_current
+from tests.conftest import app_config, test_db_kind
+from tests.support.api import bearer
+from tests.support.pg_cluster import free_port, throwaway_cluster
 from tests.support.scale import (CTX, Processes, create_keys, enqueue_through_crashes, jobs_by_id, server_env,
                                  session_for)
 from tests.support.server import _live_members, running_server
@@ -156,3 +159,26 @@ def test_a_server_process_that_boots_during_the_outage_comes_up_and_serves_later
     assert outage["replaced_worker"] not in outage["workers_after"]
     assert len(outage["workers_after"]) == 4
     assert "Worker failed to boot" not in outage["log"]
+
+
+def test_a_server_process_started_while_the_database_is_unreachable_answers_503(tmp_path):
+    if test_db_kind() == "postgresql":
+        url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/postgres"  # nobody listens there
+    else:
+        url = f"sqlite:///{tmp_path / 'not-mounted-yet' / 'queuelog.db'}"
+    application = create_app(app_config(url))  # must not raise: gunicorn would stop the server
+    response = application.test_client().post("/jobs", json={"type": "email"}, headers=bearer("ql_" + "x" * 43))
+    assert response.status_code == 503
+    assert response.headers["Content-Type"] == "application/problem+json"
+
+
+def test_once_the_database_is_there_the_schema_is_created_and_requests_work(tmp_path):
+    # SQLite shows the whole story in-process: the directory appears, the next request migrates.
+    directory = tmp_path / "not-mounted-yet"
+    application = create_app(app_config(f"sqlite:///{directory / 'queuelog.db'}"))
+    client = application.test_client()
+    assert client.get("/jobs", headers=bearer("ql_" + "x" * 43)).status_code == 503
+    directory.mkdir()
+    assert client.get("/jobs", headers=bearer("ql_" + "x" * 43)).status_code == 401  # unknown key, not 503
+    with application.app_context():
+        assert schema_is_current()
