@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from bench.config import Config
@@ -54,59 +55,55 @@ def _fmt(value, unit: str) -> str:
 FAILED = "✗"
 
 
-class _Figures(dict):
-    """One column's metrics; a figure from a failed round reads as ✗."""
+def _ratio(metrics: dict[str, dict], failed: set[tuple[str, str]],
+           num: tuple[str, str], den: tuple[str, str]):
+    """``num ÷ den`` for two (column, metric) figures.
 
-    def __init__(self, values: dict, failed: set[str]):
-        super().__init__(values)
-        self.failed = failed
-
-    def get(self, key, default=None):
-        return FAILED if key in self.failed else super().get(key, default)
+    When both figures have one value per round in the same order (same
+    rounds of the interleaved schedule), the ratio is the median of the
+    per-round ratios: each pairs two figures taken minutes apart, so a load
+    burst that hit one round cancels out.  Otherwise the medians are divided.
+    A figure from a failed round makes the ratio ✗: a fast wrong answer must
+    not read as a good ratio.
+    """
+    if num in failed or den in failed:
+        return FAILED
+    m_num, m_den = metrics.get(num[0], {}), metrics.get(den[0], {})
+    r_num, r_den = m_num.get(f"{num[1]}_repeats"), m_den.get(f"{den[1]}_repeats")
+    if r_num and r_den and len(r_num) == len(r_den):
+        per_round = [a / b for a, b in zip(r_num, r_den) if b]
+        return statistics.median(per_round) if per_round else None
+    a, b = m_num.get(num[1]), m_den.get(den[1])
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
 
 
 def ratios(cfg: Config, metrics: dict[str, dict], failed: set[tuple[str, str]]) -> list[tuple[str, dict]]:
-    """(label, {"sqlite": r, "postgresql": r}) for every ratio the brief asks for.
+    """(label, {"sqlite": r, "postgresql": r}) for every ratio the brief asks for."""
 
-    A ratio with a figure from a failed round is ✗ rather than a number: a
-    fast wrong answer must not read as a good ratio.
-    """
-    cols = {col: _Figures(metrics.get(col, {}), {k for c, k in failed if c == col})
-            for col, _ in COLUMNS}
+    def row(label: str, num_key: str, den_col: str | None, den_key: str) -> tuple[str, dict]:
+        # den_col None: the denominator is in the same queuelog column.
+        return label, {col: _ratio(metrics, failed, (col, num_key), (den_col or col, den_key))
+                       for col, _ in QUEUELOG_COLUMNS}
 
-    def div(a, b):
-        if FAILED in (a, b):
-            return FAILED
-        return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
-
-    def per_backend(fn) -> dict:
-        return {col: fn(cols[col]) for col, _ in QUEUELOG_COLUMNS}
-
-    ceiling, huey, rq = (cols[k] for k in ("ceiling", "huey", "rq"))
     out = []
     for w in cfg.workers:
-        key = f"e2e_single_w{w}"
-        out.append((f"Single path ÷ (ceiling ÷ 3), {_workers(w)}",
-                    per_backend(lambda m, k=key: div(m.get(k), ceiling.get(k)))))
+        out.append(row(f"Single path ÷ (ceiling ÷ 3), {_workers(w)}",
+                       f"e2e_single_w{w}", "ceiling", f"e2e_single_w{w}"))
     for w in cfg.workers:
-        out.append((f"Batch ÷ single end-to-end, {_workers(w)}",
-                    per_backend(lambda m, w=w: div(m.get(f"e2e_batch_w{w}"), m.get(f"e2e_single_w{w}")))))
+        out.append(row(f"Batch ÷ single end-to-end, {_workers(w)}",
+                       f"e2e_batch_w{w}", None, f"e2e_single_w{w}"))
     top = max(cfg.enqueue_batches)
-    out.append((f"Enqueue batch-{top} ÷ single",
-                per_backend(lambda m: div(m.get(f"enqueue_{top}"), m.get("enqueue_1")))))
-    for name, peer in (("huey", huey), ("RQ", rq)):
-        out.append((f"queuelog ÷ {name}, enqueue single",
-                    per_backend(lambda m, p=peer: div(m.get("enqueue_1"), p.get("enqueue_1")))))
+    out.append(row(f"Enqueue batch-{top} ÷ single", f"enqueue_{top}", None, "enqueue_1"))
+    for name, peer in (("huey", "huey"), ("RQ", "rq")):
+        out.append(row(f"queuelog ÷ {name}, enqueue single", "enqueue_1", peer, "enqueue_1"))
         for w in cfg.workers:
-            key = f"e2e_single_w{w}"
-            out.append((f"queuelog ÷ {name}, end-to-end single, {_workers(w)}",
-                        per_backend(lambda m, p=peer, k=key: div(m.get(k), p.get(k)))))
+            out.append(row(f"queuelog ÷ {name}, end-to-end single, {_workers(w)}",
+                           f"e2e_single_w{w}", peer, f"e2e_single_w{w}"))
     lo, hi = min(cfg.fills), max(cfg.fills)
     if hi != lo:
-        out.append((f"Claim p99 at {hi:,} ÷ p99 at {lo:,} pending",
-                    per_backend(lambda m: div(m.get(f"claim_p99_{hi}"), m.get(f"claim_p99_{lo}")))))
-    out.append((f"RSS after ÷ before the {hi:,} fill",
-                per_backend(lambda m: div(m.get("rss_after_mib"), m.get("rss_before_mib")))))
+        out.append(row(f"Claim p99 at {hi:,} ÷ p99 at {lo:,} pending",
+                       f"claim_p99_{hi}", None, f"claim_p99_{lo}"))
+    out.append(row(f"RSS after ÷ before the {hi:,} fill", "rss_after_mib", None, "rss_before_mib"))
     return out
 
 

@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         "Redis without persistence (--save '' --appendonly no).",
         "Claim latency: one client, sequential claims, each job completed outside the timing; "
         "pending jobs bulk-inserted by SQL as copies of one job made by the API.",
+        "Ratios of figures measured in the same rounds are medians of per-round ratios; "
+        "others divide the medians. Per-round figures are in bench.json (*_repeats).",
     ]
     meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "commit": git_commit(), "python": sys.version.split()[0],
