@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, bindparam, select, text, update
 from sqlalchemy.engine import Connection
 
 from .models import Job, JobStatus
@@ -38,11 +38,44 @@ def _mark_running(picked, worker: str, token: str, now: datetime, lease_until: d
     )
 
 
+# SQLite's planner, left to itself, walks an index on status and sorts every pending job on each
+# claim (a claim at 1M pending took ~40× longer than at 1k), so the pick names its index. The
+# statement is written out because SQLAlchemy has no INDEXED BY for SQLite.
+_SQLITE_CLAIM = """
+UPDATE jobs
+   SET status = 'running', worker_id = :worker, claim_token = :token, claimed_at = :now,
+       heartbeat_at = :now, lease_expires_at = :lease_until, updated_at = :now
+ WHERE status = 'pending'
+   AND id IN (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
+               WHERE status = 'pending' AND run_at <= :now {type_filter}
+               ORDER BY priority DESC, id
+               LIMIT :limit)
+RETURNING {columns}
+"""
+
+
+def _sqlite_claim_statement(typed: bool):
+    sql = _SQLITE_CLAIM.format(type_filter="AND type IN :types" if typed else "",
+                               columns=", ".join(column.name for column in jobs.c))
+    params = [bindparam("now", type_=jobs.c.claimed_at.type),
+              bindparam("lease_until", type_=jobs.c.lease_expires_at.type)]
+    if typed:
+        params.append(bindparam("types", expanding=True))
+    return text(sql).bindparams(*params).columns(*jobs.c)
+
+
+_SQLITE_CLAIMS = {typed: _sqlite_claim_statement(typed) for typed in (False, True)}
+
+
 def claim_sqlite(conn: Connection, **kw) -> list[Row]:
     """SQLite: the caller's transaction began IMMEDIATE, so this runs holding the write lock;
     one UPDATE … WHERE id IN (SELECT … LIMIT n) … RETURNING picks and marks in one step."""
-    picked = _due_ids(kw["now"], kw["types"], kw["limit"]).scalar_subquery()
-    return list(conn.execute(_mark_running(picked, kw["worker"], kw["token"], kw["now"], kw["lease_until"])))
+    typed = kw["types"] is not None
+    params = {"now": kw["now"], "lease_until": kw["lease_until"], "worker": kw["worker"],
+              "token": kw["token"], "limit": kw["limit"]}
+    if typed:
+        params["types"] = list(kw["types"])
+    return list(conn.execute(_SQLITE_CLAIMS[typed], params))
 
 
 def claim_postgresql(conn: Connection, **kw) -> list[Row]:

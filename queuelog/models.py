@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime, timezone
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import DateTime, TypeDecorator
 
@@ -29,6 +29,11 @@ class UTCDateTime(TypeDecorator):
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
+
+
+# Job and event ids: 64-bit on PostgreSQL so a busy queue never runs out; on SQLite every integer
+# primary key is already 64-bit, and it must be spelled INTEGER to be the rowid.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class JobStatus(str, enum.Enum):
@@ -70,7 +75,7 @@ class Role(str, enum.Enum):
 class Job(db.Model):
     __tablename__ = "jobs"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     type: Mapped[str] = mapped_column(String(100))
     payload: Mapped[str] = mapped_column(Text, default="{}")
     priority: Mapped[int] = mapped_column(Integer, default=0)
@@ -119,6 +124,8 @@ class Job(db.Model):
         Index("ix_jobs_producer_id", "producer_key_id", "id"),
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
+        # AUTOINCREMENT: SQLite must never hand a purged job's id to a new job (links, logs, alerts).
+        {"sqlite_autoincrement": True},
     )
 
 
@@ -127,8 +134,8 @@ class JobEvent(db.Model):
 
     __tablename__ = "job_events"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
     event: Mapped[str] = mapped_column(String(20))
     from_status: Mapped[str | None] = mapped_column(String(16))
     to_status: Mapped[str] = mapped_column(String(16))
@@ -140,6 +147,7 @@ class JobEvent(db.Model):
     __table_args__ = (
         Index("ix_job_events_job_id", "job_id", "id"),
         Index("ix_job_events_event_at", "event", "at"),
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -34,11 +34,11 @@ def visible_to(caller: Caller, row: Row) -> bool:
 
 
 def max_job_id() -> int:
-    """The largest id the jobs.id column can hold: INTEGER is 32-bit on PostgreSQL, 64-bit on SQLite.
+    """The largest id a job can have (64-bit on both databases).
 
     Ids above it cannot exist, and binding them would fail in the driver (a 500) instead of finding nothing.
     """
-    return 2**31 - 1 if dialect_name() == "postgresql" else 2**63 - 1
+    return 2**63 - 1
 
 
 def get_job(caller: Caller, job_id: int) -> Row:

@@ -131,6 +131,18 @@ def test_a_purged_jobs_idempotency_key_can_be_used_again(client, producer, runne
     assert again.get_json()["status"] == "pending"
 
 
+def test_a_new_job_never_reuses_a_purged_jobs_id(client, runner, enqueue, claim, worker):
+    purged = enqueue(type="email")
+    job = claim()
+    client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker)
+    with db.engine.begin() as conn:
+        conn.execute(update(jobs).where(jobs.c.id == purged["id"]).values(updated_at=ago(days=8)))
+    assert runner.invoke(args=["purge"]).output.startswith("purged 1 jobs")
+
+    # A link to the purged job (an alert, a log line) must not lead to somebody else's job.
+    assert enqueue(type="email")["id"] > purged["id"]
+
+
 def test_purge_under_load_never_loses_a_live_job(app, runner, make_job, producer, worker, admin):
     """While purge deletes old finished jobs in tiny batches, a thread enqueues, claims and completes new
     jobs and an admin retries old failed ones. Every job the thread made, and every job whose retry

@@ -52,7 +52,7 @@ def upgrade():
     sa.UniqueConstraint('username')
     )
     op.create_table('jobs',
-    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('type', sa.String(length=100), nullable=False),
     sa.Column('payload', sa.Text(), nullable=False),
     sa.Column('priority', sa.Integer(), nullable=False),
@@ -77,7 +77,8 @@ def upgrade():
     sa.Column('updated_at', sa.DateTime(), nullable=False),
     sa.ForeignKeyConstraint(['producer_key_id'], ['api_keys.id'], ),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('producer_key_id', 'idempotency_key', name='uq_jobs_producer_idempotency')
+    sa.UniqueConstraint('producer_key_id', 'idempotency_key', name='uq_jobs_producer_idempotency'),
+    sqlite_autoincrement=True,
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         # The claim reads this index in claim order (priority DESC, oldest first) and stops at the
@@ -91,8 +92,8 @@ def upgrade():
         batch_op.create_index('ix_jobs_worker_status', ['worker_id', 'status'], unique=False)
 
     op.create_table('job_events',
-    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
-    sa.Column('job_id', sa.Integer(), nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
+    sa.Column('job_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('event', sa.String(length=20), nullable=False),
     sa.Column('from_status', sa.String(length=16), nullable=True),
     sa.Column('to_status', sa.String(length=16), nullable=False),
@@ -101,7 +102,8 @@ def upgrade():
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('at', sa.DateTime(), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id')
+    sa.PrimaryKeyConstraint('id'),
+    sqlite_autoincrement=True,
     )
     with op.batch_alter_table('job_events', schema=None) as batch_op:
         batch_op.create_index('ix_job_events_event_at', ['event', 'at'], unique=False)
