@@ -20,6 +20,7 @@ def create_app(config: dict | None = None) -> Flask:
     from .config import load_config
 
     load_config(app, config)
+    _trust_proxies(app)
 
     from . import ops
 
@@ -50,3 +51,14 @@ def create_app(config: dict | None = None) -> Flask:
         if app.config["AUTO_MIGRATE"]:
             ensure_schema(app)
     return app
+
+
+def _trust_proxies(app: Flask) -> None:
+    """Behind N reverse proxies, take the client address and scheme from their X-Forwarded-* headers,
+    so login throttling counts real addresses rather than the proxy's. Off by default: trusting those
+    headers without a proxy would let a client pick its own address."""
+    hops = int(app.config.get("TRUSTED_PROXIES") or 0)
+    if hops > 0:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
