@@ -9,7 +9,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from .clock import utcnow
 from .database import read_connection, write_transaction
@@ -87,9 +87,7 @@ def authenticate(secret: str) -> Caller | None:
         return None
     wanted = digest_of(secret)
     with read_connection() as conn:
-        row = conn.execute(
-            select(keys_table).where(keys_table.c.digest == wanted)
-        ).first()
+        row = conn.execute(_KEY_BY_DIGEST, {"b_digest": wanted}).first()
         conn.rollback()
     if row is None or row.revoked_at is not None or not hmac.compare_digest(row.digest, wanted):
         return None
@@ -98,6 +96,10 @@ def authenticate(secret: str) -> Caller | None:
         _touch(row.id, now)
     types = json.loads(row.allowed_types) if row.allowed_types else None
     return Caller(row.id, row.name, row.role, row.max_priority, tuple(types) if types else None)
+
+
+# Built once: each request's lookup reuses the compiled statement instead of building it again.
+_KEY_BY_DIGEST = select(keys_table).where(keys_table.c.digest == bindparam("b_digest"))
 
 
 def _touch(key_id: int, now) -> None:
