@@ -110,7 +110,13 @@ def log_request(response) -> None:
 def _emit(logger: logging.Logger, level: int, event: str, fields: dict) -> None:
     # The message itself is the text rendering, so any handler (pytest's, a host app's) shows the fields;
     # the JSON formatter uses the fields themselves.
-    logger.log(level, "%s %s", event, _logfmt(fields), extra={"queuelog_event": event, "queuelog_fields": fields})
+    if not logger.isEnabledFor(level):
+        return
+    # makeRecord + handle is what logger.log does, less the stack walk that looks up the caller's file
+    # and line (two lines per job on the batch path; the formatters never show them).
+    record = logger.makeRecord(logger.name, level, __file__, 0, "%s %s", (event, _logfmt(fields)), None,
+                               extra={"queuelog_event": event, "queuelog_fields": fields})
+    logger.handle(record)
 
 
 def _logfmt(fields: dict) -> str:
@@ -118,6 +124,8 @@ def _logfmt(fields: dict) -> str:
 
 
 def _text_value(value) -> str:
+    if type(value) is int:  # ids, statuses, attempts: always bare (bool, a subclass, is handled below)
+        return str(value)
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -129,7 +137,15 @@ def _text_value(value) -> str:
 
 def _timestamp(record: logging.LogRecord) -> str:
     moment = datetime.fromtimestamp(record.created, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    second = moment.replace(microsecond=0)
+    global _last_second
+    cached = _last_second  # one read: another thread may replace it meanwhile
+    if cached[0] != second:  # many lines share a second: format its part once
+        cached = _last_second = (second, second.strftime("%Y-%m-%dT%H:%M:%S."))
+    return cached[1] + f"{moment.microsecond // 1000:03d}Z"
+
+
+_last_second: tuple = (None, "")
 
 
 class TextFormatter(logging.Formatter):
