@@ -67,15 +67,19 @@ def _sqlite_claim_statement(typed: bool):
 _SQLITE_CLAIMS = {typed: _sqlite_claim_statement(typed) for typed in (False, True)}
 
 
+def _claim_params(kw: dict, prefix: str = "") -> dict:
+    """The claim's bound values, named as the dialect's statement names them."""
+    params = {prefix + name: kw[name] for name in ("now", "lease_until", "worker", "token", "limit")}
+    if kw["types"] is not None:
+        params[prefix + "types"] = list(kw["types"])
+    return params
+
+
 def claim_sqlite(conn: Connection, **kw) -> list[Row]:
     """SQLite: the caller's transaction began IMMEDIATE, so this runs holding the write lock;
     one UPDATE … WHERE id IN (SELECT … LIMIT n) … RETURNING picks and marks in one step."""
     typed = kw["types"] is not None
-    params = {"now": kw["now"], "lease_until": kw["lease_until"], "worker": kw["worker"],
-              "token": kw["token"], "limit": kw["limit"]}
-    if typed:
-        params["types"] = list(kw["types"])
-    return list(conn.execute(_SQLITE_CLAIMS[typed], params))
+    return list(conn.execute(_SQLITE_CLAIMS[typed], _claim_params(kw)))
 
 
 def claim_postgresql(conn: Connection, **kw) -> list[Row]:
@@ -88,11 +92,7 @@ def claim_postgresql(conn: Connection, **kw) -> list[Row]:
     job marked every due job running (and returned only one of them).
     """
     typed = kw["types"] is not None
-    params = {"b_now": kw["now"], "b_lease_until": kw["lease_until"], "b_worker": kw["worker"],
-              "b_token": kw["token"], "b_limit": kw["limit"]}
-    if typed:
-        params["b_types"] = list(kw["types"])
-    return list(conn.execute(_POSTGRESQL_CLAIMS[typed], params))
+    return list(conn.execute(_POSTGRESQL_CLAIMS[typed], _claim_params(kw, prefix="b_")))
 
 
 def _postgresql_claim_statement(typed: bool):
