@@ -50,11 +50,12 @@ def get_job(caller: Caller, job_id: int) -> Row:
     return row
 
 
-def job_events(caller: Caller, job_id: int) -> list[Row]:
-    """The job's history, oldest first."""
-    get_job(caller, job_id)
+def job_events(caller: Caller, job_id: int) -> tuple[Row, list[Row]]:
+    """The job (if the caller may see it) and its history, oldest first."""
+    job = get_job(caller, job_id)
     with read_connection() as conn:
-        return conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
+        history = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
+    return job, history
 
 
 def list_jobs(where: JobFilter, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:

@@ -85,9 +85,9 @@ def get_job(job_id: int):
 def job_events(job_id: int):
     """The job's event log, oldest first."""
     caller = current_caller()
-    job = queries.get_job(caller, job_id)
+    job, history = queries.job_events(caller, job_id)
     show_error = may_read_error(caller, job)
-    return jsonify({"events": [event_json(row, show_error) for row in queries.job_events(caller, job_id)]})
+    return jsonify({"events": [event_json(row, show_error) for row in history]})
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")
