@@ -6,7 +6,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench.config import Config
+from bench.config import PATHS, Config, EndToEndRound, end_to_end_rounds
 
 COLUMNS = [
     ("sqlite", "queuelog SQLite"),
@@ -23,14 +23,26 @@ def _workers(n: int) -> str:
     return f"{n} worker" + ("s" if n != 1 else "")
 
 
+def _path_desc(cfg: Config, path: str) -> str:
+    if path == "single":
+        return "single path (enqueue, claim, complete: one job per call)"
+    return (f"batch path (enqueue in batches of {cfg.batch_path_enqueue}, "
+            f"batch claim ≤{cfg.claim_limit}, batch complete)")
+
+
 def rows(cfg: Config) -> list[tuple[str, str, str]]:
     """(metric key, label, unit) for every table row, in display order."""
-    out = [(f"enqueue_{b}", "Enqueue, single" if b == 1 else f"Enqueue, batches of {b}", "jobs/s")
+    clients = f"{cfg.enqueue_clients} clients"
+    out = [(f"enqueue_{b}", f"Enqueue only, single, {clients}" if b == 1
+            else f"Enqueue only, batches of {b}, {clients}", "jobs/s")
            for b in cfg.enqueue_batches]
-    for path, desc in (("single", "claim + complete one at a time"),
-                       ("batch", f"batch claim (≤{cfg.claim_limit}) + batch complete")):
-        out += [(f"e2e_{path}_w{w}", f"End-to-end, {desc}, {_workers(w)}", "jobs/s")
-                for w in cfg.workers]
+    rounds = end_to_end_rounds(cfg)
+    out += [(r.end_to_end, f"End-to-end, {_path_desc(cfg, r.path)}, {_workers(r.workers)}", "jobs/s")
+            for r in rounds]
+    # The drain alone flatters every queue (its enqueue is free): shown for
+    # information only, never used in a ratio.
+    out += [(r.drain, f"Claim + complete only (enqueue not timed), {r.path} path, "
+             f"{_workers(r.workers)}", "jobs/s") for r in rounds]
     for n in cfg.fills:
         out += [(f"claim_p50_{n}", f"Claim latency p50, {n:,} pending", "ms"),
                 (f"claim_p99_{n}", f"Claim latency p99, {n:,} pending", "ms")]
@@ -59,10 +71,10 @@ def _ratio(metrics: dict[str, dict], failed: set[tuple[str, str]],
            num: tuple[str, str], den: tuple[str, str]):
     """``num ÷ den`` for two (column, metric) figures.
 
-    When both figures have one value per round in the same order (same
-    rounds of the interleaved schedule), the ratio is the median of the
-    per-round ratios: each pairs two figures taken minutes apart, so a load
-    burst that hit one round cancels out.  Otherwise the medians are divided.
+    When both figures have one value per repeat in the same order (same
+    repeats of the interleaved schedule), the ratio is the median of the
+    per-repeat ratios: each pairs two figures taken minutes apart, so a load
+    burst that hit one repeat cancels out.  Otherwise the medians are divided.
     A figure from a failed round makes the ratio ✗: a fast wrong answer must
     not read as a good ratio.
     """
@@ -85,20 +97,29 @@ def ratios(cfg: Config, metrics: dict[str, dict], failed: set[tuple[str, str]]) 
         return label, {col: _ratio(metrics, failed, (col, num_key), (den_col or col, den_key))
                        for col, _ in QUEUELOG_COLUMNS}
 
+    def e2e(path: str, w: int) -> str:
+        return EndToEndRound(path, w).end_to_end
+
     out = []
+    # The ceiling's end-to-end job is 3 no-op requests, so its figure already
+    # is "ceiling request rate ÷ 3".
     for w in cfg.workers:
-        out.append(row(f"Single path ÷ (ceiling ÷ 3), {_workers(w)}",
-                       f"e2e_single_w{w}", "ceiling", f"e2e_single_w{w}"))
+        out.append(row(f"End-to-end single path ÷ (ceiling requests/s ÷ 3), {_workers(w)}",
+                       e2e("single", w), "ceiling", e2e("single", w)))
     for w in cfg.workers:
-        out.append(row(f"Batch ÷ single end-to-end, {_workers(w)}",
-                       f"e2e_batch_w{w}", None, f"e2e_single_w{w}"))
+        out.append(row(f"End-to-end batch path ÷ single path, {_workers(w)}",
+                       e2e("batch", w), None, e2e("single", w)))
     top = max(cfg.enqueue_batches)
-    out.append(row(f"Enqueue batch-{top} ÷ single", f"enqueue_{top}", None, "enqueue_1"))
+    if top > 1:
+        out.append(row(f"Enqueue only, batch-{top} ÷ single", f"enqueue_{top}", None, "enqueue_1"))
+    # huey and RQ have one end-to-end figure per worker count (one job per
+    # call); both queuelog paths are set against it.
     for name, peer in (("huey", "huey"), ("RQ", "rq")):
-        out.append(row(f"queuelog ÷ {name}, enqueue single", "enqueue_1", peer, "enqueue_1"))
-        for w in cfg.workers:
-            out.append(row(f"queuelog ÷ {name}, end-to-end single, {_workers(w)}",
-                           f"e2e_single_w{w}", peer, f"e2e_single_w{w}"))
+        out.append(row(f"queuelog ÷ {name}, enqueue only, single", "enqueue_1", peer, "enqueue_1"))
+        for path in PATHS:
+            for w in cfg.workers:
+                out.append(row(f"queuelog {path} path ÷ {name}, end-to-end, {_workers(w)}",
+                               e2e(path, w), peer, e2e("single", w)))
     lo, hi = min(cfg.fills), max(cfg.fills)
     if hi != lo:
         out.append(row(f"Claim p99 at {hi:,} ÷ p99 at {lo:,} pending",
@@ -107,9 +128,15 @@ def ratios(cfg: Config, metrics: dict[str, dict], failed: set[tuple[str, str]]) 
     return out
 
 
-def failed_figures(checks: list[dict]) -> set[tuple[str, str]]:
-    """(column, metric) pairs whose round failed a correctness check."""
-    return {(c["target"], c["metric"]) for c in checks if not c["ok"] and c.get("metric")}
+def failed_figures(cfg: Config, checks: list[dict]) -> set[tuple[str, str]]:
+    """(column, metric) pairs whose round failed a correctness check.
+
+    An end-to-end round's check names its end-to-end figure; the drain and
+    enqueue parts of that round fail with it.
+    """
+    parts = {r.end_to_end: r.all() for r in end_to_end_rounds(cfg)}
+    return {(c["target"], key) for c in checks if not c["ok"] and c.get("metric")
+            for key in parts.get(c["metric"], (c["metric"],))}
 
 
 def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, checks: list[dict],
@@ -118,13 +145,14 @@ def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, chec
              f"{meta['started']} · {meta['cpus']} CPUs · commit {meta['commit']} · "
              f"{cfg.jobs} jobs per round (≥ 1 whole batch per client) · "
              + (f"median of {cfg.repeats} interleaved repeats · " if cfg.repeats > 1 else "one pass · ")
-             + f"{cfg.enqueue_clients} enqueue clients · "
+             + f"enqueue-only rounds: {cfg.enqueue_clients} clients; end-to-end rounds: "
+             "as many enqueue clients as workers · "
              f"gunicorn -w {meta['gunicorn_workers']} (sync) · total {meta['seconds']:.0f}s", "",
              "Only ratios within this one run mean anything: the machine is small and shared.", "",
              "| What | Unit | " + " | ".join(h for _, h in COLUMNS) + " |",
              "|---|---|" + "---:|" * len(COLUMNS)]
     # A figure whose round failed its correctness check is marked, not hidden.
-    failed = failed_figures(checks)
+    failed = failed_figures(cfg, checks)
     for key, label, unit in rows(cfg):
         cells = [_fmt(metrics.get(col, {}).get(key), unit) + (f" {FAILED}" if (col, key) in failed else "")
                  for col, _ in COLUMNS]
@@ -164,7 +192,7 @@ def _sample_note(cfg: Config, metrics: dict[str, dict]) -> str | None:
 def write(out_dir: Path, cfg: Config, meta: dict, metrics: dict, checks: list[dict],
           notes: list[str]) -> str:
     """Write ``bench.md`` and ``bench.json`` into ``out_dir``; return the Markdown."""
-    ratio_rows = ratios(cfg, metrics, failed_figures(checks))
+    ratio_rows = ratios(cfg, metrics, failed_figures(cfg, checks))
     text = markdown(cfg, meta, metrics, ratio_rows, checks, notes)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench.md").write_text(text)

@@ -141,14 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     runner.notes += [
-        "End-to-end = enqueue everything first, then time from the workers' start to the last "
-        "completion; the ceiling does 3 no-op requests per job.",
+        "End-to-end (N workers) = jobs ÷ (enqueue seconds + drain seconds): N processes enqueue "
+        "the round's jobs (single path: one per call; batch path: batches of "
+        f"{cfg.batch_path_enqueue}), then N workers claim and complete them. huey and RQ "
+        "enqueue one job per call and have one figure per N, set against both queuelog paths. "
+        "The ceiling's round is N processes each doing 3 no-op requests per job, so its "
+        "figure is its request rate ÷ 3. \"Claim + complete only\" rows time the drain alone "
+        "and are in no ratio.",
         "Durability: queuelog SQLite at its default synchronous=FULL, huey at its default "
         "(WAL, synchronous=FULL), PostgreSQL with fsync and synchronous_commit on, "
         "Redis without persistence (--save '' --appendonly no).",
         "Claim latency: one client, sequential claims, each job completed outside the timing; "
         "pending jobs bulk-inserted by SQL as copies of one job made by the API.",
-        "Ratios of figures measured in the same rounds are medians of per-round ratios; "
+        "Ratios of figures measured in the same repeats are medians of per-repeat ratios; "
         "others divide the medians. Per-round figures are in bench.json (*_repeats).",
     ]
     meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),

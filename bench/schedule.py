@@ -1,11 +1,16 @@
 """The order of measurements: interleaved, repeated rounds, then latency probes.
 
-A round is "enqueue N jobs (timed), then drain them (timed)".  Single
-enqueues feed the single-path drains (1/4/16 workers), batch enqueues feed
-the batch-path drains.  Every system runs a round before any system starts
-the next one, in an order rotated each round, and the whole list of rounds
-is repeated ``cfg.repeats`` times; each figure is the median of its repeats.
-On a shared 2-core machine the load drifts by several times within minutes:
+There are two kinds of round.  An end-to-end round (path × N workers)
+enqueues its jobs from N client processes (timed), then drains them with N
+workers (timed); its figure is jobs / (enqueue + drain seconds), and the
+drain alone is kept as a second, information-only figure.  An enqueue-only
+round enqueues from ``cfg.enqueue_clients`` processes in one batch size
+(timed) and then completes the jobs untimed, so every job is still checked.
+
+Every system runs a round before any system starts the next one, in an
+order rotated each round, and the whole list of rounds is repeated
+``cfg.repeats`` times; each figure is the median of its repeats.  On a
+shared 2-core machine the load drifts by several times within minutes:
 short interleaved rounds keep the two figures of a ratio close in time, and
 the median drops the round that hit a burst of someone else's work.
 """
@@ -15,23 +20,26 @@ from __future__ import annotations
 import statistics
 import traceback
 from collections import defaultdict
+from dataclasses import dataclass
 
-from bench.config import Check, Config
+from bench.config import Check, Config, EndToEndRound, end_to_end_rounds
 from bench.procs import fmt_rate
-from bench.system import System
+from bench.system import System, rate
 
-Round = tuple[int, tuple[str, int] | None]  # (enqueue batch, (drain path, workers) or None)
+
+@dataclass(frozen=True)
+class EnqueueRound:
+    """Enqueue only, ``batch`` jobs per call, from ``cfg.enqueue_clients`` processes."""
+
+    batch: int
+
+
+Round = EndToEndRound | EnqueueRound
 
 
 def rounds(cfg: Config) -> list[Round]:
     """The rounds of one repeat, in order."""
-    batches = [b for b in cfg.enqueue_batches if b > 1]
-    out: list[Round] = [(1, ("single", w)) for w in cfg.workers]
-    if batches:
-        out += [(batches[i % len(batches)], ("batch", w)) for i, w in enumerate(cfg.workers)]
-    used = {mode for mode, _ in out}
-    out += [(mode, None) for mode in cfg.enqueue_batches if mode not in used]
-    return out
+    return [*end_to_end_rounds(cfg), *(EnqueueRound(b) for b in cfg.enqueue_batches)]
 
 
 def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict],
@@ -40,13 +48,16 @@ def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict],
     samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     broken: set[str] = set()
     schedule = [r for _ in range(cfg.repeats) for r in rounds(cfg)]
-    for idx, (mode, drain) in enumerate(schedule):
+    for idx, rnd in enumerate(schedule):
         order = systems[idx % len(systems):] + systems[:idx % len(systems)]
         for system in order:
             if system.column in broken:
                 continue
             try:
-                _one_round(system, mode, drain, cfg, samples[system.column], checks)
+                if isinstance(rnd, EnqueueRound):
+                    _enqueue_round(system, rnd, cfg, samples[system.column], checks)
+                else:
+                    _end_to_end_round(system, rnd, cfg, samples[system.column], checks)
             except Exception as exc:
                 # The system's queue is in an unknown state now: stop timing it.
                 traceback.print_exc()
@@ -59,37 +70,41 @@ def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict],
             metrics[column][f"{key}_repeats"] = values
 
 
-def _one_round(system: System, mode: int, drain: tuple[str, int] | None, cfg: Config,
-               samples: dict[str, list], checks: list[Check]) -> None:
-    timed_enqueue = mode in system.enqueue_batches
-    timed_drain = drain is not None and drain[0] in system.drain_paths
-    if not (timed_enqueue or timed_drain):
-        return  # nothing this system can show in this round
+def _end_to_end_round(system: System, rnd: EndToEndRound, cfg: Config,
+                      samples: dict[str, list], checks: list[Check]) -> None:
+    if rnd.path not in system.drain_paths:
+        return
+    jobs = cfg.end_to_end_jobs(rnd.path, rnd.workers)
+    result = system.end_to_end(rnd.path, rnd.workers, jobs, cfg, rnd.end_to_end)
+    checks.extend(result.checks)
+    samples[rnd.end_to_end].append(rate(result.jobs, result.seconds))
+    line = (f"[bench] {system.column}: {rnd.path} path, {result.jobs} jobs, workers={rnd.workers}"
+            f": end-to-end {fmt_rate(rate(result.jobs, result.seconds))} jobs/s")
+    if result.drain_s is not None:
+        samples[rnd.drain].append(rate(result.jobs, result.drain_s))
+        samples[rnd.enqueue].append(rate(result.jobs, result.enqueue_s))
+        line += (f" (enqueue {fmt_rate(rate(result.jobs, result.enqueue_s))}, "
+                 f"drain {fmt_rate(rate(result.jobs, result.drain_s))})")
+    print(line, flush=True)
+
+
+def _enqueue_round(system: System, rnd: EnqueueRound, cfg: Config,
+                   samples: dict[str, list], checks: list[Check]) -> None:
+    if rnd.batch not in system.enqueue_batches:
+        return
     # At least one whole batch per enqueue client, or a "batch of 500"
     # round would really be measuring smaller batches.
-    jobs = max(cfg.jobs, cfg.enqueue_clients * mode) if timed_enqueue else cfg.jobs
-    if timed_enqueue:
-        rate, ids = system.enqueue(jobs, mode, cfg)
-        samples[f"enqueue_{mode}"].append(rate)
-        print(f"[bench] {system.column}: enqueue {jobs} in batches of {mode}: {fmt_rate(rate)} jobs/s",
-              flush=True)
-    else:
-        ids = system.fill_for_drain(jobs, cfg)
-    if timed_drain:
-        path, workers = drain
-        metric = f"e2e_{path}_w{workers}"
-    elif system.discard_untimed:
+    jobs = max(cfg.jobs, cfg.enqueue_clients * rnd.batch)
+    seconds, ids = system.enqueue(jobs, rnd.batch, cfg.enqueue_clients, cfg)
+    samples[f"enqueue_{rnd.batch}"].append(rate(jobs, seconds))
+    print(f"[bench] {system.column}: enqueue {jobs} in batches of {rnd.batch}: "
+          f"{fmt_rate(rate(jobs, seconds))} jobs/s", flush=True)
+    if system.discard_untimed:
         return  # the next enqueue starts from an empty queue anyway
-    else:
-        # Every job still has to be completed (and checked), just untimed.
-        path = "batch" if "batch" in system.drain_paths else "single"
-        workers, metric = max(cfg.workers), None
-    rate, round_checks = system.drain(path, workers, ids, cfg, metric)
-    checks.extend(round_checks)
-    if metric:
-        samples[metric].append(rate)
-        print(f"[bench] {system.column}: {path} drain of {len(ids)}, {workers} workers: "
-              f"{fmt_rate(rate)} jobs/s", flush=True)
+    # Every job still has to be completed (and checked), just untimed.
+    path = "batch" if "batch" in system.drain_paths else "single"
+    _, drain_checks = system.drain(path, max(cfg.workers), ids, cfg, None)
+    checks.extend(drain_checks)
 
 
 def latency(systems: list, cfg: Config, metrics: dict[str, dict], checks: list[Check]) -> None:

@@ -1,16 +1,36 @@
 """What every measured system offers the scheduler in :mod:`bench.schedule`.
 
-A system is started once (``with system:``), then asked for rounds: fill a
-queue (``enqueue``) and empty it (``drain``).  The scheduler interleaves the
-systems round by round, so the figures a ratio divides were taken minutes,
-not a quarter of an hour, apart on this shared machine.
+A system is started once (``with system:``), then asked for rounds: an
+end-to-end round (enqueue the round's jobs, then drain them, both timed) or
+an enqueue-only round.  The scheduler interleaves the systems round by
+round, so the figures a ratio divides were taken minutes, not a quarter of
+an hour, apart on this shared machine.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from bench.config import Check, Config
+
+
+@dataclass
+class EndToEnd:
+    """What one end-to-end round measured."""
+
+    jobs: int
+    seconds: float | None          # enqueue + drain; None when nothing completed
+    checks: list[Check]
+    # The two timed parts, when the system has them (the ceiling does not:
+    # its three requests per job run as one cycle).
+    enqueue_s: float | None = None
+    drain_s: float | None = None
+
+
+def rate(jobs: int, seconds: float | None) -> float | None:
+    """jobs/s, or None when nothing was timed."""
+    return jobs / seconds if seconds else None
 
 
 class System:
@@ -19,8 +39,8 @@ class System:
     column = ""                                  # report column key
     enqueue_batches: frozenset[int] = frozenset({1})  # jobs per enqueue call it supports
     drain_paths: frozenset[str] = frozenset({"single"})
-    # True when jobs enqueued for an enqueue-only measurement may simply be
-    # dropped (the next enqueue starts afresh); otherwise they are drained.
+    # True when the jobs of an enqueue-only round may simply be dropped (the
+    # next enqueue starts afresh); otherwise they are drained, untimed.
     discard_untimed = False
 
     def __enter__(self) -> "System":
@@ -29,18 +49,32 @@ class System:
     def __exit__(self, *exc) -> None:
         pass
 
-    def enqueue(self, jobs: int, batch: int, cfg: Config) -> tuple[float, list]:
-        """Enqueue ``jobs`` no-op jobs; returns (jobs/s, job ids)."""
+    def enqueue(self, jobs: int, batch: int, clients: int, cfg: Config) -> tuple[float, list]:
+        """Enqueue ``jobs`` no-op jobs from ``clients`` processes, ``batch``
+        per call; returns (seconds, job ids)."""
         raise NotImplementedError
-
-    def fill_for_drain(self, jobs: int, cfg: Config) -> list:
-        """Untimed enqueue before a drain whose enqueue is not measured."""
-        return self.enqueue(jobs, max(self.enqueue_batches), cfg)[1]
 
     def drain(self, path: str, workers: int, ids: list, cfg: Config,
               metric: str | None) -> tuple[float | None, list[Check]]:
-        """Complete every job in ``ids``; returns (jobs/s, correctness checks)."""
+        """Complete every job in ``ids`` with ``workers`` workers; returns
+        (seconds to the last completion or None, correctness checks)."""
         raise NotImplementedError
+
+    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config,
+                   metric: str) -> EndToEnd:
+        """Enqueue ``jobs`` from ``workers`` clients, then drain them with
+        ``workers`` workers, timing both.
+
+        The enqueue clients are as many as the workers, and use the path's
+        own way of enqueueing (one job per call, or batches), so each
+        system's figure counts every operation a job needs, like the
+        ceiling's 3-request cycle.
+        """
+        batch = cfg.batch_path_enqueue if path == "batch" else 1
+        enqueue_s, ids = self.enqueue(jobs, batch, workers, cfg)
+        drain_s, checks = self.drain(path, workers, ids, cfg, metric)
+        total = enqueue_s + drain_s if drain_s else None
+        return EndToEnd(len(ids), total, checks, enqueue_s, drain_s)
 
 
 def verify_once(target: str, what: str, enqueued: list, runs: list[dict],

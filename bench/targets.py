@@ -18,7 +18,7 @@ from bench import clients, fill
 from bench.config import Check, Config
 from bench.procs import WorkerFailed, fmt_rate, run_processes, split
 from bench.servers import REPO_ROOT, GunicornServer
-from bench.system import System, verify_once
+from bench.system import EndToEnd, System, verify_once
 
 COMPLETED = "completed"
 
@@ -70,16 +70,15 @@ class Queuelog(System):
             raise RuntimeError(f"flask keys create {role} failed: {out.stderr.strip()[-500:]}")
         return out.stdout.strip().splitlines()[-1].strip()
 
-    def enqueue(self, jobs: int, batch: int, cfg: Config) -> tuple[float, list]:
-        args = _enqueue_args(self.server.url, self.producer, "queuelog", jobs, batch,
-                             cfg.enqueue_clients)
+    def enqueue(self, jobs: int, batch: int, clients_n: int, cfg: Config) -> tuple[float, list]:
+        args = _enqueue_args(self.server.url, self.producer, "queuelog", jobs, batch, clients_n)
         run = run_processes(clients.enqueue_worker, args, cfg.timeout)
         ids = [i for r in run.results for i in r["ids"]]
         self.total_enqueued += len(ids)
         if len(ids) != jobs:
             raise WorkerFailed(f"enqueue made {len(ids)} of {jobs} jobs: "
                                f"{[s for r in run.results for s in r['error_samples']][:3]}")
-        return jobs / run.elapsed, ids
+        return run.elapsed, ids
 
     def drain(self, path: str, workers: int, ids: list, cfg: Config,
               metric: str | None) -> tuple[float | None, list[Check]]:
@@ -87,7 +86,6 @@ class Queuelog(System):
         args = [{"base_url": self.server.url, "token": self.worker, "total_jobs": len(ids),
                  "limit": cfg.claim_limit}] * workers
         run = run_processes(fn, args, cfg.timeout)
-        completed = sum(len(r["ids"]) for r in run.results)
         what = f"{path} drain, {workers} workers"
         # Two views of exactly-once: what the workers saw, and what the
         # database says about every job ever enqueued in this run.
@@ -96,7 +94,7 @@ class Queuelog(System):
                   Check(self.column, f"database after {what}",
                         counts == {COMPLETED: self.total_enqueued},
                         f"status counts {counts}, expected {self.total_enqueued} {COMPLETED}", metric)]
-        return (completed / run.elapsed if run.elapsed else None), checks
+        return run.elapsed or None, checks
 
     # -- claim latency -----------------------------------------------------
 
@@ -141,7 +139,13 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 class Ceiling(System):
-    """Bare Flask: one request per enqueued job, three per end-to-end job."""
+    """Bare Flask: one request per enqueued job, three per end-to-end job.
+
+    Its end-to-end round is N processes each running 3-request cycles
+    (enqueue, claim, complete stand-ins), timed as one phase: the same
+    number of requests per job, from the same number of processes, as
+    queuelog's single path spends over its enqueue and drain phases.
+    """
 
     column = "ceiling"
 
@@ -155,23 +159,22 @@ class Ceiling(System):
     def __exit__(self, *exc) -> None:
         self.server.stop()
 
-    def enqueue(self, jobs: int, batch: int, cfg: Config) -> tuple[float, list]:
-        args = _enqueue_args(self.server.url, None, "ceiling", jobs, 1, cfg.enqueue_clients)
+    discard_untimed = True  # nothing is stored, so nothing to drain
+
+    def enqueue(self, jobs: int, batch: int, clients_n: int, cfg: Config) -> tuple[float, list]:
+        args = _enqueue_args(self.server.url, None, "ceiling", jobs, 1, clients_n)
         run = run_processes(clients.enqueue_worker, args, cfg.timeout)
-        return jobs / run.elapsed, [i for r in run.results for i in r["ids"]]
+        return run.elapsed, [i for r in run.results for i in r["ids"]]
 
-    def fill_for_drain(self, jobs: int, cfg: Config) -> list:
-        return list(range(jobs))  # nothing is stored, so nothing to fill
-
-    def drain(self, path: str, workers: int, ids: list, cfg: Config,
-              metric: str | None) -> tuple[float | None, list[Check]]:
-        parts = split(len(ids), workers)
+    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config,
+                   metric: str) -> EndToEnd:
+        parts = split(jobs, workers)
         args = [{"base_url": self.server.url, "count": c, "first": sum(parts[:i])}
-                for i, c in enumerate(parts)]
+                for i, c in enumerate(parts) if c]
         run = run_processes(clients.ceiling_cycle_worker, args, cfg.timeout)
         check = verify_once(self.column, f"3-request cycles, {workers} workers",
-                            list(range(len(ids))), run.results, metric)
-        return len(ids) / run.elapsed, [check]
+                            list(range(jobs)), run.results, metric)
+        return EndToEnd(jobs, run.elapsed or None, [check])
 
 
 __all__ = ["Ceiling", "Queuelog", "fmt_rate", "percentile"]
