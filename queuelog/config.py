@@ -38,9 +38,7 @@ DEFAULTS = {
     "DATABASE_POOL_SIZE": 5,
     "DATABASE_MAX_OVERFLOW": 10,
     "DATABASE_POOL_TIMEOUT": 10,
-    # Test each pooled connection before use: after a database restart a request then gets a fresh
-    # connection instead of a dead one (and a 503).
-    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+    "SQLALCHEMY_ENGINE_OPTIONS": {},
 }
 
 
@@ -73,6 +71,11 @@ def _engine_options(config) -> dict:
     url = make_url(config["SQLALCHEMY_DATABASE_URI"])
     # An in-memory SQLite database is one connection, not a pool: pool limits do not apply.
     in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    if url.get_backend_name() != "sqlite":
+        # Test each pooled connection before use: after a database restart a request then gets a
+        # fresh connection instead of a dead one (and a 503). A SQLite file cannot go away under an
+        # open connection, so there the test would only add a query to every checkout.
+        options.setdefault("pool_pre_ping", True)
     if not in_memory:
         options.setdefault("pool_size", int(config["DATABASE_POOL_SIZE"]))
         options.setdefault("max_overflow", int(config["DATABASE_MAX_OVERFLOW"]))

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from flask import Flask, current_app
@@ -15,6 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from . import driver_sql
 from .extensions import db
 
 log = logging.getLogger("queuelog")
@@ -47,12 +49,30 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection):
+        options = conn.get_execution_options()
         # A write transaction takes the write lock up front: a deferred one that reads first
         # and writes later can fail at once with SQLITE_BUSY instead of waiting its turn.
-        if conn.get_execution_options().get("queuelog_write"):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Sent on the driver: this runs for every transaction, and Core's execution set-up cost more than it.
+        if options.get("queuelog_write"):
+            driver_sql.execute_plain(conn, "BEGIN IMMEDIATE")
+        elif not options.get(SINGLE_STATEMENT_READ):
+            driver_sql.execute_plain(conn, "BEGIN")
+
+
+# A read made of one statement needs no BEGIN and ROLLBACK around it: a single SELECT is atomic on
+# its own. On a hot path (the API-key lookup of every request) the pair costs more than the SELECT.
+SINGLE_STATEMENT_READ = "queuelog_single_statement_read"
+
+
+@contextlib.contextmanager
+def single_statement_read():
+    """A connection for exactly one SELECT, run outside any explicit transaction."""
+    with db.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT")
         else:
-            conn.exec_driver_sql("BEGIN")
+            conn.execution_options(**{SINGLE_STATEMENT_READ: True})
+        yield conn
 
 
 @contextlib.contextmanager
@@ -60,9 +80,20 @@ def write_transaction():
     """A connection in a transaction that commits on success; on SQLite it holds the write lock."""
     engine = db.engine
     with _sqlite_writers_turn(engine, current_app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000):
-        with engine.connect().execution_options(queuelog_write=True) as conn:
+        with _writing(engine).connect() as conn:
             with conn.begin():
                 yield conn
+
+
+_writing_engines: "weakref.WeakKeyDictionary[Engine, Engine]" = weakref.WeakKeyDictionary()
+
+
+def _writing(engine: Engine) -> Engine:
+    """``engine`` with the write option set, made once: setting it on each connection cost ~20 µs a write."""
+    writing = _writing_engines.get(engine)
+    if writing is None:
+        writing = _writing_engines[engine] = engine.execution_options(queuelog_write=True)
+    return writing
 
 
 _writer_state = threading.local()
@@ -86,20 +117,39 @@ def _sqlite_writers_turn(engine: Engine, busy_timeout_s: float):
         yield  # not SQLite, or a nested write in this thread: SQLite's lock alone decides
         return
     deadline = time.monotonic() + busy_timeout_s
-    try:
-        handle = open(path, "a")
-    except OSError:
+    handle = _lock_handle(path)
+    if handle is None:
         yield  # e.g. the database's directory is gone: let SQLite report it (a 503)
         return
-    with handle:
-        acquired = _poll_flock(handle, deadline)
-        _writer_state.holding = True
+    acquired = _poll_flock(handle, deadline)
+    _writer_state.holding = True
+    try:
+        yield
+    finally:
+        _writer_state.holding = False
+        if acquired:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_handle(path: str):
+    """This thread's open handle on the lock file, opened once rather than on every write.
+
+    One handle per thread and process: flock belongs to the open file, so two threads sharing a
+    handle (or a child sharing its parent's after fork) would both think they hold the lock. Only the
+    last database's handle is kept (a server uses one; a test run makes hundreds).
+    """
+    state = _writer_state
+    if getattr(state, "lock_key", None) != (os.getpid(), path):
+        stale = getattr(state, "lock_handle", None)
+        if stale is not None and getattr(state, "lock_key", (None,))[0] == os.getpid():
+            stale.close()
+        state.lock_key, state.lock_handle = None, None
         try:
-            yield
-        finally:
-            _writer_state.holding = False
-            if acquired:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            state.lock_handle = open(path, "a")
+        except OSError:
+            return None
+        state.lock_key = (os.getpid(), path)
+    return state.lock_handle
 
 
 def _poll_flock(handle, deadline: float) -> bool:

@@ -9,10 +9,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import insert, select, update
 
 from .clock import utcnow
-from .database import read_connection, write_transaction
+from .database import single_statement_read, write_transaction
+from .driver_sql import find_key
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import ApiKey, Priority, Role
@@ -86,13 +87,10 @@ def authenticate(secret: str) -> Caller | None:
     if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
         return None
     wanted = digest_of(secret)
-    with read_connection() as conn:
-        if conn.dialect.name == "postgresql":
-            # One SELECT is atomic on its own: without BEGIN and ROLLBACK the lookup is one round trip
-            # instead of three, and revocation still shows on the next request.
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        row = conn.execute(_KEY_BY_DIGEST, {"b_digest": wanted}).first()
-        conn.rollback()
+    # Without BEGIN and ROLLBACK around it the lookup is one round trip instead of three, and
+    # revocation still shows on the next request.
+    with single_statement_read() as conn:
+        row = find_key(conn, wanted)
     if row is None or row.revoked_at is not None or not hmac.compare_digest(row.digest, wanted):
         return None
     now = utcnow()
@@ -100,10 +98,6 @@ def authenticate(secret: str) -> Caller | None:
         _touch(row.id, now)
     types = json.loads(row.allowed_types) if row.allowed_types else None
     return Caller(row.id, row.name, row.role, row.max_priority, tuple(types) if types else None)
-
-
-# Built once: each request's lookup reuses the compiled statement instead of building it again.
-_KEY_BY_DIGEST = select(keys_table).where(keys_table.c.digest == bindparam("b_digest"))
 
 
 def _touch(key_id: int, now) -> None:

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import Row, and_, bindparam, insert, or_, select, update
+from sqlalchemy import Row, and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .claim_sql import CLAIM_BY_DIALECT
 from .clock import rfc3339, utcnow
 from .database import write_transaction
 from .errors import (Forbidden, IdempotencyConflict, InvalidRequest, JobNotFound, QueueError,
@@ -28,7 +27,7 @@ from .queries import max_job_id
 from .models import Job, JobEvent, JobStatus, Priority, Role
 from .ops import observe_changes
 from .scrub import scrub_error
-from . import wakeup
+from . import claim_sql, driver_sql, wakeup
 
 jobs = Job.__table__
 events = JobEvent.__table__
@@ -142,7 +141,14 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool = False) ->
                 "request_digest": digest, "producer_key_id": caller.id, "producer": caller.name,
                 "run_at": job.run_at or now, "created_at": now, "updated_at": now,
             }))
-        if to_insert:
+        if len(to_insert) == 1:
+            # The one-job enqueue, the most frequent write: on the driver, with its event.
+            [(index, values)] = to_insert
+            row = driver_sql.insert_job(conn, values, caller.actor, now)
+            results[index] = (row, True)
+            observe_changes([(row, None, "enqueued", caller.actor, None)])
+            wakeup.jobs_ready(conn)
+        elif to_insert:
             inserted = conn.execute(
                 insert(jobs).returning(*jobs.c, sort_by_parameter_order=True),
                 [values for _, values in to_insert],
@@ -174,11 +180,9 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
     with write_transaction() as conn:
-        claim_statement = CLAIM_BY_DIALECT[conn.dialect.name]
-        rows = claim_statement(conn, now=now, types=wanted, limit=limit, worker=caller.name,
-                               token=secrets.token_urlsafe(24), lease_until=now + lease)
-        if rows:
-            _record(conn, [(row, PENDING, "claimed", caller.actor, None) for row in rows], now)
+        rows = claim_sql.claim(conn, now=now, types=wanted, limit=limit, worker=caller.name,
+                              token=secrets.token_urlsafe(24), lease_until=now + lease, actor=caller.actor)
+        observe_changes([(row, PENDING, "claimed", caller.actor, None) for row in rows])
     return sorted(rows, key=lambda row: (-row.priority, row.id))
 
 
@@ -195,9 +199,7 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
         rows = _complete_held(conn, caller, [job_id], token, _result_text(result), now)
         if not rows:
             _refuse(conn, job_id, "complete")
-        row = rows[0]
-        _record(conn, [(row, RUNNING, "completed", caller.actor, None)], now)
-    return row
+    return rows[0]
 
 
 def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[Row | QueueError]:
@@ -234,9 +236,6 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
                     _refuse(conn, ids[index], "complete")
                 except QueueError as refusal:
                     outcomes[index] = refusal
-        done = [row for row in outcomes if not isinstance(row, QueueError)]
-        if done:
-            _record(conn, [(row, RUNNING, "completed", caller.actor, None) for row in done], now)
     return outcomes  # type: ignore[return-value]
 
 
@@ -250,24 +249,12 @@ def _result_text(result: dict | None) -> str | None:
     return None if result is None else json.dumps(result, separators=(",", ":"))
 
 
-# One statement object, built once: SQLAlchemy then finds its compiled form by a memoised cache key
-# instead of rebuilding the WHERE clause per call (statement building dominated the hot path's profile).
-_COMPLETE_HELD = (
-    update(jobs)
-    .where(jobs.c.id.in_(bindparam("b_ids", expanding=True)), jobs.c.status == RUNNING,
-           jobs.c.worker_id == bindparam("b_worker"), jobs.c.claim_token == bindparam("b_token"))
-    .values(status=COMPLETED, completed_at=bindparam("b_now", type_=jobs.c.completed_at.type),
-            updated_at=bindparam("b_now", type_=jobs.c.updated_at.type), claim_token=None,
-            lease_expires_at=None, result=bindparam("b_result", type_=jobs.c.result.type))
-    .returning(*jobs.c)
-)
-
-
 def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str,
                    result_text: str | None, now: datetime) -> list[Row]:
-    """The guarded UPDATE behind a complete: the rows as they now are; the guard refused the others."""
-    return conn.execute(_COMPLETE_HELD, {"b_ids": job_ids, "b_worker": caller.name, "b_token": token,
-                                         "b_now": now, "b_result": result_text}).all()
+    """The guarded UPDATE behind a complete, with its events: the rows completed; the guard refused the others."""
+    rows = driver_sql.complete_held(conn, job_ids, caller.name, token, result_text, now, caller.actor)
+    observe_changes([(row, RUNNING, "completed", caller.actor, None) for row in rows])
+    return rows
 
 
 def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> Row:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from queuelog import queue
 from queuelog.database import dialect_name
+from queuelog.driver_sql import JobWrite
 from queuelog.extensions import db
 from queuelog.keys import authenticate
 
@@ -50,18 +51,20 @@ def deep_queue(app):
 def _claim_statement(caller, types=None) -> tuple[str, object, float]:
     """Run a real claim; return the UPDATE it sent, its parameters, and how long the claim took."""
     seen = []
+    send = JobWrite.execute
 
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "UPDATE jobs" in statement:
-            seen.append((statement, parameters))
+    def capture(self, sql, params):
+        if "UPDATE jobs" in sql:
+            seen.append((sql, params))
+        return send(self, sql, params)
 
-    event.listen(db.engine, "before_cursor_execute", capture)
+    JobWrite.execute = capture
     try:
         started = time.perf_counter()
         claimed = queue.claim(caller, types=types)
         took = time.perf_counter() - started
     finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
+        JobWrite.execute = send
     assert len(claimed) == 1 and len(seen) == 1
     return seen[0][0], seen[0][1], took
 
