@@ -22,6 +22,10 @@ def create_app(config: dict | None = None) -> Flask:
     load_config(app, config)
     _trust_proxies(app)
 
+    from .session import SessionOnlyWhenSent
+
+    app.session_interface = SessionOnlyWhenSent()
+
     from . import ops
 
     # First, so its request hooks run before (and its response hooks after) everyone else's.
