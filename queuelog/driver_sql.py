@@ -205,19 +205,25 @@ class JobWrite:
         return rows
 
 
-def insert_job(conn: Connection, values: dict, actor: str, at: datetime) -> JobRow:
-    """INSERT one pending job and its 'enqueued' event; ``values`` names every column but ``id``."""
+def insert_jobs(conn: Connection, rows: list[dict], actor: str, at: datetime) -> list[JobRow]:
+    """INSERT pending jobs with one statement, and an 'enqueued' event each; the jobs come back in the
+    order of ``rows``. Each of ``rows`` names the same columns (every column but ``id`` and the ones
+    that start empty)."""
     write = JobWrite(conn)
     dialect = write.dialect
-    columns = [name for name in JOB_COLUMNS if name != "id"]
-    params = {name: values.get(name) for name in columns}
-    for position in _JOB_TIMES:
-        name = JOB_COLUMNS[position]
-        params[name] = dialect.time_in(params[name])
-    statement = (f"INSERT INTO jobs ({', '.join(columns)}) "
-                 f"VALUES ({', '.join(dialect.param(name) for name in columns)}) RETURNING {JOB_LIST}")
-    [row] = write.run(statement, params, "enqueued", None, actor, at)
-    return row
+    columns = list(rows[0])
+    times = {JOB_COLUMNS[position] for position in _JOB_TIMES}
+    params: dict = {}
+    tuples = []
+    for n, values in enumerate(rows):
+        for name in columns:
+            value = values[name]
+            params[f"{name}_{n}"] = dialect.time_in(value) if name in times else value
+        tuples.append("(" + ", ".join(dialect.param(f"{name}_{n}") for name in columns) + ")")
+    statement = f"INSERT INTO jobs ({', '.join(columns)}) VALUES {', '.join(tuples)} RETURNING {JOB_LIST}"
+    inserted = write.run(statement, params, "enqueued", None, actor, at)
+    # One INSERT numbers its rows in VALUES order (ids only grow), whatever order RETURNING lists them in.
+    return sorted(inserted, key=lambda row: row.id)
 
 
 def complete_held(conn: Connection, ids: list[int], worker: str, token: str, result: str | None,

@@ -141,21 +141,11 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool = False) ->
                 "request_digest": digest, "producer_key_id": caller.id, "producer": caller.name,
                 "run_at": job.run_at or now, "created_at": now, "updated_at": now,
             }))
-        if len(to_insert) == 1:
-            # The one-job enqueue, the most frequent write: on the driver, with its event.
-            [(index, values)] = to_insert
-            row = driver_sql.insert_job(conn, values, caller.actor, now)
-            results[index] = (row, True)
-            observe_changes([(row, None, "enqueued", caller.actor, None)])
-            wakeup.jobs_ready(conn)
-        elif to_insert:
-            inserted = conn.execute(
-                insert(jobs).returning(*jobs.c, sort_by_parameter_order=True),
-                [values for _, values in to_insert],
-            ).all()
+        if to_insert:
+            inserted = driver_sql.insert_jobs(conn, [values for _, values in to_insert], caller.actor, now)
             for (index, _), row in zip(to_insert, inserted):
                 results[index] = (row, True)
-            _record(conn, [(row, None, "enqueued", caller.actor, None) for row in inserted], now)
+            observe_changes([(row, None, "enqueued", caller.actor, None) for row in inserted])
             wakeup.jobs_ready(conn)
         # Items that repeated a key inside this batch share the job created for it.
         for index, job in enumerate(new_jobs):
