@@ -11,6 +11,9 @@ def rfc3339(value: datetime | None) -> str | None:
     """Format an aware or naive-UTC datetime as RFC 3339 with a trailing Z."""
     if value is None:
         return None
+    if value.tzinfo is timezone.utc:
+        # The common case (every time read from the database): "…+00:00" → "…Z" without converting.
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     return value.isoformat(timespec="microseconds") + "Z"
