@@ -14,7 +14,7 @@ from pathlib import Path
 from flask import Flask, current_app
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 
 from . import driver_sql
 from .extensions import db
@@ -27,6 +27,40 @@ def configure_engine(app: Flask) -> None:
     engine = db.engine
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, app.config["SQLITE_BUSY_TIMEOUT_MS"], app.config["SQLITE_SYNCHRONOUS"])
+    elif not app.config["SQLALCHEMY_ENGINE_OPTIONS"].get("pool_pre_ping"):
+        # A SQLite file cannot go away under an open connection; a database server can restart
+        # (unless the deployment asked SQLAlchemy to test every checkout itself).
+        _ping_after_idle(engine, app.config["DATABASE_PING_AFTER_IDLE_SECONDS"])
+
+
+def _ping_after_idle(engine: Engine, idle_seconds: float) -> None:
+    """Test a pooled connection before use when it has sat idle ``idle_seconds`` or more.
+
+    SQLAlchemy's pool_pre_ping tests every checkout: a round trip per checkout, two per API request
+    (measured on PostgreSQL through gunicorn: 4-11% more jobs/s without it). A connection checked
+    out again within a second was just working, so that test tells nothing new; one that idled may
+    have been cut by a restart, and a failed test makes the pool hand out a fresh one instead.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from_now(_dbapi_connection, record):
+        if record is not None:
+            record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idled(dbapi_connection, record, _proxy):
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since < idle_seconds:
+            return  # just connected, or back from work a moment ago
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise DisconnectionError(f"pooled connection failed its test: {error}") from error
+        if not alive:
+            raise DisconnectionError("pooled connection failed its test")
+
+
+_IDLE_SINCE = "queuelog_idle_since"
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:

@@ -9,7 +9,6 @@ import contextlib
 import pytest
 
 from queuelog import create_app
-from queuelog.database import dialect_name
 from queuelog.extensions import db
 from tests.conftest import app_config
 
@@ -23,11 +22,6 @@ def test_the_pool_limits_come_from_the_configuration(app):
     assert db.engine.pool.size() == 1
     assert db.engine.pool._max_overflow == 1
 
-
-def test_pooled_connections_are_tested_before_use_only_where_they_can_go_stale(app):
-    # A PostgreSQL connection dies with a server restart; a connection to a SQLite file cannot.
-    expected = dialect_name() == "postgresql"
-    assert bool(app.config["SQLALCHEMY_ENGINE_OPTIONS"].get("pool_pre_ping")) is expected
 
 
 def test_a_request_that_finds_the_pool_exhausted_gets_503_problem_json(client, producer):

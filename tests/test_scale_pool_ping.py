@@ -1,0 +1,54 @@
+"""A pooled PostgreSQL connection that the server cut (a restart, an admin's pg_terminate_backend):
+a connection that sat idle is tested and replaced before a request gets it; one that was in constant
+use is not tested (that would cost a round trip per request), so the server's cut costs one 503.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from tests.conftest import test_db_kind
+
+pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql",
+                                reason="a SQLite file cannot be cut from under an open connection")
+
+IDLE_SECONDS = 0.3
+TEST_AFTER_IDLE = {"DATABASE_PING_AFTER_IDLE_SECONDS": IDLE_SECONDS}
+# Long enough that no slow machine lets the connection count as idle within the test.
+NEVER_IDLE = {"DATABASE_PING_AFTER_IDLE_SECONDS": 3600}
+
+
+def _cut_every_connection_of_the_app(database_url: str) -> int:
+    """What a database restart does to the pool: every server-side session of this database ends."""
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            cut = conn.execute(text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar_one()
+    finally:
+        engine.dispose()
+    time.sleep(0.1)  # the terminations are asynchronous
+    return cut
+
+
+@pytest.mark.parametrize("config_overrides", [TEST_AFTER_IDLE], indirect=True)
+def test_a_connection_that_idled_is_tested_and_replaced_before_a_request_gets_it(client, producer, database_url):
+    assert client.get("/jobs", headers=producer).status_code == 200
+    assert _cut_every_connection_of_the_app(database_url) >= 1
+    time.sleep(IDLE_SECONDS * 2)
+    assert client.get("/jobs", headers=producer).status_code == 200
+
+
+@pytest.mark.parametrize("config_overrides", [NEVER_IDLE], indirect=True)
+def test_a_connection_in_constant_use_is_not_tested_so_a_cut_costs_one_503(client, producer, database_url):
+    assert client.get("/jobs", headers=producer).status_code == 200
+    assert _cut_every_connection_of_the_app(database_url) >= 1
+    response = client.get("/jobs", headers=producer)
+    assert response.status_code == 503
+    assert response.headers["Content-Type"] == "application/problem+json"
+    # The failure told the pool its connections are gone: the next request gets a fresh one.
+    assert client.get("/jobs", headers=producer).status_code == 200
