@@ -50,8 +50,9 @@ RETURNING {columns}
 
 
 def claim_statement(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str,
-                    limit: int, types: tuple[str, ...] | None, actor: str) -> tuple[str, dict]:
-    """The SQL and bound values a claim sends on ``conn``'s dialect (also what a query plan explains)."""
+                    limit: int, types: tuple[str, ...] | None, actor: str) -> tuple[str, dict, dict]:
+    """The SQL and bound values a claim sends on ``conn``'s dialect (also what a query plan explains),
+    and the values of the event row each claimed job gets."""
     write = JobWrite(conn)
     dialect = write.dialect
     params = {"now": dialect.time_in(now), "lease_until": dialect.time_in(lease_until),
@@ -61,7 +62,8 @@ def claim_statement(conn: Connection, *, now: datetime, lease_until: datetime, w
         sql = write.sql(_POSTGRESQL_CLAIM.format(columns=JOB_LIST), _POSTGRESQL_PICK.format(type_filter=type_filter))
     else:
         sql = write.sql(_SQLITE_CLAIM.format(type_filter=type_filter, columns=JOB_LIST))
-    return sql, write.params(params, "claimed", "pending", actor, now)
+    events = write.event_params("claimed", "pending", actor, now)
+    return sql, {**params, **events}, events
 
 
 def claim(conn: Connection, **kw) -> list[JobRow]:
@@ -70,5 +72,5 @@ def claim(conn: Connection, **kw) -> list[JobRow]:
     On SQLite that transaction began IMMEDIATE, so the claim runs holding the write lock; on PostgreSQL
     SKIP LOCKED keeps concurrent claimers apart. Either way one statement picks and marks.
     """
-    sql, params = claim_statement(conn, **kw)
-    return JobWrite(conn).execute(sql, params)
+    sql, params, events = claim_statement(conn, **kw)
+    return JobWrite(conn).execute(sql, params, events)

@@ -184,24 +184,28 @@ class JobWrite:
                 f"{p('ev_at')} FROM changed) "
                 f"SELECT {JOB_LIST} FROM changed")
 
-    def params(self, params: dict, event: str, from_status: str | None, actor: str, at: datetime) -> dict:
-        return dict(params, ev_event=event, ev_from=from_status, ev_actor=actor, ev_at=self.dialect.time_in(at))
+    def event_params(self, event: str, from_status: str | None, actor: str, at: datetime) -> dict:
+        """The values of the event row each written job gets."""
+        return {"ev_event": event, "ev_from": from_status, "ev_actor": actor, "ev_at": self.dialect.time_in(at)}
 
-    def run(self, statement: str, params: dict, event: str, from_status: str | None, actor: str,
+    def run(self, statement: str, params: dict | list, event: str, from_status: str | None, actor: str,
             at: datetime) -> list[JobRow]:
         """Run ``statement`` (its RETURNING lists every job column) and record ``event`` per row."""
-        return self.execute(self.sql(statement), self.params(params, event, from_status, actor, at))
+        events = self.event_params(event, from_status, actor, at)
+        if self.dialect.name == "postgresql":
+            return self.execute(self.sql(statement), {**params, **events}, events)
+        return self.execute(statement, params, events)
 
-    def execute(self, sql: str, params: dict) -> list[JobRow]:
-        """Send what ``sql`` and ``params`` made; on SQLite the events follow as a second statement."""
+    def execute(self, sql: str, params: dict | list, events: dict) -> list[JobRow]:
+        """Send ``sql``; on SQLite the event rows (``events``' values) follow as a second statement."""
         with _driver_cursor(self.conn, sql, params) as cursor:
             cursor.execute(sql, params)
             rows = self.dialect.rows(cursor, JobRow, _JOB_TIMES)
             if rows and self.dialect.name != "postgresql":
                 cursor.executemany(
                     f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
-                    [(row.id, params["ev_event"], params["ev_from"], row.status, params["ev_actor"],
-                      row.retry_count, params["ev_at"]) for row in rows])
+                    [(row.id, events["ev_event"], events["ev_from"], row.status, events["ev_actor"],
+                      row.retry_count, events["ev_at"]) for row in rows])
         return rows
 
 
@@ -213,13 +217,18 @@ def insert_jobs(conn: Connection, rows: list[dict], actor: str, at: datetime) ->
     dialect = write.dialect
     columns = list(rows[0])
     times = {JOB_COLUMNS[position] for position in _JOB_TIMES}
-    params: dict = {}
-    tuples = []
-    for n, values in enumerate(rows):
-        for name in columns:
-            value = values[name]
-            params[f"{name}_{n}"] = dialect.time_in(value) if name in times else value
-        tuples.append("(" + ", ".join(dialect.param(f"{name}_{n}") for name in columns) + ")")
+    values = [dialect.time_in(job[name]) if name in times else job[name] for job in rows for name in columns]
+    if dialect.name == "sqlite":
+        # Positional values: SQLite finds a named one by scanning the statement's list of names, so a
+        # 500-job batch (7,000 names) took 72 ms to bind instead of 0.5 ms.
+        params: dict | list = values
+        tuples = ["(" + ", ".join(["?"] * len(columns)) + ")"] * len(rows)
+    else:
+        # Named, because the statement that also logs the events names its own values.
+        params = {f"v{i}": value for i, value in enumerate(values)}
+        width = len(columns)
+        tuples = ["(" + ", ".join(dialect.param(f"v{n * width + i}") for i in range(width)) + ")"
+                  for n in range(len(rows))]
     statement = f"INSERT INTO jobs ({', '.join(columns)}) VALUES {', '.join(tuples)} RETURNING {JOB_LIST}"
     inserted = write.run(statement, params, "enqueued", None, actor, at)
     # One INSERT numbers its rows in VALUES order (ids only grow), whatever order RETURNING lists them in.

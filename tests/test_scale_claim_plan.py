@@ -53,10 +53,10 @@ def _claim_statement(caller, types=None) -> tuple[str, object, float]:
     seen = []
     send = JobWrite.execute
 
-    def capture(self, sql, params):
+    def capture(self, sql, params, events):
         if "UPDATE jobs" in sql:
             seen.append((sql, params))
-        return send(self, sql, params)
+        return send(self, sql, params, events)
 
     JobWrite.execute = capture
     try:
