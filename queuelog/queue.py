@@ -3,6 +3,10 @@
 Every transition is an UPDATE guarded in its WHERE clause (status, holder, claim token), run in a
 write transaction together with the event that records it. No row back means the guard refused.
 Views, CLI commands and pages call these functions; none of them writes ``status`` itself.
+
+The transitions of every job's life (enqueue, claim, complete) run their SQL on the database driver
+(``driver_sql``, ``claim_sql``): they are most of the traffic, and Core's per-statement set-up cost more
+than the SQL. The rarer ones (fail, heartbeat, release, cancel, retry, reap) use SQLAlchemy Core.
 """
 from __future__ import annotations
 
