@@ -1,4 +1,5 @@
 """Time in one place: every stored time is UTC, every time shown is RFC 3339."""
+import functools
 from datetime import datetime, timezone
 
 
@@ -7,6 +8,8 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+# Jobs answered together share their times (one transaction's "now"), eight per job: format each once.
+@functools.lru_cache(maxsize=4096)
 def rfc3339(value: datetime | None) -> str | None:
     """Format an aware or naive-UTC datetime as RFC 3339 with a trailing Z."""
     if value is None:

@@ -59,10 +59,16 @@ class _Dialect:
 
     def rows(self, cursor, make, times) -> list:
         out = []
+        # The rows of one statement share most of their times (one transaction's "now"): convert each once.
+        converted: dict = {None: None}
         for raw in cursor.fetchall():
             values = list(raw)
             for position in times:
-                values[position] = self.time_out(values[position])
+                value = values[position]
+                time = converted.get(value)
+                if time is None and value is not None:
+                    time = converted[value] = self.time_out(value)
+                values[position] = time
             out.append(make(*values))
         return out
 
