@@ -25,6 +25,9 @@ def create_app(config: dict | None = None) -> Flask:
     from .session import SessionOnlyWhenSent
 
     app.session_interface = SessionOnlyWhenSent()
+    # Answers keep their fields in the order the code writes them (a job reads id, type, status, …);
+    # sorting the keys of every object cost ~20% of encoding a batch of jobs.
+    app.json.sort_keys = False
 
     from . import ops
 
