@@ -131,8 +131,19 @@ def _text_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     text = str(value)
-    # Quote (JSON-style, which escapes newlines and quotes) anything that could break the key=value shape.
-    return text if _BARE_VALUE.match(text) else json.dumps(text)
+    rendered = _rendered.get(text)
+    if rendered is None:
+        # Quote (JSON-style, which escapes newlines and quotes) anything that could break the key=value shape.
+        rendered = text if _BARE_VALUE.match(text) else json.dumps(text)
+        if len(_rendered) < _RENDERED_MAX:
+            _rendered[text] = rendered
+    return rendered
+
+
+# Most values recur on every line (job types, events, statuses, key names): check each once. Bounded,
+# since request ids and paths do not recur.
+_rendered: dict[str, str] = {}
+_RENDERED_MAX = 4096
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -152,8 +163,11 @@ class TextFormatter(logging.Formatter):
     """``2026-01-01T12:00:00.000Z INFO queuelog.request request method=GET …`` — one line per record."""
 
     def format(self, record: logging.LogRecord) -> str:
-        # Other code logs request paths with %s: escape control characters so nobody can forge a line.
-        message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], record.getMessage())
+        message = record.getMessage()
+        if not hasattr(record, "queuelog_fields"):
+            # Other code logs request paths with %s: escape control characters so nobody can forge a
+            # line. Our own lines need not: _text_value quoted every value that could.
+            message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
         line = f"{_timestamp(record)} {record.levelname} {record.name} {message}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
