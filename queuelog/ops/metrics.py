@@ -12,6 +12,7 @@ truth. Each is one query served by an index (see ``DatabaseCollector``).
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
 from datetime import datetime
@@ -81,12 +82,16 @@ def multiprocess_mode() -> bool:
 
 def count_changes(entries: list[tuple]) -> None:
     """Count recorded state changes: entries are the (row, from_status, event, actor, error) of ``_record``."""
-    for row, _from_status, event, _actor, error in entries:
+    # One increment per event kind, not per job: under gunicorn each increment writes a shared file.
+    per_event = collections.Counter(event for _row, _from_status, event, _actor, _error in entries)
+    for event, count in per_event.items():
         counter = EVENT_COUNTERS.get(event)
         if counter is not None:
-            counter.inc()
-        if event == "reaped" and (error or "").startswith("quarantined"):
-            QUARANTINED.inc()
+            counter.inc(count)
+    quarantined = sum(1 for _row, _from_status, event, _actor, error in entries
+                      if event == "reaped" and (error or "").startswith("quarantined"))
+    if quarantined:
+        QUARANTINED.inc(quarantined)
 
 
 def observe_request(response) -> None:
