@@ -172,18 +172,18 @@ def _lock_handle(path: str):
     handle (or a child sharing its parent's after fork) would both think they hold the lock. Only the
     last database's handle is kept (a server uses one; a test run makes hundreds).
     """
-    state = _writer_state
-    if getattr(state, "lock_key", None) != (os.getpid(), path):
-        stale = getattr(state, "lock_handle", None)
-        if stale is not None and getattr(state, "lock_key", (None,))[0] == os.getpid():
-            stale.close()
-        state.lock_key, state.lock_handle = None, None
-        try:
-            state.lock_handle = open(path, "a")
-        except OSError:
-            return None
-        state.lock_key = (os.getpid(), path)
-    return state.lock_handle
+    held = getattr(_writer_state, "lock_file", None)  # (pid, path, handle)
+    if held is not None and held[:2] == (os.getpid(), path):
+        return held[2]
+    if held is not None:
+        held[2].close()  # another database's, or the parent's copy after fork (closing a copy releases nothing)
+    _writer_state.lock_file = None
+    try:
+        handle = open(path, "a")
+    except OSError:
+        return None
+    _writer_state.lock_file = (os.getpid(), path, handle)
+    return handle
 
 
 def _poll_flock(handle, deadline: float) -> bool:
