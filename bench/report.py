@@ -10,12 +10,13 @@ from bench.config import PATHS, Config, EndToEndRound, end_to_end_rounds
 
 COLUMNS = [
     ("sqlite", "queuelog SQLite"),
+    ("sqlite_normal", "queuelog SQLite, synchronous=NORMAL"),
     ("postgresql", "queuelog PostgreSQL"),
     ("huey", "huey (SqliteHuey)"),
     ("rq", "RQ (Redis)"),
     ("ceiling", "Flask ceiling"),
 ]
-QUEUELOG_COLUMNS = [("sqlite", "SQLite"), ("postgresql", "PostgreSQL")]
+QUEUELOG_COLUMNS = [("sqlite", "SQLite"), ("sqlite_normal", "SQLite, NORMAL"), ("postgresql", "PostgreSQL")]
 QUEUELOG_KEYS = {key for key, _ in QUEUELOG_COLUMNS}
 
 

@@ -40,10 +40,12 @@ class Queuelog(System):
     enqueue_batches = frozenset({1, 50, 100, 500})
     drain_paths = frozenset({"single", "batch"})
 
-    def __init__(self, column: str, db_url: str, log_dir: Path):
+    def __init__(self, column: str, db_url: str, log_dir: Path, settings: dict[str, str] | None = None,
+                 probe_latency: bool = True):
         self.column = column
         self.db_url = db_url
-        self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop"}
+        self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop", **(settings or {})}
+        self.probe_latency = probe_latency
         self.server = GunicornServer("app:app", self.env, log_dir / f"gunicorn-{column}.log")
         self.producer = self.worker = ""
         self.total_enqueued = 0

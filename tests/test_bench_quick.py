@@ -46,7 +46,7 @@ def test_every_job_of_every_round_completed_exactly_once(quick_run):
 def test_every_system_this_machine_can_run_was_measured(quick_run):
     _, report = quick_run
     measured = {check["target"] for check in report["checks"]}
-    expected = {"sqlite", "huey", "ceiling"}
+    expected = {"sqlite", "sqlite_normal", "huey", "ceiling"}
     if glob.glob("/usr/lib/postgresql/*/bin/initdb"):
         expected.add("postgresql")
     if shutil.which("redis-server"):
