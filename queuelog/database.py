@@ -113,8 +113,10 @@ def single_statement_read():
 def write_transaction():
     """A connection in a transaction that commits on success; on SQLite it holds the write lock."""
     engine = db.engine
-    with _sqlite_writers_turn(engine, current_app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000):
-        with _writing(engine).connect() as conn:
+    # The pool checkout and check-in (with its reset) stay outside the writers' turn: every
+    # microsecond inside it is one every other writer of the database waits.
+    with _writing(engine).connect() as conn:
+        with _sqlite_writers_turn(engine, current_app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000):
             with conn.begin():
                 yield conn
 
