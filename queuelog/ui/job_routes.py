@@ -7,6 +7,7 @@ from .. import queue
 from ..clock import utcnow
 from ..errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
+from ..queries import max_job_id
 from . import bp
 from .auth import actor_name
 from .forms import ActionForm, BulkRetryForm, JobFilterForm
@@ -76,6 +77,10 @@ def retry_jobs():
         return redirect(back)
     if form.scope.data == "selected":
         chosen = sorted(set(form.job_id.data or []))
+        if not all(1 <= job_id <= max_job_id() for job_id in chosen):
+            # The page only ever sends ids of listed jobs; anything else was typed or forged.
+            flash("That retry request was not understood; nothing was changed.", "error")
+            return redirect(back)
         if not chosen:
             flash("Tick the failed jobs to retry first (or use “retry all matching”).", "error")
             return redirect(back)
@@ -107,9 +112,16 @@ def retry_jobs():
     return redirect(back)
 
 
+def _abort_unless_storable(job_id: int) -> None:
+    """An id the id column cannot hold names no job: 404, as the API answers, not a driver error (500)."""
+    if job_id > max_job_id():
+        abort(404, description=f"job {job_id} does not exist")
+
+
 @bp.get("/admin/jobs/<int:job_id>")
 def job(job_id: int):
     """Everything about one job: fields, payload, result, last error, full event log, fitting actions."""
+    _abort_unless_storable(job_id)
     try:
         row, history = load_job(job_id)
     except JobNotFound as error:
@@ -120,6 +132,7 @@ def job(job_id: int):
 
 def _job_action(job_id: int, action, done: str):
     """Run one queue action for the signed-in admin; a refusal (409, 404) becomes a message, not an error page."""
+    _abort_unless_storable(job_id)
     if ActionForm().validate_on_submit():
         try:
             action(job_id, actor_name())

@@ -1,6 +1,7 @@
 """Read-only job queries for the jobs pages: the filtered table, one job with its history, bulk selection."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import Row, func, select
@@ -57,7 +58,9 @@ def _ids_for(conn, q: str) -> list[int]:
     found: list[int] = []
     text = q.strip()
     number = text.lstrip("#")
-    if number.isdigit() and len(number) < 19:
+    # ASCII digits only, and fewer than 19 of them (ids are 64-bit): str.isdigit() also takes "²", which
+    # int() refuses, and a longer number would overflow the id column's bind (both were 500s).
+    if re.fullmatch(r"[0-9]{1,18}", number):
         found.append(int(number))
     key_ids = conn.execute(select(keys_table.c.id)).scalars().all()
     if key_ids:

@@ -1,7 +1,7 @@
 """Browser-facing safety for the pages: security headers and a readable answer to a stale form."""
 from __future__ import annotations
 
-from flask import render_template, request
+from flask import abort, render_template, request
 from flask_wtf.csrf import CSRFError
 
 from ..api.problems import problem
@@ -44,6 +44,19 @@ def add_security_headers(response):
         # Job data and key names must not linger in shared or back/forward caches.
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@bp.before_request
+def refuse_nul_characters():
+    """A NUL in a path, query or form value is a 400 page.
+
+    PostgreSQL text cannot hold NUL, so such a value could never match a row, and binding it fails in the
+    driver (a 500); refusing it on SQLite too keeps both databases answering alike.
+    """
+    values = [value for _, values in (*request.args.lists(), *request.form.lists()) for value in values]
+    values += [value for value in (request.view_args or {}).values() if isinstance(value, str)]
+    if any("\x00" in value for value in values):
+        abort(400, description="Text in the address or a form may not contain NUL characters.")
 
 
 @bp.app_errorhandler(CSRFError)
