@@ -1,11 +1,13 @@
 """GET /metrics: who may read it, and that what it says matches the database and the traffic."""
 from __future__ import annotations
 
+import struct
 import threading
 from collections import Counter as Tally
 from datetime import timedelta
 
 import pytest
+from prometheus_client import mmap_dict, multiprocess
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
@@ -253,3 +255,31 @@ def test_every_documented_metric_is_exposed(client, admin):
     for event in ("enqueued", "claimed", "completed", "failed", "requeued", "reaped", "cancelled", "retried",
                   "released", "quarantined"):
         assert f"queuelog_jobs_{event}" in families, event
+
+
+# --- reading the workers' counter files (gunicorn's multiprocess mode) ----------------------------
+
+def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answers_200(client, admin, tmp_path,
+                                                                                      monkeypatch):
+    """A worker may be writing its file while another worker reads it: one failed read is not the answer."""
+    # A worker's counter file, written by prometheus-client itself, as under gunicorn.
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    counts = mmap_dict.MmapedDict(str(metrics_dir / "counter_1234.db"))
+    counts.write_value(mmap_dict.mmap_key("queuelog_jobs_enqueued_total", "queuelog_jobs_enqueued_total", [], [],
+                                          "Jobs added to the queue."), 7.0, 0.0)
+    counts.close()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
+    monkeypatch.setattr("queuelog.ops.metrics.multiprocess_mode", lambda: True)
+    read_file = mmap_dict.MmapedDict.read_all_values_from_file
+    reads = []
+
+    def torn_once(filename):
+        reads.append(filename)
+        if len(reads) == 1:
+            raise struct.error("unpack_from requires a buffer of at least 4 bytes")
+        return read_file(filename)
+
+    monkeypatch.setattr(multiprocess.MmapedDict, "read_all_values_from_file", staticmethod(torn_once))
+    assert value(scrape(client, admin), "queuelog_jobs_enqueued_total") == 7
+    assert len(reads) == 2

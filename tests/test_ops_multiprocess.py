@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import urllib.error
@@ -33,10 +34,19 @@ def call(url: str, method: str = "GET", secret: str | None = None, body: dict | 
         return error.code
 
 
-def scrape(url: str, secret: str) -> dict:
+def get_metrics(url: str, secret: str) -> tuple[int, str, dict]:
+    """GET /metrics: (status, headers, body), whatever the status."""
     request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {secret}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        text = response.read().decode()
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def scrape(url: str, secret: str) -> dict:
+    status, _headers, text = get_metrics(url, secret)
+    assert status == 200, text
     return {(sample.name, frozenset(sample.labels.items())): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
@@ -84,6 +94,46 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
             assert gauge == ENQUEUES
         workers_that_counted = {path.name.split("_")[1] for path in metrics_dir.glob("counter_*.db")}
         assert len(workers_that_counted) >= 2, "the requests should have been spread over several workers"
+
+
+# What prometheus-client leaves on disk for an instant while a worker creates its file (it creates the file,
+# then sizes it), and for good when the worker is killed in between: an empty file named after the pid.
+NEVER_A_PID = 4194304  # one above Linux's largest pid
+
+
+def test_an_empty_metrics_file_of_a_worker_still_starting_does_not_fail_the_scrape(server_env, make_key,
+                                                                                   tmp_path):
+    producer, admin = make_key("producer"), make_key("admin")
+    metrics_dir = tmp_path / "metrics"
+    with running_server(server_env, workers=2,
+                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+        assert [call(server.url + "/jobs", "POST", producer, {"type": "email"}) for _ in range(5)] == [201] * 5
+        for kind in ("counter", "histogram"):
+            (metrics_dir / f"{kind}_{NEVER_A_PID}.db").touch()
+        for _ in range(4):
+            samples = scrape(server.url, admin)
+            assert samples[("queuelog_jobs_enqueued_total", frozenset())] == 5
+            assert samples[("queuelog_request_duration_seconds_count",
+                            frozenset({"route": "/jobs", "method": "POST"}.items()))] == 5
+
+
+def test_an_unreadable_metrics_file_answers_503_problem_with_retry_after_not_500(server_env, make_key,
+                                                                                 tmp_path):
+    admin = make_key("admin")
+    metrics_dir = tmp_path / "metrics"
+    # A header that says 64 bytes are used, then an entry that claims 1,000 bytes: prometheus-client refuses it.
+    garbled = metrics_dir / f"counter_{NEVER_A_PID}.db"
+    with running_server(server_env, workers=2,
+                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+        garbled.write_bytes(struct.pack("ii", 64, 0) + struct.pack("i", 1000) + b"x" * 52)
+        status, headers, body = get_metrics(server.url, admin)
+        assert status == 503, body
+        assert headers["Content-Type"] == "application/problem+json"
+        assert json.loads(body)["status"] == 503
+        assert headers["Retry-After"].isdigit()
+
+        garbled.unlink()
+        assert ("queuelog_stalled_jobs", frozenset()) in scrape(server.url, admin)
 
 
 def test_gunicorn_conf_makes_a_fresh_directory_and_removes_those_of_crashed_servers(tmp_path):

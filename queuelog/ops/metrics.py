@@ -9,11 +9,17 @@ workers start). The variable must be set before ``prometheus_client`` is first i
 The gauges — jobs by status × type × priority, the age of the oldest claimable job per type, stalled jobs —
 are not counted anywhere: they are read from the database at scrape time, so every worker reports the same
 truth. Each is one query served by an index (see ``DatabaseCollector``).
+
+Reading the other workers' files races with their writing (see ``WorkerFilesCollector``): an empty file counts
+as nothing, and a read that still fails after a few tries raises ``CountersUnreadable`` (the view answers
+503), never a 500.
 """
 from __future__ import annotations
 
 import collections
+import glob
 import os
+import struct
 import time
 from datetime import datetime
 
@@ -107,16 +113,59 @@ def observe_request(response) -> None:
 
 # --- the scrape --------------------------------------------------------------------------------------
 
+class CountersUnreadable(Exception):
+    """The workers' counter files could not be read, even after a few tries; the scrape should be retried."""
+
+
 def exposition() -> bytes:
     """The text format for one scrape: process counters (summed over workers) and database gauges."""
     registry = CollectorRegistry(auto_describe=False)
     if multiprocess_mode():
-        MultiProcessCollector(registry, path=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        WorkerFilesCollector(registry, path=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     else:
         for metric in PROCESS_METRICS:
             registry.register(metric)
     registry.register(DatabaseCollector(current_app.config["JOB_TYPES"]))
     return generate_latest(registry)
+
+
+class WorkerFilesCollector(MultiProcessCollector):
+    """prometheus-client's multiprocess collector, safe to run while other workers create and write their files.
+
+    prometheus-client creates a worker's file and only then sizes it, so for an instant the file is empty, and
+    stays empty for good if the worker is killed in between; its own collector then raises ``struct.error`` and
+    the whole scrape fails. A file too short for its 8-byte header holds no counts yet, so it is left out: a
+    file's size only grows, and once it has a header every read of it is whole. Any other failed read (a file
+    written or removed under the reader) is tried again a few times with a fresh listing; if it keeps failing,
+    ``CountersUnreadable``: a scrape that says "try again" is honest, a partial sum would look like counters
+    being reset.
+    """
+
+    HEADER_BYTES = 8  # the used-bytes count and its padding
+    ATTEMPTS = 3
+    PAUSE_SECONDS = 0.05
+
+    def collect(self):
+        """Every worker's counters and histograms, summed."""
+        for attempt in range(1, self.ATTEMPTS + 1):
+            try:
+                return list(self.merge(self._files_with_counts(), accumulate=True))
+            except (OSError, struct.error, ValueError, RuntimeError) as error:
+                # ValueError: undecodable keys; RuntimeError: prometheus-client's "read beyond file size".
+                failure = error
+                if attempt < self.ATTEMPTS:
+                    time.sleep(self.PAUSE_SECONDS * attempt)
+        raise CountersUnreadable(f"{failure.__class__.__name__}: {failure}") from failure
+
+    def _files_with_counts(self) -> list[str]:
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            try:
+                if os.path.getsize(path) >= self.HEADER_BYTES:
+                    files.append(path)
+            except FileNotFoundError:
+                pass  # removed since the listing (a dead worker's live gauges): nothing to count
+        return files
 
 
 class DatabaseCollector:

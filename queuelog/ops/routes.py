@@ -26,7 +26,13 @@ def metrics_view():
     refusal = _refuse_scraper()
     if refusal is not None:
         return refusal
-    return Response(metrics.exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4, headers=_NO_STORE)
+    try:
+        body = metrics.exposition()
+    except metrics.CountersUnreadable as error:
+        log.warning("metrics: the workers' counter files could not be read (%s)", error)
+        return problem(503, "Service unavailable", "the workers' counters could not be read just now; retry shortly",
+                       headers={"Retry-After": "1", **_NO_STORE})
+    return Response(body, content_type=CONTENT_TYPE_PLAIN_0_0_4, headers=_NO_STORE)
 
 
 @bp.get("/healthz")
