@@ -20,6 +20,9 @@ from queuelog.keys import create_key
 from queuelog.models import Job, JobEvent
 from tests.support.api import bearer
 
+# A failed test's report shows the log of every gunicorn it started (running_server).
+pytest_plugins = ["tests.support.server"]
+
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = ["job_events", "jobs", "api_keys", "users", "login_attempts"]
 

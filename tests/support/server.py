@@ -8,6 +8,10 @@ on the same port, e.g. to check that queued jobs survive.
 
 gunicorn runs in its own session (so its own process group); signals go to
 that group by id, never to processes matched by name.
+
+This module is also a pytest plugin (``tests/conftest.py`` loads it): when a
+test fails, its report carries what each server it used wrote while it ran,
+so a failure that happened inside the server (a 500's traceback) is on screen.
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import pytest
+
 from tests.support.pg_cluster import free_port
 
 #: The repository root: the default working directory for the server.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The page polled to decide that the server is up.
 READY_PATH = "/openapi.json"
+#: A failed test's report shows at most this many of a server's last log lines.
+REPORTED_LOG_LINES = 1000
 
 
 class ServerError(RuntimeError):
@@ -57,6 +65,10 @@ class ServerProcess:
         self._cwd = cwd
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
+        #: True once ``running_server`` has stopped it for good.
+        self.finished = False
+        #: The log as it was when the log file was removed (``running_server`` exit).
+        self._final_log: str | None = None
 
     @property
     def pid(self) -> int:
@@ -113,11 +125,17 @@ class ServerProcess:
         self.start()
 
     def log(self) -> str:
-        """The server's output so far (all starts)."""
+        """The server's output so far (all starts), also after ``running_server`` has exited."""
+        if self._final_log is not None:
+            return self._final_log
         try:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def keep_log(self) -> None:
+        """Remember the log before its file is removed, for a failure reported afterwards."""
+        self._final_log = self.log()
 
     # -- internals --------------------------------------------------------
 
@@ -221,8 +239,46 @@ def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
         server = ServerProcess(argv, full_env, Path(cwd), port,
                                Path(tmp) / "gunicorn.log", start_timeout,
                                stop_timeout)
+        _servers_in_use.append(server)
         try:
             server.start()
             yield server
         finally:
             server.stop()
+            server.keep_log()
+            server.finished = True
+
+
+# --- pytest plugin: a failed test's report shows its servers' logs ------------------------
+
+#: Servers running now, or stopped during the current test (``finished`` once stopped for good).
+_servers_in_use: list[ServerProcess] = []
+_LOG_STARTS = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Note where each running server's log stands, before this test's fixtures start any."""
+    item.stash[_LOG_STARTS] = {id(server): len(server.log()) for server in _servers_in_use}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Add to a failed report what each server wrote while the test ran; forget servers it stopped."""
+    outcome = yield
+    report = outcome.get_result()
+    starts = item.stash.get(_LOG_STARTS, {})
+    if report.failed:
+        for server in _servers_in_use:
+            written = server.log()[starts.get(id(server), 0):]
+            if written:
+                report.sections.append((f"gunicorn log, {server.url}", _last_lines(written, REPORTED_LOG_LINES)))
+    if report.when == "teardown":
+        _servers_in_use[:] = [server for server in _servers_in_use if not server.finished]
+
+
+def _last_lines(text: str, limit: int) -> str:
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    return f"[{len(lines) - limit} earlier lines left out]\n" + "\n".join(lines[-limit:])
