@@ -39,6 +39,7 @@ events = JobEvent.__table__
 PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
 COMPLETED, FAILED, CANCELLED = JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value
 REAPER = "reaper"
+SERVER = "server"   # the actor of changes the server makes by itself
 
 
 @dataclass(frozen=True)
@@ -319,6 +320,30 @@ def release(job_id: int, actor: str, caller: Caller | None = None, token: str | 
         _record(conn, [(row, RUNNING, "released", actor, None)], now)
         wakeup.jobs_ready(conn)
     return row
+
+
+def give_back_unanswered(rows: list[Row]) -> None:
+    """running → pending, no failure counted: jobs claimed for a client that hung up before the answer.
+
+    Nobody would run them or renew their lease; given back at once they are not stuck until reaped.
+    Each is guarded by the claim token it was just given, so a job already moved on is left alone.
+    """
+    now = utcnow()
+    values = {"status": PENDING, "worker_id": None, "claimed_at": None, "claim_token": None,
+              "lease_expires_at": None, "heartbeat_at": None, "updated_at": now}
+    with write_transaction() as conn:
+        given_back = []
+        for claimed in rows:
+            row = conn.execute(
+                update(jobs).where(jobs.c.id == claimed.id, jobs.c.status == RUNNING,
+                                   jobs.c.claim_token == claimed.claim_token)
+                .values(**values).returning(*jobs.c)
+            ).first()
+            if row is not None:
+                given_back.append((row, RUNNING, "released", SERVER, "the claiming worker hung up before the answer"))
+        if given_back:
+            _record(conn, given_back, now)
+            wakeup.jobs_ready(conn)
 
 
 # --- producer and admin actions ------------------------------------------------------------------

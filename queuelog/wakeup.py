@@ -12,28 +12,22 @@ Who wakes a waiting claim:
   ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
 
 Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
-A waiter whose client hung up (gunicorn hands us its socket) stops without claiming: a job claimed
-for nobody would sit out its lease as a stall. When a gunicorn worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart
-is not held up for the rest of their ``wait``.
+The waiting itself (how many may wait, a client that hung up) is ``longpoll``'s. When a gunicorn
+worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart is not held up
+for the rest of their ``wait``.
 """
 from __future__ import annotations
 
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 import weakref
-from typing import Callable, Sequence
-
-from flask import request
-from sqlalchemy import event, exists, select
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from .clock import utcnow
 from .extensions import db
-from .models import Job, JobStatus
 
 log = logging.getLogger("queuelog.wakeup")
 
@@ -46,8 +40,6 @@ POSTGRES_RECHECK_SECONDS = 1.0
 #: While the LISTEN connection is down, PostgreSQL waiters poll like SQLite ones.
 LISTENER_DOWN_RECHECK_SECONDS = 0.5
 _READY_MARK = "queuelog_jobs_ready"
-
-jobs = Job.__table__
 
 
 class Waker:
@@ -113,71 +105,6 @@ def _watch_checkins(engine: Engine) -> None:
                 waker.signal()
 
     event.listen(engine, "checkin", after_checkin)
-
-
-# --- waiting -------------------------------------------------------------------------------------
-
-def claim_or_wait(claim_once: Callable[[], list], wait: float,
-                  types: Sequence[str] | None) -> list:
-    """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
-
-    ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
-    types that claim would take (None: any). Returns what the last claim returned.
-    """
-    if wait <= 0:
-        return claim_once()
-    waker = waker_for_current_app()
-    _warn_if_single_threaded()
-    client_socket = request.environ.get("gunicorn.socket")
-    deadline = time.monotonic() + wait
-    seen = waker.generation
-    rows = claim_once()
-    while not rows and not _shutting_down.is_set():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        woken = waker.wait(seen, min(remaining, waker.current_recheck()))
-        seen = waker.generation
-        if _hung_up(client_socket):
-            # A claim now would hand jobs to nobody: they would sit out their lease as a stall.
-            break
-        if woken or _something_due(types):
-            rows = claim_once()
-    return rows
-
-
-def _hung_up(client_socket) -> bool:
-    """True when the waiting client closed its connection (gunicorn gives us its socket)."""
-    if client_socket is None:
-        return False
-    try:
-        return client_socket.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False   # nothing to read: still there, waiting for our answer
-    except OSError:
-        return True    # reset, or closed
-
-
-def _something_due(types: Sequence[str] | None) -> bool:
-    """Read-only, lock-free: is any pending job of these types due? (Saves a write lock per poll.)"""
-    query = select(jobs.c.id).where(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= utcnow())
-    if types is not None:
-        query = query.where(jobs.c.type.in_(list(types)))
-    with db.engine.connect() as conn:
-        return bool(conn.execute(select(exists(query))).scalar())
-
-
-_warned_single_threaded = False
-
-
-def _warn_if_single_threaded() -> None:
-    # gunicorn's default sync worker serves one request per process: a waiting claim blocks it.
-    global _warned_single_threaded
-    environ = request.environ
-    if not _warned_single_threaded and environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
-        _warned_single_threaded = True
-        log.warning("a claim with 'wait' is holding a single-threaded server process; run gunicorn "
-                    "with --threads N (the gthread worker) so long-polls do not block other requests")
 
 
 # --- one waker (and, on PostgreSQL, one listener) per database per process -----------------------
@@ -255,6 +182,11 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
 # --- a server stopping ---------------------------------------------------------------------------
 
 _shutting_down = threading.Event()
+
+
+def shutting_down() -> bool:
+    """Has this server process been told to stop? (Waiting claims then answer at once.)"""
+    return _shutting_down.is_set()
 
 
 def stop_waiting() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flask import jsonify, url_for
 
-from .. import queries, queue, wakeup
+from .. import longpoll, queries, queue
 from ..errors import QueueError
 from ..models import Role
 from . import bp
@@ -61,10 +61,10 @@ def claim_job():
     """
     caller = current_caller()
     args = parse_claim(caller.name)
-    rows = wakeup.claim_or_wait(
+    rows = longpoll.claim_or_wait(
         lambda: queue.claim(caller, types=args["types"], limit=args["limit"] or 1,
                             lease_seconds=args["lease_seconds"]),
-        args["wait"], args["types"] or caller.allowed_types)
+        args["wait"], args["types"] or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204
     if args["limit"] is None:
