@@ -76,6 +76,21 @@ def create_user_command(username, password_stdin):
     click.echo(f"created admin {username}")
 
 
+@users_group.command("unlock")
+@click.argument("username")
+def unlock_user_command(username):
+    """Forget an admin's failed sign-ins from every address, so no address is refused for them."""
+    try:
+        cleared = users.unlock(username)
+    except QueueError as error:
+        _fail(error)
+    click.echo(f"unlocked {username}, cleared {_count(cleared, 'failed sign-in')}")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 @click.command("reap")
 @click.option("--older-than", type=click.IntRange(min=1), help="Also reap jobs claimed more than this many seconds ago.")
 @click.option("--dry-run", is_flag=True, help="Say what would be reaped, change nothing.")

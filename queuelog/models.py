@@ -188,7 +188,7 @@ class User(db.Model):
 
 
 class LoginAttempt(db.Model):
-    """A failed sign-in, kept briefly to throttle guessing per username and per address."""
+    """A failed sign-in, kept briefly to throttle guessing per address and per (username, address)."""
 
     __tablename__ = "login_attempts"
 
@@ -200,4 +200,6 @@ class LoginAttempt(db.Model):
     __table_args__ = (
         Index("ix_login_attempts_username_at", "username", "at"),
         Index("ix_login_attempts_addr_at", "remote_addr", "at"),
+        # One guessing address's failures for one account, however many addresses share the account's.
+        Index("ix_login_attempts_username_addr_at", "username", "remote_addr", "at"),
     )

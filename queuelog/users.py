@@ -1,14 +1,20 @@
-"""Admin users of the web pages: creation and password checks."""
+"""Admin users of the web pages: creation, password checks, and unlocking them."""
 from __future__ import annotations
 
 import re
 
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from . import login_throttle
 from .clock import utcnow
+from .database import write_transaction
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import User
+
+users = User.__table__
 
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 MIN_PASSWORD_LENGTH = 12
@@ -41,3 +47,17 @@ def verify_password(username: str, password: str) -> User | None:
         check_password_hash(_DUMMY_HASH, password)
         return None
     return user if check_password_hash(user.password_hash, password) else None
+
+
+def unlock(username: str) -> int:
+    """Forget the user's failed sign-ins from every address; returns how many were forgotten."""
+    with write_transaction() as conn:
+        _id_of(conn, username)
+        return login_throttle.clear_username(conn, username)
+
+
+def _id_of(conn: Connection, username: str) -> int:
+    user_id = conn.execute(select(users.c.id).where(users.c.username == username)).scalar()
+    if user_id is None:
+        raise QueueError(f"no user named {username!r}")
+    return user_id

@@ -1,15 +1,10 @@
-"""Signing in and out of the admin pages: sessions, CSRF, safe redirects, throttling."""
+"""Signing in and out of the admin pages: sessions, CSRF, safe redirects (the throttle: test_login_throttle.py)."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select, update
 
-from queuelog.extensions import db
-from queuelog.models import LoginAttempt
-from queuelog.ui.auth import record_failure
 from tests.support.ui import (ADMIN_NAME, ADMIN_PASSWORD, admin_user, csrf_token, post_form,  # noqa: F401
                               requests_in_their_own_app_context, sign_in,
                               signed_in, text_of)
@@ -176,73 +171,3 @@ def test_session_cookie_secure_comes_from_the_environment(database_url, monkeypa
     monkeypatch.setenv("QUEUELOG_SESSION_COOKIE_SECURE", "true")
     config = app_config(database_url)
     assert create_app(config).config["SESSION_COOKIE_SECURE"] is True
-
-
-# --- throttling ----------------------------------------------------------------------------------
-
-def _fail(client, username: str, address: str, times: int) -> None:
-    for _ in range(times):
-        response = sign_in(client, username=username, password="wrong password!",
-                           environ_base={"REMOTE_ADDR": address})
-        assert response.status_code == 200
-
-
-def test_v_brute_force_five_failures_lock_the_account_even_for_the_right_password(client, admin_user):
-    _fail(client, ADMIN_NAME, "10.0.0.1", 5)
-    response = sign_in(client, environ_base={"REMOTE_ADDR": "10.0.0.1"})
-    assert response.status_code == 429
-    assert "Too many failed sign-ins" in text_of(response)
-    assert int(response.headers["Retry-After"]) > 0
-    assert client.get("/admin").status_code == 302
-
-
-def test_v_brute_force_is_counted_per_username_across_addresses(client, admin_user):
-    for n in range(5):
-        record_failure(ADMIN_NAME, f"10.0.1.{n}")
-    response = sign_in(client, environ_base={"REMOTE_ADDR": "10.0.9.9"})
-    assert response.status_code == 429
-
-
-def test_v_password_spraying_is_counted_per_address_across_usernames(client, admin_user):
-    for n in range(5):
-        record_failure(f"guess{n}", "10.0.2.1")
-    refused = sign_in(client, environ_base={"REMOTE_ADDR": "10.0.2.1"})
-    assert refused.status_code == 429
-    elsewhere = sign_in(client, environ_base={"REMOTE_ADDR": "10.0.2.2"})
-    assert elsewhere.status_code == 302
-
-
-def test_four_failures_do_not_lock_and_a_success_clears_the_count(client, admin_user):
-    _fail(client, ADMIN_NAME, "10.0.3.1", 4)
-    assert sign_in(client, environ_base={"REMOTE_ADDR": "10.0.3.1"}).status_code == 302
-    count = db.session.execute(select(func.count()).select_from(LoginAttempt)
-                               .where(LoginAttempt.username == ADMIN_NAME)).scalar_one()
-    assert count == 0
-
-
-def test_throttled_attempts_are_not_checked_or_counted(client, admin_user):
-    for _ in range(5):
-        record_failure(ADMIN_NAME, "10.0.4.1")
-    for _ in range(3):
-        assert sign_in(client, environ_base={"REMOTE_ADDR": "10.0.4.1"}).status_code == 429
-    count = db.session.execute(select(func.count()).select_from(LoginAttempt)).scalar_one()
-    assert count == 5
-
-
-def test_the_lock_lifts_when_the_failures_age_out_of_the_window(client, admin_user):
-    for _ in range(5):
-        record_failure(ADMIN_NAME, "10.0.5.1")
-    assert sign_in(client, environ_base={"REMOTE_ADDR": "10.0.5.1"}).status_code == 429
-    with db.engine.begin() as conn:
-        rows = conn.execute(select(LoginAttempt.id, LoginAttempt.at)).all()
-        for row in rows:
-            conn.execute(update(LoginAttempt).where(LoginAttempt.id == row.id)
-                         .values(at=row.at - timedelta(minutes=16)))
-    assert sign_in(client, environ_base={"REMOTE_ADDR": "10.0.5.1"}).status_code == 302
-
-
-@pytest.mark.parametrize("config_overrides", [{"LOGIN_MAX_FAILURES": 2}])
-def test_the_failure_limit_is_configurable(client, admin_user, config_overrides):
-    record_failure(ADMIN_NAME, "10.0.6.1")
-    record_failure(ADMIN_NAME, "10.0.6.1")
-    assert sign_in(client, environ_base={"REMOTE_ADDR": "10.0.6.1"}).status_code == 429

@@ -1,26 +1,21 @@
-"""Who may see the admin pages: sessions, the sign-in throttle and safe ``next`` redirects."""
+"""Who may see the admin pages: sessions, signing in through the throttle, safe ``next`` redirects."""
 from __future__ import annotations
 
-import math
-from datetime import timedelta
+import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from flask import current_app, redirect, request, url_for
+from flask import redirect, request, url_for
 from flask_login import current_user
-from sqlalchemy import delete, insert, or_, select
 
-from ..clock import utcnow
-from ..database import read_connection, write_transaction
+from .. import login_throttle
 from ..extensions import db, login_manager
-from ..models import LoginAttempt, User
+from ..models import User
+from ..users import verify_password
 from . import bp
-
-attempts = LoginAttempt.__table__
 
 # Reachable without a session: the sign-in page itself and the bare "/" redirect.
 PUBLIC_ENDPOINTS = {"ui.login", "ui.root"}
-DEFAULT_MAX_FAILURES = 5
-DEFAULT_WINDOW_SECONDS = 15 * 60
 
 
 @login_manager.user_loader
@@ -90,51 +85,27 @@ def safe_next(target: str | None) -> str | None:
     return target
 
 
-# --- sign-in throttle ----------------------------------------------------------------------------
+# --- signing in ----------------------------------------------------------------------------------
 
-def _limits() -> tuple[int, timedelta]:
-    config = current_app.config
-    failures = int(config.get("LOGIN_MAX_FAILURES", DEFAULT_MAX_FAILURES))
-    window = timedelta(seconds=int(config.get("LOGIN_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS)))
-    return failures, window
+@dataclass(frozen=True)
+class SignIn:
+    """The outcome of one sign-in attempt: a user, a refusal, or neither."""
 
-
-def throttle_wait(username: str, remote_addr: str) -> int:
-    """Seconds until this username and this address may try again; 0 when they may now.
-
-    Counted separately per username (a guessed account) and per address (one client spraying many
-    usernames): either reaching the limit refuses, whatever the password, until its oldest failure in
-    the window has aged out.
-    """
-    max_failures, window = _limits()
-    now = utcnow()
-    since = now - window
-    waits = []
-    with read_connection() as conn:
-        for column, value in ((attempts.c.username, username[:100]), (attempts.c.remote_addr, remote_addr[:64])):
-            times = conn.execute(
-                select(attempts.c.at).where(column == value, attempts.c.at > since)
-                .order_by(attempts.c.at.desc()).limit(max_failures)
-            ).scalars().all()
-            if len(times) >= max_failures:
-                # The oldest of the last N failures must leave the window before one more try.
-                waits.append((times[-1] + window - now).total_seconds())
-    return max(0, math.ceil(max(waits))) if waits else 0
+    user: User | None = None
+    retry_after: int = 0  # refused by the throttle: seconds until this address may try this username again
 
 
-def record_failure(username: str, remote_addr: str) -> None:
-    """Remember a failed sign-in, and forget this key's failures too old to matter."""
-    _, window = _limits()
-    now = utcnow()
-    with write_transaction() as conn:
-        conn.execute(delete(attempts).where(
-            or_(attempts.c.username == username[:100], attempts.c.remote_addr == remote_addr[:64]),
-            attempts.c.at < now - window))
-        conn.execute(insert(attempts).values(username=username[:100], remote_addr=remote_addr[:64], at=now))
-
-
-def forget_failures(username: str) -> None:
-    """A successful sign-in starts the account's count afresh (the address's count stays)."""
-    with write_transaction() as conn:
-        conn.execute(delete(attempts).where(attempts.c.username == username[:100]))
-
+def attempt_sign_in(username: str, password: str, remote_addr: str) -> SignIn:
+    """Check a sign-in against the throttle, then the password."""
+    verdict = login_throttle.verdict(username, remote_addr)
+    if verdict.retry_after:
+        return SignIn(retry_after=verdict.retry_after)
+    if verdict.slowdown_seconds:
+        # The account has failures from many addresses: slow every try at it, never refuse the right password.
+        time.sleep(verdict.slowdown_seconds)
+    user = verify_password(username, password)
+    if user is None:
+        login_throttle.record_failure(username, remote_addr)
+        return SignIn()
+    login_throttle.forget_failures(username, remote_addr)
+    return SignIn(user=user)

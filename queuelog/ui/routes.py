@@ -6,9 +6,8 @@ from flask_login import current_user, login_user, logout_user
 
 from .. import queue
 from ..clock import utcnow
-from ..users import verify_password
 from . import bp, stats
-from .auth import actor_name, forget_failures, record_failure, safe_next, throttle_wait
+from .auth import actor_name, attempt_sign_in, safe_next
 from .chart import build_chart
 from .forms import ActionForm, LoginForm
 from .helpers import render_live, span
@@ -28,7 +27,7 @@ def root():
 
 @bp.route("/admin/login", methods=["GET", "POST"])
 def login():
-    """The sign-in form; refuses (429) after repeated failures for the username or from the address."""
+    """The sign-in form; refuses (429) an address after repeated failures from it, or for this username from it."""
     form = LoginForm()
     next_url = safe_next(request.args.get("next") or form.next.data)
     if current_user.is_authenticated and request.method == "GET":
@@ -36,23 +35,18 @@ def login():
     form.next.data = next_url or ""
     if not form.validate_on_submit():
         return render_template("login.html", form=form), 200 if request.method == "GET" else 400
-    username, password = form.username.data, form.password.data
-    address = request.remote_addr or "unknown"
-    wait = throttle_wait(username, address)
-    if wait:
-        minutes = max(1, (wait + 59) // 60)
-        message = (f"Too many failed sign-ins for this account or from this address. "
+    outcome = attempt_sign_in(form.username.data, form.password.data, request.remote_addr or "unknown")
+    if outcome.retry_after:
+        minutes = max(1, (outcome.retry_after + 59) // 60)
+        message = (f"Too many failed sign-ins from this address. "
                    f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.")
-        return render_template("login.html", form=form, error=message), 429, {"Retry-After": str(wait)}
-    user = verify_password(username, password)
-    if user is None:
-        record_failure(username, address)
+        return render_template("login.html", form=form, error=message), 429, {"Retry-After": str(outcome.retry_after)}
+    if outcome.user is None:
         return render_template("login.html", form=form, error="Wrong username or password."), 200
-    forget_failures(username)
     # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session.
     _fresh_session()
-    login_user(user)
-    flash(f"Signed in as {user.username}.", "success")
+    login_user(outcome.user)
+    flash(f"Signed in as {outcome.user.username}.", "success")
     return redirect(next_url or url_for("ui.dashboard"))
 
 
