@@ -15,6 +15,15 @@ from . import bp
 from . import openapi_schemas as s
 
 PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
+# Generated clients group their functions by tag (openapi-python-client: one module per tag), so each
+# operation carries the one tag of the part of the system that calls it.
+JOBS, WORKERS, ADMIN_TAG, META = "jobs", "workers", "admin", "meta"
+TAGS = [
+    {"name": JOBS, "description": "Enqueue jobs and follow them: producers, and admins on any job."},
+    {"name": WORKERS, "description": "Claim jobs, keep their leases and report how they ended: worker keys."},
+    {"name": ADMIN_TAG, "description": "Put failed or cancelled jobs back to work: admin keys."},
+    {"name": META, "description": "This document, for tools and client generators; no key needed."},
+]
 
 _ERRORS = {
     400: "The body is not valid JSON.",
@@ -79,12 +88,13 @@ def body(schema_name: str, required: bool = True) -> dict[str, Any]:
     return {"required": required, "content": {"application/json": {"schema": s.ref(schema_name)}}}
 
 
-def operation(operation_id: str, summary: str, roles: tuple[str, ...], responses: dict[int, Any],
+def operation(tag: str, operation_id: str, summary: str, roles: tuple[str, ...], responses: dict[int, Any],
               errors: tuple[int, ...], request: dict | None = None, parameters: list | None = None,
               description: str = "") -> dict[str, Any]:
     """One operation: who may call it, what it takes, and every answer it can give."""
     who = ", ".join(roles)
     op: dict[str, Any] = {
+        "tags": [tag],
         "operationId": operation_id,
         "summary": summary,
         "description": (description + "\n\n" if description else "") + f"Keys with the role: {who}.",
@@ -108,10 +118,10 @@ JOB_ID = {"name": "job_id", "in": "path", "required": True, "description": "The 
           "schema": {"type": "integer", "minimum": 1, "maximum": s.MAX_JOB_ID}}
 
 
-def _job_action(name: str, summary: str, roles: tuple[str, ...], request: dict,
+def _job_action(tag: str, name: str, summary: str, roles: tuple[str, ...], request: dict,
                 description: str = "") -> dict[str, Any]:
     """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is, 404 or 409."""
-    return {"post": operation(f"{name}Job", summary, roles, {200: job_response("The job as it now is.")},
+    return {"post": operation(tag, f"{name}Job", summary, roles, {200: job_response("The job as it now is.")},
                               errors=(*_WITH_BODY, 404, 409), request=request, parameters=[JOB_ID],
                               description=description)}
 
@@ -140,64 +150,64 @@ def paths() -> dict[str, Any]:
     claimed_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("ClaimedJob")}}, required=["jobs"])
     return {
         "/openapi.json": {"get": {
-            "operationId": "openapiDocument", "summary": "This document.", "security": [],
+            "tags": [META], "operationId": "openapiDocument", "summary": "This document.", "security": [],
             "responses": {"200": json_response("The OpenAPI 3.1 document.", {"type": "object"})},
         }},
         "/jobs": {
             "post": operation(
-                "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
+                JOBS, "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
                 {201: json_response("Created.", s.ref("Job"), location) | {"links": enqueued},
                  200: json_response("The idempotency key replayed an earlier, identical request: that job.",
                                     s.ref("Job"), location) | {"links": enqueued}},
                 errors=_WITH_BODY, request=body("EnqueueRequest"), parameters=[idempotency_header]),
             "get": operation(
-                "listJobs", "List jobs, newest first.", (PRODUCER, ADMIN),
+                JOBS, "listJobs", "List jobs, newest first.", (PRODUCER, ADMIN),
                 {200: json_response("A page of jobs.", job_page)}, errors=(422,), parameters=list_parameters,
                 description="A producer sees the jobs it enqueued, an admin all jobs."),
         },
         "/jobs/batch": {"post": operation(
-            "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
+            JOBS, "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
             {201: json_response("At least one job was created.", batch_jobs),
              200: json_response("Every item replayed an earlier job.", batch_jobs)},
             errors=_WITH_BODY, request=body("BatchEnqueueRequest"),
             description="Each item has its own idempotency-key semantics.")},
         "/jobs/claim": {"post": operation(
-            "claimJob", "Claim the next due job(s).", (WORKER,),
+            WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
                                 {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
             errors=_WITH_BODY, request=body("ClaimRequest", required=False),
             description="Highest priority first, then oldest; only jobs whose run_at has come.")},
         "/jobs/complete": {"post": operation(
-            "completeBatch", "Complete many held jobs in one request.", (WORKER,),
+            WORKERS, "completeBatch", "Complete many held jobs in one request.", (WORKER,),
             {200: json_response("One outcome per item, in order.", s.ref("BatchCompleteResponse"))},
             errors=_WITH_BODY, request=body("BatchCompleteRequest"),
             description="Each item is checked like a single complete: 200 with the job, or 404/409 with a "
                         "problem.")},
         "/jobs/{job_id}": {"get": operation(
-            "getJob", "One job.", (PRODUCER, WORKER, ADMIN), {200: job_response("The job.")}, errors=(404,),
+            JOBS, "getJob", "One job.", (PRODUCER, WORKER, ADMIN), {200: job_response("The job.")}, errors=(404,),
             parameters=[JOB_ID],
             description="A producer sees its own jobs, a worker the job it holds, an admin every job.")},
         "/jobs/{job_id}/events": {"get": operation(
-            "jobEvents", "The job's event log, oldest first.", (PRODUCER, WORKER, ADMIN),
+            JOBS, "jobEvents", "The job's event log, oldest first.", (PRODUCER, WORKER, ADMIN),
             {200: json_response("Every state change.", s.closed(
                 {"events": {"type": "array", "items": s.ref("Event")}}, required=["events"]))},
             errors=(404,), parameters=[JOB_ID])},
         "/jobs/{job_id}/heartbeat": _job_action(
-            "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), _HOLDER),
+            WORKERS, "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), _HOLDER),
         "/jobs/{job_id}/complete": _job_action(
-            "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), _HOLDER),
+            WORKERS, "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), _HOLDER),
         "/jobs/{job_id}/fail": _job_action(
-            "fail", "Record a failure: requeue while retries remain, else fail.", (WORKER,),
+            WORKERS, "fail", "Record a failure: requeue while retries remain, else fail.", (WORKER,),
             body("FailRequest"), _HOLDER),
         "/jobs/{job_id}/release": _job_action(
-            "release", "Give the held job back to pending without counting a failure.", (WORKER,),
+            WORKERS, "release", "Give the held job back to pending without counting a failure.", (WORKER,),
             body("ReleaseRequest"), _HOLDER),
         "/jobs/{job_id}/cancel": _job_action(
-            "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False),
+            JOBS, "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False),
             "A producer may cancel its own jobs, an admin any."),
         "/jobs/{job_id}/retry": _job_action(
-            "retry", "Put a failed or cancelled job back to pending, retries reset.", (ADMIN,),
+            ADMIN_TAG, "retry", "Put a failed or cancelled job back to pending, retries reset.", (ADMIN,),
             body("EmptyRequest", required=False)),
     }
 
@@ -214,6 +224,7 @@ def build_document(config) -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
+        "tags": TAGS,
         "paths": paths(),
         "components": {
             "securitySchemes": {"bearerAuth": {

@@ -43,6 +43,27 @@ def nullable(schema: Schema) -> Schema:
     return result
 
 
+def or_null_for_default(schema: Schema) -> Schema:
+    """An optional request field with a default, which also takes null to mean the same as leaving it out.
+
+    The default sits on the non-null branch of an anyOf, not beside a ["…", "null"] type list:
+    openapi-python-client refuses a default the null branch cannot hold (``{}`` for an object) and
+    leaves the whole operation out, and openapi-typescript makes a field with a default of its own
+    required, as if a client had to send it.
+    """
+    branch = {key: value for key, value in schema.items() if key != "description"}
+    result: Schema = {"anyOf": [branch, {"type": "null"}]}
+    if "description" in schema:
+        result["description"] = schema["description"]
+    return result
+
+
+def json_object(**extra: Any) -> Schema:
+    """Any JSON object. additionalProperties is spelled out: a generator reads a bare {"type": "object"}
+    as an object with no fields at all (openapi-typescript's Record<string, never>)."""
+    return {"type": "object", "additionalProperties": True, **extra}
+
+
 def closed(properties: dict[str, Schema], required: list[str] | tuple = (), **extra) -> Schema:
     """An object with exactly these properties: the API refuses (and never sends) any other field."""
     schema: Schema = {"type": "object", "properties": properties, "additionalProperties": False}
@@ -70,15 +91,16 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
         "type": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types),
                  "description": "A job type on this server's allowlist (QUEUELOG_JOB_TYPES); a key may be "
                                 "limited further to some types (403)."},
-        "payload": nullable({"type": "object", "default": {},
-                             "description": f"Any JSON object, at most {max_payload_bytes} bytes as compact "
-                                            "JSON (else 422)."}),
-        "priority": nullable({"type": "string", "pattern": PRIORITY_PATTERN, "default": "low",
-                              "description": "low, medium, high or critical (case-insensitive). A producer "
-                                             "key may not go above its ceiling (403)."}),
-        "max_retries": nullable(_integer(0, schemas.MAX_RETRIES_LIMIT,
-                                         "How many failures are retried before the job fails for good.")
-                                | {"default": 3}),
+        "payload": or_null_for_default(json_object(
+            default={}, description=f"Any JSON object, at most {max_payload_bytes} bytes as compact JSON "
+                                    "(else 422).")),
+        "priority": or_null_for_default({
+            "type": "string", "pattern": PRIORITY_PATTERN, "default": "low",
+            "description": "low, medium, high or critical (case-insensitive). A producer key may not go above "
+                           "its ceiling (403)."}),
+        "max_retries": or_null_for_default(_integer(0, schemas.MAX_RETRIES_LIMIT,
+                                                    "How many failures are retried before the job fails for "
+                                                    "good.") | {"default": 3}),
         "idempotency_key": nullable({
             "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
             "description": "1-200 visible ASCII characters, scoped to the producing key: the same key with "
@@ -99,10 +121,10 @@ def claim_request(max_lease: int) -> Schema:
                                               "a worker's identity is its key."}),
         "limit": nullable(_integer(1, schemas.MAX_BATCH_CLAIM,
                                    'Claim up to this many jobs at once; the answer is then {"jobs": [...]}.')),
-        "wait": nullable({"type": "number", "minimum": 0, "maximum": schemas.MAX_CLAIM_WAIT_SECONDS,
-                          "default": 0,
-                          "description": "Long-poll: hold the request up to this many seconds until a job is "
-                                         "claimable (then 200), else 204."}),
+        "wait": or_null_for_default({
+            "type": "number", "minimum": 0, "maximum": schemas.MAX_CLAIM_WAIT_SECONDS, "default": 0,
+            "description": "Long-poll: hold the request up to this many seconds until a job is claimable "
+                           "(then 200), else 204."}),
     })
 
 
@@ -113,15 +135,15 @@ def token_request(**extra: Schema) -> Schema:
 
 
 def complete_request() -> Schema:
-    return token_request(result=nullable({"type": "object", "description": "Stored as the job's result."}))
+    return token_request(result=nullable(json_object(description="Stored as the job's result.")))
 
 
 def fail_request() -> Schema:
     return token_request(
         error=nullable({"type": "string",
                         "description": "What went wrong; trimmed and scrubbed of secrets before it is stored."}),
-        retryable=nullable({"type": "boolean", "default": True,
-                            "description": "false fails the job for good, whatever its retries."}),
+        retryable=or_null_for_default({"type": "boolean", "default": True,
+                                       "description": "false fails the job for good, whatever its retries."}),
     )
 
 
@@ -139,7 +161,7 @@ def batch_complete_request() -> Schema:
     item = closed({
         "id": _integer(1, MAX_JOB_ID, "The job's id."),
         "claim_token": {"type": "string"},
-        "result": nullable({"type": "object"}),
+        "result": nullable(json_object()),
     }, required=["id", "claim_token"])
     return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_CLAIM,
                             "items": item}}, required=["jobs"])
@@ -155,8 +177,8 @@ def _job_properties() -> dict[str, Schema]:
         "type": text,
         "status": {"type": "string", "enum": list(STATUSES)},
         "priority": {"type": "string", "enum": list(PRIORITY_LABELS)},
-        "payload": {"type": "object"},
-        "result": nullable({"type": "object", "description": "Set by complete."}),
+        "payload": json_object(),
+        "result": nullable(json_object(description="Set by complete.")),
         "retry_count": {"type": "integer", "minimum": 0},
         "max_retries": {"type": "integer", "minimum": 0},
         "stall_count": {"type": "integer", "minimum": 0,
