@@ -76,6 +76,40 @@ def create_user_command(username, password_stdin):
     click.echo(f"created admin {username}")
 
 
+@users_group.command("list")
+def list_users_command():
+    """List admins: a header row, then username, created, live sessions, recent failed sign-ins."""
+    click.echo("\t".join(["username", "created", "sessions", "failed_sign_ins"]))
+    for user in users.list_users():
+        click.echo("\t".join([user.username, rfc3339(user.created_at), str(user.sessions),
+                               str(user.failed_sign_ins)]))
+
+
+@users_group.command("set-password")
+@click.argument("username")
+@click.option("--password-stdin", is_flag=True, required=True,
+              help="Read the new password from standard input (never from the command line).")
+def set_password_command(username, password_stdin):
+    """Give an admin a new password (read from stdin); every session of that admin ends."""
+    password = sys.stdin.readline().rstrip("\r\n")
+    try:
+        ended = users.set_password(username, password)
+    except QueueError as error:
+        _fail(error)
+    click.echo(f"changed the password of {username}, ended {_count(ended, 'session')}")
+
+
+@users_group.command("delete")
+@click.argument("username")
+def delete_user_command(username):
+    """Delete an admin; every session of that admin ends."""
+    try:
+        ended = users.delete_user(username)
+    except QueueError as error:
+        _fail(error)
+    click.echo(f"deleted admin {username}, ended {_count(ended, 'session')}")
+
+
 @users_group.command("unlock")
 @click.argument("username")
 def unlock_user_command(username):

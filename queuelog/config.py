@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import time
@@ -29,6 +30,9 @@ DEFAULTS = {
     "LOG_FORMAT": "text",  # text | json (queuelog/ops/logging_setup.py)
     "METRICS_TOKEN": None,  # a bearer token that may read /metrics besides admin keys
     "RETENTION": "7d",  # how old a finished job must be before `flask purge` deletes it
+    # An admin's session ends after this long without a page request, and this long after sign-in.
+    "SESSION_IDLE_MINUTES": 30,
+    "SESSION_MAX_HOURS": 12,
     "SQLALCHEMY_TRACK_MODIFICATIONS": False,
     # Connections per server process. A request holds one at a time, so a sync gunicorn worker uses
     # one and a gthread worker at most one per thread (plus a LISTEN connection on PostgreSQL when
@@ -60,6 +64,8 @@ def load_config(app: Flask, overrides: dict | None) -> None:
         app.config[name] = int(app.config[name])
     for name in ("RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "DATABASE_PING_AFTER_IDLE_SECONDS"):
         app.config[name] = float(app.config[name])
+    for name in ("SESSION_IDLE_MINUTES", "SESSION_MAX_HOURS"):
+        app.config[name] = _positive_number(name, app.config[name])
 
     if not (overrides and overrides.get("SQLALCHEMY_DATABASE_URI")):
         url = app.config.get("DATABASE_URL") or _default_sqlite_url(app)
@@ -84,6 +90,17 @@ def _engine_options(config) -> dict:
             # version on another.
             raise ValueError("QUEUELOG_DATABASE_POOL_SIZE + QUEUELOG_DATABASE_MAX_OVERFLOW must be at least 2")
     return options
+
+
+def _positive_number(name: str, value) -> float:
+    """A setting that must be a finite number above 0; anything else stops the start, naming it."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 < number < math.inf:
+        raise ValueError(f"QUEUELOG_{name} must be a number above 0, not {value!r}")
+    return number
 
 
 def _as_list(value) -> list[str]:

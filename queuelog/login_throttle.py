@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
+from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from .clock import utcnow
@@ -117,3 +117,9 @@ def clear_username(conn: Connection, username: str) -> int:
     """Forget every failed sign-in for the username, from every address; returns how many."""
     return conn.execute(delete(attempts).where(attempts.c.username == username[:100])).rowcount
 
+
+def recent_failure_counts(conn: Connection) -> dict[str, int]:
+    """Failed sign-ins per username within the window (usernames without any are absent)."""
+    rows = conn.execute(select(attempts.c.username, func.count()).where(attempts.c.at > utcnow() - limits().window)
+                        .group_by(attempts.c.username))
+    return {username: count for username, count in rows}

@@ -1,4 +1,4 @@
-"""The tables: jobs, their event log, API keys, admin users and login attempts.
+"""The tables: jobs, their event log, API keys, admin users, their sessions and failed sign-ins.
 
 Models hold data only. Every change of a job's state goes through ``queuelog.queue``.
 """
@@ -185,6 +185,26 @@ class User(db.Model):
 
     def get_id(self) -> str:
         return str(self.id)
+
+
+class AdminSession(db.Model):
+    """A signed-in admin's session, kept on the server so that it can be ended.
+
+    The signed cookie carries a random token; only its SHA-256 digest is stored. Deleting the row ends
+    the session in every browser that holds a copy of the cookie.
+    """
+
+    __tablename__ = "admin_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the absolute lifetime counts from here
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the idle time counts from here
+
+    __table_args__ = (
+        Index("ix_admin_sessions_user_id", "user_id"),
+    )
 
 
 class LoginAttempt(db.Model):

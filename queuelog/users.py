@@ -1,15 +1,20 @@
-"""Admin users of the web pages: creation, password checks, and unlocking them."""
+"""Admin users of the web pages: creating, listing and deleting them, their passwords, and unlocking them.
+
+A new password or deleting a user ends every session of that user (``admin_sessions``).
+"""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from . import login_throttle
+from . import admin_sessions, login_throttle
 from .clock import utcnow
-from .database import write_transaction
+from .database import read_connection, write_transaction
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import User
@@ -27,14 +32,12 @@ def create_user(username: str, password: str) -> User:
     problems = []
     if not _USERNAME.match(username or ""):
         problems.append({"pointer": "/username", "detail": "use 1-100 letters, digits, '.', '_', '@' or '-'"})
-    if len(password or "") < MIN_PASSWORD_LENGTH:
-        problems.append({"pointer": "/password", "detail": f"use at least {MIN_PASSWORD_LENGTH} characters"})
+    problems += _password_problems(password)
     if problems:
         raise InvalidRequest(problems)
     if db.session.execute(db.select(User).filter_by(username=username)).scalar_one_or_none():
         raise QueueError(f"a user named {username!r} already exists")
-    user = User(username=username, password_hash=generate_password_hash(password, method="scrypt"),
-                created_at=utcnow())
+    user = User(username=username, password_hash=_hash(password), created_at=utcnow())
     db.session.add(user)
     db.session.commit()
     return user
@@ -49,6 +52,47 @@ def verify_password(username: str, password: str) -> User | None:
     return user if check_password_hash(user.password_hash, password) else None
 
 
+@dataclass(frozen=True)
+class UserSummary:
+    """One admin as ``flask users list`` shows it."""
+
+    username: str
+    created_at: datetime
+    sessions: int  # live sessions
+    failed_sign_ins: int  # within the throttle's window, from any address
+
+
+def list_users() -> list[UserSummary]:
+    """Every admin, by username, with their live sessions and recent failed sign-ins."""
+    with read_connection() as conn:
+        rows = conn.execute(select(users.c.id, users.c.username, users.c.created_at).order_by(users.c.username)).all()
+        sessions = admin_sessions.live_counts(conn)
+        failures = login_throttle.recent_failure_counts(conn)
+    return [UserSummary(row.username, row.created_at, sessions.get(row.id, 0), failures.get(row.username, 0))
+            for row in rows]
+
+
+def set_password(username: str, password: str) -> int:
+    """Give the user a new password and end all their sessions; returns how many sessions were ended."""
+    problems = _password_problems(password)
+    if problems:
+        raise InvalidRequest(problems)
+    password_hash = _hash(password)  # slow on purpose: before the write lock, not inside it
+    with write_transaction() as conn:
+        user_id = _id_of(conn, username)
+        conn.execute(update(users).where(users.c.id == user_id).values(password_hash=password_hash))
+        return admin_sessions.end_all(conn, user_id)
+
+
+def delete_user(username: str) -> int:
+    """Delete the user and end all their sessions; returns how many sessions were ended."""
+    with write_transaction() as conn:
+        user_id = _id_of(conn, username)
+        ended = admin_sessions.end_all(conn, user_id)
+        conn.execute(delete(users).where(users.c.id == user_id))
+        return ended
+
+
 def unlock(username: str) -> int:
     """Forget the user's failed sign-ins from every address; returns how many were forgotten."""
     with write_transaction() as conn:
@@ -61,3 +105,13 @@ def _id_of(conn: Connection, username: str) -> int:
     if user_id is None:
         raise QueueError(f"no user named {username!r}")
     return user_id
+
+
+def _password_problems(password: str | None) -> list[dict]:
+    if len(password or "") < MIN_PASSWORD_LENGTH:
+        return [{"pointer": "/password", "detail": f"use at least {MIN_PASSWORD_LENGTH} characters"}]
+    return []
+
+
+def _hash(password: str) -> str:
+    return generate_password_hash(password, method="scrypt")

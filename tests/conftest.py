@@ -24,7 +24,7 @@ from tests.support.api import bearer
 pytest_plugins = ["tests.support.server"]
 
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
-TABLES = ["job_events", "jobs", "api_keys", "users", "login_attempts"]
+TABLES = ["job_events", "jobs", "api_keys", "admin_sessions", "users", "login_attempts"]
 
 
 def pytest_report_header(config):

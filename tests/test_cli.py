@@ -16,6 +16,7 @@ from queuelog.models import ApiKey, User
 from queuelog.users import verify_password
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, event_rows, expire_lease
+from tests.support.ui import sign_in
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_LINE = re.compile(r"ql_[A-Za-z0-9_-]{22,}\n")
@@ -122,6 +123,73 @@ def test_users_create_stores_only_a_hash(runner, app):
 
     stored = db.session.execute(select(User.password_hash).where(User.username == "ops")).scalar_one()
     assert "a long passphrase" not in stored and stored.startswith("scrypt:")
+
+
+def _make_user(runner, name: str, password: str = "a long passphrase") -> None:
+    result = runner.invoke(args=["users", "create", name, "--password-stdin"], input=password + "\n")
+    assert result.exit_code == 0, result.output
+
+
+def test_users_list_prints_a_header_and_one_row_per_user(runner):
+    _make_user(runner, "ops")
+    _make_user(runner, "night-owl")
+    result = runner.invoke(args=["users", "list"])
+    assert result.exit_code == 0, result.output
+    header, *rows = result.stdout.splitlines()
+    assert header.split("\t") == ["username", "created", "sessions", "failed_sign_ins"]
+    assert [row.split("\t")[0] for row in rows] == ["night-owl", "ops"]
+    assert all(re.fullmatch(r"[^\t]+\t\d{4}-\d\d-\d\dT[^\t]+Z\t0\t0", row) for row in rows), rows
+
+
+def test_users_list_with_no_users_prints_only_the_header(runner):
+    result = runner.invoke(args=["users", "list"])
+    assert result.exit_code == 0
+    assert result.stdout == "username\tcreated\tsessions\tfailed_sign_ins\n"
+
+
+def test_users_delete_removes_the_user(runner, app):
+    _make_user(runner, "ops")
+    result = runner.invoke(args=["users", "delete", "ops"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "deleted admin ops, ended 0 sessions\n"
+    assert verify_password("ops", "a long passphrase") is None
+
+
+def test_users_set_password_reads_the_new_password_from_stdin(runner, app):
+    _make_user(runner, "ops")
+    result = runner.invoke(args=["users", "set-password", "ops", "--password-stdin"], input="another passphrase\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "changed the password of ops, ended 0 sessions\n"
+    assert "another" not in result.output
+    assert verify_password("ops", "another passphrase") is not None
+    assert verify_password("ops", "a long passphrase") is None
+
+
+def test_users_set_password_refuses_a_short_password_and_keeps_the_old_one(runner, app):
+    _make_user(runner, "ops")
+    result = runner.invoke(args=["users", "set-password", "ops", "--password-stdin"], input="short\n")
+    assert result.exit_code == 1
+    assert "password" in result.output and "Traceback" not in result.output
+    assert verify_password("ops", "a long passphrase") is not None
+
+
+def test_users_unlock_clears_the_failed_sign_ins_of_that_user(runner, client):
+    _make_user(runner, "ops")
+    for _ in range(3):
+        sign_in(client, username="ops", password="wrong password!")
+    assert runner.invoke(args=["users", "list"]).stdout.splitlines()[1].endswith("\t3")
+    result = runner.invoke(args=["users", "unlock", "ops"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "unlocked ops, cleared 3 failed sign-ins\n"
+    assert runner.invoke(args=["users", "list"]).stdout.splitlines()[1].endswith("\t0")
+
+
+@pytest.mark.parametrize("args", [["delete", "nobody"], ["unlock", "nobody"], ["set-password", "nobody", "--password-stdin"]])
+def test_users_commands_on_an_unknown_user_fail_with_a_clear_message(runner, args):
+    result = runner.invoke(args=["users", *args], input="a long passphrase\n")
+    assert result.exit_code == 1
+    assert "no user named 'nobody'" in result.output
+    assert "Traceback" not in result.output
 
 
 # --- reap ----------------------------------------------------------------------------------------

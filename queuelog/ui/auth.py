@@ -1,14 +1,14 @@
-"""Who may see the admin pages: sessions, signing in through the throttle, safe ``next`` redirects."""
+"""Who may see the admin pages: server-side sessions, signing in through the throttle, safe ``next`` redirects."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from flask import redirect, request, url_for
+from flask import flash, redirect, request, session, url_for
 from flask_login import current_user
 
-from .. import login_throttle
+from .. import admin_sessions, login_throttle
 from ..extensions import db, login_manager
 from ..models import User
 from ..users import verify_password
@@ -16,15 +16,21 @@ from . import bp
 
 # Reachable without a session: the sign-in page itself and the bare "/" redirect.
 PUBLIC_ENDPOINTS = {"ui.login", "ui.root"}
+# Where the signed cookie keeps the token of the server-side session (see queuelog/admin_sessions.py).
+SESSION_TOKEN_KEY = "_session_token"
 
 
 @login_manager.user_loader
 def load_user(user_id: str) -> User | None:
-    """The signed-in admin, from the id kept in the session cookie."""
-    try:
-        user = db.session.get(User, int(user_id))
-    except ValueError:
+    """The signed-in admin, only while the server-side session the cookie names is live.
+
+    The cookie alone proves nothing: a copy taken before sign-out, or a remember-me cookie, names no
+    live session. Pages the admin asks for restart the idle time; the auto-refresh of an open tab does not.
+    """
+    session_user_id = admin_sessions.resume(session.get(SESSION_TOKEN_KEY), activity=not is_partial_request())
+    if session_user_id is None or str(session_user_id) != user_id:
         return None
+    user = db.session.get(User, session_user_id)
     if user is not None:
         db.session.expunge(user)
     # End the read at once: on SQLite (WAL) an open read keeps this request on a snapshot taken now,
@@ -43,6 +49,10 @@ def send_to_login():
     """Pages go to the sign-in form (remembering where they were); fragments just say 401."""
     if is_partial_request():
         return "Your session has ended; reload the page to sign in again.", 401, {"Content-Type": "text/plain"}
+    if session.get(SESSION_TOKEN_KEY):
+        # The cookie named a session that has ended (signed out elsewhere, expired, password changed).
+        session.clear()
+        flash("Your session has ended; sign in again.", "info")
     target = None
     if request.method == "GET":
         target = safe_next(request.full_path.rstrip("?"))
@@ -89,14 +99,15 @@ def safe_next(target: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class SignIn:
-    """The outcome of one sign-in attempt: a user, a refusal, or neither."""
+    """The outcome of one sign-in attempt: a user and their new session's token, a refusal, or neither."""
 
     user: User | None = None
+    session_token: str | None = None
     retry_after: int = 0  # refused by the throttle: seconds until this address may try this username again
 
 
 def attempt_sign_in(username: str, password: str, remote_addr: str) -> SignIn:
-    """Check a sign-in against the throttle, then the password."""
+    """Check a sign-in against the throttle, then the password; on success open a server-side session."""
     verdict = login_throttle.verdict(username, remote_addr)
     if verdict.retry_after:
         return SignIn(retry_after=verdict.retry_after)
@@ -108,4 +119,4 @@ def attempt_sign_in(username: str, password: str, remote_addr: str) -> SignIn:
         login_throttle.record_failure(username, remote_addr)
         return SignIn()
     login_throttle.forget_failures(username, remote_addr)
-    return SignIn(user=user)
+    return SignIn(user=user, session_token=admin_sessions.start(user.id))

@@ -4,10 +4,10 @@ from __future__ import annotations
 from flask import current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
-from .. import queue
+from .. import admin_sessions, queue
 from ..clock import utcnow
 from . import bp, stats
-from .auth import actor_name, attempt_sign_in, safe_next
+from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
 from .chart import build_chart
 from .forms import ActionForm, LoginForm
 from .helpers import render_live, span
@@ -46,18 +46,23 @@ def login():
     # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session.
     _fresh_session()
     login_user(outcome.user)
+    session[SESSION_TOKEN_KEY] = outcome.session_token
     flash(f"Signed in as {outcome.user.username}.", "success")
     return redirect(next_url or url_for("ui.dashboard"))
 
 
 @bp.post("/admin/logout")
 def logout():
-    """Sign out (a POST with a CSRF token, so no other site can sign an admin out)."""
+    """Sign out everywhere: every session of this admin ends on the server, in every browser.
+
+    A POST with a CSRF token, so no other site can sign an admin out.
+    """
     form = ActionForm()
     if form.validate_on_submit():
+        admin_sessions.sign_out_everywhere(current_user.id)
         logout_user()
         _fresh_session()
-        flash("Signed out.", "success")
+        flash("Signed out everywhere.", "success")
     return redirect(url_for("ui.login"))
 
 

@@ -14,9 +14,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from werkzeug.security import generate_password_hash
 
+from queuelog import admin_sessions
 from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import JobEvent, User
+from queuelog.ui.auth import SESSION_TOKEN_KEY
 
 ADMIN_NAME = "night-owl"
 ADMIN_PASSWORD = "correct horse battery staple"
@@ -65,6 +67,7 @@ def signed_in(client, admin_user):
     with client.session_transaction() as session:
         session["_user_id"] = str(user_id)
         session["_fresh"] = True
+        session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)  # the server-side half of a sign-in
     return client
 
 
