@@ -19,6 +19,7 @@ from queuelog.extensions import db
 from queuelog.keys import create_key
 from queuelog.models import Job, JobEvent
 from tests.support.api import bearer
+from tests.support.strict_json import StrictJSONAnswers
 
 # A failed test's report shows the log of every gunicorn it started (running_server).
 pytest_plugins = ["tests.support.server"]
@@ -98,6 +99,8 @@ def config_overrides(request):
 @pytest.fixture
 def app(database_url, config_overrides):
     application = create_app(app_config(database_url, **config_overrides))
+    # Every JSON answer of every test request must be strict RFC 8259 JSON (no Infinity, no NaN).
+    application.wsgi_app = StrictJSONAnswers(application.wsgi_app)
     with application.app_context():
         yield application
         db.session.remove()

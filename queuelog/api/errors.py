@@ -27,4 +27,4 @@ def job_id_in_range(endpoint, values):
 
 @bp.errorhandler(MalformedJSON)
 def malformed_json(error: MalformedJSON):
-    return problem(400, "Malformed JSON", str(error))
+    return problem(400, "Malformed JSON", str(error), errors=error.errors)

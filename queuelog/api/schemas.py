@@ -15,6 +15,7 @@ from ..clock import parse_rfc3339
 from ..errors import InvalidRequest
 from ..models import Priority
 from ..queue import NewJob
+from . import strict_json
 
 TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -32,6 +33,10 @@ MAX_JSON_DEPTH = 64
 class MalformedJSON(Exception):
     """The body is not JSON at all (400), as opposed to JSON with wrong fields (422)."""
 
+    def __init__(self, detail: str, errors: list[dict] | None = None):
+        super().__init__(detail)
+        self.errors = errors  # pointers to the offending values, when they can be named
+
 
 def json_body(required: bool = True) -> dict:
     """The request body as a JSON object; an empty body counts as {} where that is allowed."""
@@ -41,8 +46,10 @@ def json_body(required: bool = True) -> dict:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
         return {}
     try:
-        # NaN and Infinity are not JSON: accepted, they would be echoed back as invalid JSON.
-        body = json.loads(raw, parse_constant=_refuse_constant)
+        # NaN, Infinity and numbers beyond a double (1e400) would be echoed back as invalid JSON.
+        body = strict_json.loads(raw)
+    except strict_json.NotStrictJSON as exc:
+        raise MalformedJSON(f"the body is not valid JSON: {exc}", exc.errors) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJSON(f"the body is not valid JSON: {exc}") from None
     except RecursionError:
@@ -50,10 +57,6 @@ def json_body(required: bool = True) -> dict:
     if not isinstance(body, dict):
         raise InvalidRequest([{"pointer": "", "detail": "the body must be a JSON object"}])
     return body
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
