@@ -9,6 +9,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from flask import current_app
 from sqlalchemy import insert, select, update
 
 from .clock import utcnow
@@ -67,6 +68,12 @@ def create_key(name: str, role: str, max_priority: str | None = None,
     if types is not None and not clean_types:
         # An empty limit must not quietly become "any type" (think --types "$UNSET_VARIABLE").
         problems.append({"pointer": "/types", "detail": "name at least one job type, or leave the limit out"})
+    unknown = [name for name in clean_types or () if name not in current_app.config["JOB_TYPES"]]
+    if unknown:
+        # A key limited to a misspelt type could never enqueue or claim a job of it.
+        problems.append({"pointer": "/types", "detail": f"not on this server's QUEUELOG_JOB_TYPES: "
+                                                        f"{', '.join(unknown)} (allowed: "
+                                                        f"{', '.join(current_app.config['JOB_TYPES'])})"})
     if problems:
         raise InvalidRequest(problems)
 

@@ -128,7 +128,8 @@ def test_no_error_body_ever_holds_a_traceback(client, producer, worker, admin, m
     # A sweep of odd requests; assert_problem checks each for a traceback.
     job_id = make_job(status="running")
     odd = [
-        (client.post("/jobs", data=b"\x00\x01", headers=producer), 400),
+        (client.post("/jobs", data=b"\x00\x01", content_type="application/json", headers=producer), 400),
+        (client.post("/jobs", data=b"\x00\x01", headers=producer), 415),
         (client.post("/jobs", json={"type": "email", "payload": {"a": "\x00"}, "max_retries": 10**30},
                      headers=producer), 422),
         (client.post("/jobs/claim", json={"types": ["email"], "limit": -1}, headers=worker), 422),

@@ -7,7 +7,7 @@ from ..errors import InvalidRequest, QueueError
 from ..queries import max_job_id
 from . import bp
 from .problems import problem
-from .schemas import MalformedJSON
+from .schemas import MalformedJSON, NotJSONMediaType
 
 
 @bp.errorhandler(QueueError)
@@ -28,3 +28,8 @@ def job_id_in_range(endpoint, values):
 @bp.errorhandler(MalformedJSON)
 def malformed_json(error: MalformedJSON):
     return problem(400, "Malformed JSON", str(error), errors=error.errors)
+
+
+@bp.errorhandler(NotJSONMediaType)
+def not_json_media_type(error: NotJSONMediaType):
+    return problem(415, "Unsupported Media Type", str(error))

@@ -32,6 +32,7 @@ _ERRORS = {
     404: "No such job, or one this key may not see.",
     409: "The job is not in a state that allows this (job_status says which).",
     413: "The request body is larger than 1 MiB.",
+    415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
     500: "An unexpected error; it has been logged (never a traceback in the body).",
     503: "The database is not answering; retry after Retry-After seconds.",
@@ -42,7 +43,7 @@ _HEADER_NOTES = {
 }
 # Every authenticated route can answer these.
 _ALWAYS = (401, 403, 500, 503)
-_WITH_BODY = (400, 413, 422)
+_WITH_BODY = (400, 413, 415, 422)
 _HOLDER = ("Only the worker holding the job under this claim token may do this; a stale token, another "
            "worker or a job no longer running answers 409.")
 

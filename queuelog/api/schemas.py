@@ -38,13 +38,25 @@ class MalformedJSON(Exception):
         self.errors = errors  # pointers to the offending values, when they can be named
 
 
+class NotJSONMediaType(Exception):
+    """A body sent as something other than JSON (415): it is refused, never guessed at."""
+
+
 def json_body(required: bool = True) -> dict:
     """The request body as a JSON object; an empty body counts as {} where that is allowed."""
     raw = request.get_data(cache=True)
     if not raw.strip():
         if required:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
+        # Nothing to interpret, so no Content-Type is needed: `curl -X POST …/claim` sends none.
         return {}
+    if not request.is_json:
+        # application/json, with parameters such as charset, or an application/…+json type (Flask's rule).
+        # A form or text body that happens to parse as JSON is refused rather than guessed at: its sender
+        # said it was something else.
+        sent = request.headers.get("Content-Type", "").strip()
+        raise NotJSONMediaType(f"the body must be sent as Content-Type: application/json, not {sent!r}" if sent
+                               else "the body has no Content-Type; send it as Content-Type: application/json")
     try:
         # NaN, Infinity and numbers beyond a double (1e400) would be echoed back as invalid JSON.
         body = strict_json.loads(raw)
@@ -258,6 +270,12 @@ def parse_claim(worker_name: str) -> dict:
                 or not all(isinstance(t, str) and TYPE_PATTERN.fullmatch(t) for t in types)):
             fields.error("types", "must be a non-empty list of job type names")
             types = None
+        else:
+            # A type that can never be enqueued would make the worker wait forever: a typo says so at once.
+            allowlist = set(current_app.config["JOB_TYPES"])
+            for index, name in enumerate(types):
+                if name not in allowlist:
+                    fields.error(f"types/{index}", f"job type {name!r} is not on this server's QUEUELOG_JOB_TYPES")
     lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
     worker_id = fields.string("worker_id")
     if worker_id is not None and worker_id != worker_name:

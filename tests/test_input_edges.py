@@ -1,0 +1,125 @@
+"""Inputs at the edge of the contract: what a body must be sent as, which job types a claim or a key may
+name, and which characters an idempotency key may hold."""
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from tests.support.api import bearer
+from tests.support.factories import assert_problem, count_jobs, pointers
+from tests.support.ui import (admin_user, post_form, requests_in_their_own_app_context,  # noqa: F401
+                              signed_in, text_of)
+
+JOB_BODY = b'{"type": "email", "payload": {"invoice_id": 42}}'
+
+# --- item 11: a body is JSON only when it says so ------------------------------------------------
+
+NOT_JSON_CONTENT_TYPES = [
+    "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=xyz", "application/xml", "application/jsonx", "text/json",
+]
+
+
+@pytest.mark.parametrize("content_type", NOT_JSON_CONTENT_TYPES)
+def test_an_enqueue_body_sent_as_another_media_type_is_415_and_enqueues_nothing(client, producer, content_type):
+    response = client.post("/jobs", data=JOB_BODY, headers={**producer, "Content-Type": content_type})
+    problem = assert_problem(response, 415)
+    assert "application/json" in problem["detail"]
+    assert count_jobs() == 0
+
+
+def test_a_body_without_a_content_type_is_415(client, producer):
+    response = client.post("/jobs", data=JOB_BODY, headers=producer)
+    assert "Content-Type" not in response.request.headers or not response.request.headers["Content-Type"]
+    assert_problem(response, 415)
+    assert count_jobs() == 0
+
+
+def test_a_body_with_an_empty_content_type_is_415(client, producer):
+    assert_problem(client.post("/jobs", data=JOB_BODY, headers={**producer, "Content-Type": ""}), 415)
+    assert count_jobs() == 0
+
+
+@pytest.mark.parametrize("path, who, body", [
+    ("/jobs/batch", "producer", b'{"jobs": [{"type": "email"}]}'),
+    ("/jobs/claim", "worker", b'{"types": ["email"]}'),
+    ("/jobs/complete", "worker", b'{"jobs": [{"id": 1, "claim_token": "t"}]}'),
+])
+def test_every_body_taking_route_refuses_a_form_encoded_body_with_415(client, request, path, who, body):
+    headers = {**request.getfixturevalue(who), "Content-Type": "application/x-www-form-urlencoded"}
+    assert_problem(client.post(path, data=body, headers=headers), 415)
+
+
+def test_a_held_jobs_action_refuses_a_text_plain_body_and_leaves_the_job_running(client, worker, make_job,
+                                                                                  read_job):
+    job_id = make_job(status="running")
+    body = b'{"claim_token": "token-a", "result": {"ok": true}}'
+    response = client.post(f"/jobs/{job_id}/complete", data=body, headers={**worker, "Content-Type": "text/plain"})
+    assert_problem(response, 415)
+    assert read_job(job_id).status == "running"
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
+                                          "Application/JSON", "application/merge-patch+json"])
+def test_json_media_types_are_accepted(client, producer, content_type):
+    response = client.post("/jobs", data=JOB_BODY, headers={**producer, "Content-Type": content_type})
+    assert response.status_code == 201, response.get_json()
+
+
+def test_an_empty_claim_needs_no_content_type(client, worker, enqueue):
+    job = enqueue()
+    response = client.post("/jobs/claim", headers=worker)  # curl -X POST with no -d: no body, no Content-Type
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["id"] == job["id"]
+
+
+def test_an_empty_cancel_needs_no_content_type(client, producer, enqueue):
+    job = enqueue()
+    response = client.post(f"/jobs/{job['id']}/cancel", headers=producer)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["status"] == "cancelled"
+
+
+def test_an_empty_retry_needs_no_content_type(client, admin, make_job):
+    job_id = make_job(status="failed")
+    response = client.post(f"/jobs/{job_id}/retry", headers=admin)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["status"] == "pending"
+
+
+# --- item 11: job types outside QUEUELOG_JOB_TYPES are refused, not waited for ---------------------
+
+def test_a_claim_naming_a_type_off_the_allowlist_is_422_with_a_pointer(client, worker):
+    response = client.post("/jobs/claim", json={"types": ["email", "send-invoice"]}, headers=worker)
+    assert pointers(response) == {"/types/1"}
+    assert "send-invoice" in response.get_json()["detail"]
+
+
+def test_a_long_poll_naming_a_type_off_the_allowlist_is_refused_at_once(client, worker):
+    response = client.post("/jobs/claim", json={"types": ["typo"], "wait": 30}, headers=worker)
+    assert pointers(response) == {"/types/0"}
+
+
+def test_keys_create_refuses_a_type_off_the_allowlist(runner):
+    result = runner.invoke(args=["keys", "create", "invoicer", "--role", "worker", "--types", "email,send-invoice"])
+    assert result.exit_code != 0
+    assert "send-invoice" in result.output and "QUEUELOG_JOB_TYPES" in result.output
+    assert "Traceback" not in result.output
+    assert "ql_" not in result.stdout
+    assert runner.invoke(args=["keys", "list"]).stdout == ""
+
+
+def test_keys_create_still_takes_types_on_the_allowlist(runner, client):
+    result = runner.invoke(args=["keys", "create", "reporter", "--role", "worker", "--types", "report, noop"])
+    assert result.exit_code == 0, result.output
+    assert client.post("/jobs/claim", json={"types": ["report"]}, headers=bearer(result.stdout.strip())).status_code == 204
+
+
+def test_the_keys_page_refuses_a_type_off_the_allowlist(signed_in):
+    response = post_form(signed_in, "/admin/keys", {"name": "invoicer", "role": "worker", "max_priority": "",
+                                                    "types": "email, send-invoice"}, page="/admin/keys")
+    assert response.status_code == 400
+    body = html.unescape(text_of(response))
+    assert "send-invoice" in body and "QUEUELOG_JOB_TYPES" in body
+    assert 'data-key="invoicer"' not in body and "data-secret" not in body
