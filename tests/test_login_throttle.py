@@ -39,19 +39,19 @@ def test_v_lockout_five_wrong_passwords_from_one_address_do_not_lock_the_admin_o
     assert client.get("/admin").status_code == 200
 
 
-@pytest.mark.parametrize("config_overrides", [{"LOGIN_SLOWDOWN_SECONDS": 5}])
+@pytest.mark.parametrize("config_overrides", [{"LOGIN_SLOWDOWN_SECONDS": 8}])
 def test_v_lockout_failures_from_many_addresses_only_slow_the_admin_down(app, admin_user, config_overrides):
     attacker = app.test_client()
     for n in range(4):
         fail(attacker, ADMIN_NAME, f"10.0.1.{n}")
     started = time.monotonic()
     assert sign_in_from(app.test_client(), "10.0.9.9").status_code == 302
-    assert time.monotonic() - started < 5  # four failures: no slowdown yet
+    assert time.monotonic() - started < 8  # four failures: no slowdown yet
 
     fail(attacker, ADMIN_NAME, "10.0.1.4")
     started = time.monotonic()
     assert sign_in_from(app.test_client(), "10.0.9.9").status_code == 302
-    assert time.monotonic() - started >= 5
+    assert time.monotonic() - started >= 8
 
 
 def test_v_lockout_a_shared_address_is_not_refused_for_a_few_users_typos(client, admin_user):
