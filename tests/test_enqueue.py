@@ -207,7 +207,7 @@ def test_idempotency_keys_are_scoped_per_producer_key(client, producer, other_pr
     assert count_jobs() == 2
 
 
-@pytest.mark.parametrize("key", ["", "x" * 201, "has space", "tab\there", "ünïcode"])
+@pytest.mark.parametrize("key", ["", "x" * 201, "tab\there", "del\x7f", "ünïcode"])
 def test_bad_idempotency_key_is_422(client, producer, key):
     response = client.post("/jobs", json={"type": "email", "idempotency_key": key}, headers=producer)
     assert pointers(response) == {"/idempotency_key"}

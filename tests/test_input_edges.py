@@ -3,9 +3,11 @@ name, and which characters an idempotency key may hold."""
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
+from queuelog.api import openapi_schemas, schemas
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, pointers
 from tests.support.ui import (admin_user, post_form, requests_in_their_own_app_context,  # noqa: F401
@@ -123,3 +125,46 @@ def test_the_keys_page_refuses_a_type_off_the_allowlist(signed_in):
     body = html.unescape(text_of(response))
     assert "send-invoice" in body and "QUEUELOG_JOB_TYPES" in body
     assert 'data-key="invoicer"' not in body and "data-secret" not in body
+
+
+# --- item 12: idempotency keys are printable ASCII, space included -------------------------------
+
+def test_an_idempotency_key_with_spaces_replays_its_job(client, producer):
+    body = {"type": "email", "idempotency_key": "invoice 42 / March"}
+    first = client.post("/jobs", json=body, headers=producer)
+    again = client.post("/jobs", json=body, headers=producer)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.get_json()["id"] == first.get_json()["id"]
+    assert again.get_json()["idempotency_key"] == "invoice 42 / March"
+    assert count_jobs() == 1
+
+
+def test_an_idempotency_key_header_with_spaces_is_accepted(client, producer):
+    headers = {**producer, "Idempotency-Key": "order 7 attempt 1"}
+    first = client.post("/jobs", json={"type": "email"}, headers=headers)
+    again = client.post("/jobs", json={"type": "email"}, headers=headers)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.get_json()["idempotency_key"] == "order 7 attempt 1"
+
+
+def test_every_printable_ascii_character_is_accepted_in_an_idempotency_key(client, producer):
+    key = "".join(chr(code) for code in range(0x20, 0x7F))
+    response = client.post("/jobs", json={"type": "email", "idempotency_key": key}, headers=producer)
+    assert response.status_code == 201, response.get_json()
+    assert response.get_json()["idempotency_key"] == key
+
+
+@pytest.mark.parametrize("key", ["", "tab\there", "new\nline", "del\x7f", "caf\u00e9", "x" * 201])
+def test_an_idempotency_key_outside_printable_ascii_is_422(client, producer, key):
+    response = client.post("/jobs", json={"type": "email", "idempotency_key": key}, headers=producer)
+    assert pointers(response) == {"/idempotency_key"}
+    assert "printable ASCII" in response.get_json()["errors"][0]["detail"]
+    assert count_jobs() == 0
+
+
+def test_the_openapi_pattern_takes_exactly_the_characters_the_server_takes():
+    documented = re.compile(openapi_schemas.IDEMPOTENCY_KEY_PATTERN)
+    for code in range(0x00, 0x100):
+        char = chr(code)
+        assert bool(documented.fullmatch(char)) == bool(schemas.IDEMPOTENCY_KEY_PATTERN.fullmatch(char)), hex(code)
+    assert documented.fullmatch("a b") and not documented.fullmatch("x" * 201)

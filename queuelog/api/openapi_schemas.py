@@ -22,7 +22,7 @@ MAX_JOB_ID = schemas.MAX_JOB_ID
 
 # schemas.py's Python patterns, spelled for ECMA-262 (the regex dialect of JSON Schema).
 TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
-IDEMPOTENCY_KEY_PATTERN = "^[!-~]{1,200}$"
+IDEMPOTENCY_KEY_PATTERN = "^[ -~]{1,200}$"
 # Priority labels are case-insensitive: "high", "High" and "HIGH" are one label.
 PRIORITY_PATTERN = "^(" + "|".join(
     "".join(f"[{c.lower()}{c.upper()}]" for c in label) for label in PRIORITY_LABELS) + ")$"
@@ -103,8 +103,9 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
                                                     "good.") | {"default": 3}),
         "idempotency_key": nullable({
             "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
-            "description": "1-200 visible ASCII characters, scoped to the producing key: the same key with "
-                           "the same request answers 200 with the existing job, with a different request 422."}),
+            "description": "1-200 printable ASCII characters (space included), scoped to the producing key: "
+                           "the same key with the same request answers 200 with the existing job, with a "
+                           "different request 422."}),
         "run_at": nullable(time("Not claimable before this time; RFC 3339 with an offset.")),
     }, required=["type"])
 

@@ -18,7 +18,10 @@ from ..queue import NewJob
 from . import strict_json
 
 TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
-IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
+# Printable ASCII, space included: the IETF Idempotency-Key header's value is a structured-field String,
+# which allows exactly 0x20-0x7E.
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x20-\x7e]{1,200}$")
+IDEMPOTENCY_KEY_HINT = "1-200 printable ASCII characters (0x20-0x7E, space included)"
 MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_CLAIM = 100
@@ -214,12 +217,10 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
             fields.error("payload", f"is {size} bytes as JSON; the limit is {limit}")
     priority = _priority(fields)
     max_retries = fields.integer("max_retries", 3, 0, MAX_RETRIES_LIMIT)
-    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY_PATTERN,
-                        hint="1-200 visible ASCII characters")
+    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY_PATTERN, hint=IDEMPOTENCY_KEY_HINT)
     if header_key is not None:
         if not IDEMPOTENCY_KEY_PATTERN.fullmatch(header_key):
-            fields.errors.append({"pointer": "/headers/Idempotency-Key",
-                                  "detail": "1-200 visible ASCII characters"})
+            fields.errors.append({"pointer": "/headers/Idempotency-Key", "detail": IDEMPOTENCY_KEY_HINT})
         elif key is not None and key != header_key:
             fields.error("idempotency_key", "differs from the Idempotency-Key header")
         else:
