@@ -23,7 +23,8 @@ from .models import LoginAttempt
 attempts = LoginAttempt.__table__
 
 DEFAULT_MAX_FAILURES = 5  # per (username, address): one address guessing one account's password
-DEFAULT_MAX_FAILURES_PER_ADDRESS = 20  # per address, whatever the usernames: spraying; many people behind one NAT
+# Per address, whatever the usernames (spraying) is, unless set, the same number: raise it where many
+# people share one address (a NAT), so their typos together do not refuse the address.
 DEFAULT_WINDOW_SECONDS = 15 * 60
 DEFAULT_SLOWDOWN_SECONDS = 1.0  # per try, once a username has DEFAULT_MAX_FAILURES failures from anywhere
 
@@ -47,9 +48,10 @@ class Verdict:
 def limits() -> Limits:
     """The configured limits (QUEUELOG_LOGIN_MAX_FAILURES and friends)."""
     config = current_app.config
+    per_pair = int(config.get("LOGIN_MAX_FAILURES", DEFAULT_MAX_FAILURES))
     return Limits(
-        per_pair=int(config.get("LOGIN_MAX_FAILURES", DEFAULT_MAX_FAILURES)),
-        per_address=int(config.get("LOGIN_MAX_FAILURES_PER_ADDRESS", DEFAULT_MAX_FAILURES_PER_ADDRESS)),
+        per_pair=per_pair,
+        per_address=int(config.get("LOGIN_MAX_FAILURES_PER_ADDRESS") or per_pair),
         window=timedelta(seconds=int(config.get("LOGIN_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS))),
         slowdown_seconds=float(config.get("LOGIN_SLOWDOWN_SECONDS", DEFAULT_SLOWDOWN_SECONDS)),
     )
