@@ -23,8 +23,6 @@ from .models import LoginAttempt
 attempts = LoginAttempt.__table__
 
 DEFAULT_MAX_FAILURES = 5  # per (username, address): one address guessing one account's password
-# Per address, whatever the usernames (spraying) is, unless set, the same number: raise it where many
-# people share one address (a NAT), so their typos together do not refuse the address.
 DEFAULT_WINDOW_SECONDS = 15 * 60
 DEFAULT_SLOWDOWN_SECONDS = 1.0  # per try, once a username has DEFAULT_MAX_FAILURES failures from anywhere
 
@@ -51,6 +49,8 @@ def limits() -> Limits:
     per_pair = int(config.get("LOGIN_MAX_FAILURES", DEFAULT_MAX_FAILURES))
     return Limits(
         per_pair=per_pair,
+        # Per address, whatever the usernames (spraying): the same number unless set higher where many
+        # people share one address (a NAT), so that their typos together do not refuse it.
         per_address=int(config.get("LOGIN_MAX_FAILURES_PER_ADDRESS") or per_pair),
         window=timedelta(seconds=int(config.get("LOGIN_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS))),
         slowdown_seconds=float(config.get("LOGIN_SLOWDOWN_SECONDS", DEFAULT_SLOWDOWN_SECONDS)),
