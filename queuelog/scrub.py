@@ -1,23 +1,64 @@
-"""Cleaning worker error text before it is stored (V-10): no secrets, bounded length."""
+"""Cleaning worker error text before it is stored (V-10): no secrets, bounded length.
+
+The credentials we redact are one table, ``SCRUB_RULES``, applied in order; tests/test_scrub.py holds an
+example for every row and a list of ordinary error text that must come through unchanged.
+"""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-_REDACTED = "[redacted]"
+REDACTED = "[redacted]"
 
-_PATTERNS = [
-    # scheme://user:password@host → keep the scheme and host, drop the credentials
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]*@"), r"\1" + _REDACTED + "@"),
-    # Authorization headers and bearer/basic tokens
-    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + _REDACTED),
-    # password=..., api_key: ..., secret="..."
-    (re.compile(
-        r"(?i)\b((?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token|auth|credentials?)"
-        r"[\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
-    ), r"\1" + _REDACTED),
+# Words that make a name a secret's name. Matched inside a longer name too (DB_PASSWORD, PGPASSWORD,
+# MYSQL_PWD, AWS_SECRET_ACCESS_KEY, client_secret, x-api-key), but only where the word ends the name or a
+# part of it, so "author=", "max_tokens:" or "passwords:" stay as they are.
+_SECRET_WORDS = (r"password|passwd|pwd|secret|api[_-]?key|access[_-]?key|private[_-]?key|token|auth"
+                 r"|credentials?")
+
+
+class ScrubRule(NamedTuple):
+    """One kind of credential: what finds it and what it is replaced with."""
+
+    name: str
+    pattern: re.Pattern
+    replacement: str
+
+
+# Error text may be as long as a request body (1 MiB), so no pattern may cost more than linear time: each
+# starts only where a run of its characters starts (a look-behind, not \b, which also matches inside
+# "a-a-a…"), bounds its repetitions, or never backtracks (*+).
+SCRUB_RULES: tuple[ScrubRule, ...] = (
+    # scheme://user:password@host and scheme://:password@host (redis, an empty user): keep the scheme and
+    # host. The password runs to the last "@" before the path, so one containing "@" is not half left.
+    ScrubRule("url-credentials",
+              re.compile(r"(?i)(?<![\w+.-])([a-z][a-z0-9+.-]{0,31}://)[^\s/@:]*:(?:[^\s/@]*+@)+"),
+              r"\1" + REDACTED + "@"),
+    # Authorization: Bearer …, Basic …, token … (GitHub's). Before "name=value", which would take the word
+    # "Bearer" for the value and leave the token. A plain word after it ("Basic authentication failed",
+    # "token validation failed") is ordinary text, and so is a name=value ("/oauth/token client_id=web"):
+    # a random token is practically never a word, and "=" only pads its end.
+    ScrubRule("authorization-scheme",
+              re.compile(r"\b((?i:bearer|basic|token))\s+(?![A-Za-z][a-z]*(?![\w.~+/=-]))"
+                         r"[\w.~+/-]{8,}=*(?![\w.~+/=-])"),
+              r"\1 " + REDACTED),
+    # password=..., DB_PASSWORD=..., api_key: ..., "client_secret": "...", secret='...'.
+    ScrubRule("secret-assignment",
+              re.compile(r"(?i)(?<![\w.-])([\w.-]{0,64}?(?:" + _SECRET_WORDS + r")(?:[_.-][\w.-]{0,64})?"
+                         r"[\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"),
+              r"\1" + REDACTED),
     # queuelog's own API keys wherever they appear
-    (re.compile(r"\bql_[A-Za-z0-9_-]{16,}"), "ql_" + _REDACTED),
-]
+    ScrubRule("queuelog-api-key",
+              re.compile(r"(?<![\w-])ql_[A-Za-z0-9_-]{16,}"),
+              "ql_" + REDACTED),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential ``SCRUB_RULES`` finds replaced by ``[redacted]``."""
+    for rule in SCRUB_RULES:
+        text = rule.pattern.sub(rule.replacement, text)
+    return text
 
 
 def scrub_error(text: str | None, max_chars: int) -> str | None:
@@ -25,9 +66,7 @@ def scrub_error(text: str | None, max_chars: int) -> str | None:
     if text is None:
         return None
     # PostgreSQL text cannot hold NUL, and a worker's failure must never be refused for its message.
-    text = text.replace("\x00", "")
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    text = redact(text.replace("\x00", ""))
     if len(text) > max_chars:
         marker = " … [truncated]"
         text = text[: max(0, max_chars - len(marker))] + marker
