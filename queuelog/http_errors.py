@@ -13,6 +13,9 @@ from .api.problems import problem
 log = logging.getLogger("queuelog")
 
 _PAGE_PREFIXES = ("/admin", "/static")
+# How much of a refused body is read and dropped before answering 413 (see _discard_unread_body).
+MAX_DISCARDED_BODY_BYTES = 16 * 1024 * 1024
+_DISCARD_BLOCK = 64 * 1024
 
 
 def wants_page() -> bool:
@@ -20,9 +23,33 @@ def wants_page() -> bool:
     return request.path == "/" or request.path.startswith(_PAGE_PREFIXES)
 
 
+def _discard_unread_body() -> None:
+    """Read and drop what is left of a body refused as too large, up to MAX_DISCARDED_BODY_BYTES.
+
+    A client still sending when the server closes the connection gets a reset (EPIPE) instead of the 413;
+    draining lets it finish and read the answer. Past the bound, closing is cheaper than reading on.
+    """
+    stream = request.environ.get("wsgi.input")
+    length = request.content_length
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    if stream is None or (length is None and not chunked):
+        return  # no framing: reading on could wait for a client that has nothing more to send
+    budget = MAX_DISCARDED_BODY_BYTES if length is None else min(length, MAX_DISCARDED_BODY_BYTES)
+    try:
+        while budget > 0:
+            block = stream.read(min(_DISCARD_BLOCK, budget))
+            if not block:
+                return
+            budget -= len(block)
+    except (OSError, ValueError):
+        return  # the client went away: nothing left to protect
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
+        if error.code == 413:
+            _discard_unread_body()
         if wants_page():
             return render_template("error.html", code=error.code, title=error.name,
                                    detail=error.description), error.code

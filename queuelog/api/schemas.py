@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from flask import current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..clock import parse_rfc3339
 from ..errors import InvalidRequest
@@ -45,9 +46,22 @@ class NotJSONMediaType(Exception):
     """A body sent as something other than JSON (415): it is refused, never guessed at."""
 
 
+def _whole_body() -> bytes:
+    """The request body, or RequestEntityTooLarge (413) when it is over MAX_CONTENT_LENGTH, however it was sent."""
+    raw = request.get_data(cache=True)
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(raw) >= limit:
+        # Sent without a Content-Length (chunked), a body is read only up to the limit, and Werkzeug hands
+        # over those bytes as if they were all: one byte more from the server's stream tells a body cut at
+        # the limit from one of exactly that size.
+        if request.environ["wsgi.input"].read(1):
+            raise RequestEntityTooLarge()
+    return raw
+
+
 def json_body(required: bool = True) -> dict:
     """The request body as a JSON object; an empty body counts as {} where that is allowed."""
-    raw = request.get_data(cache=True)
+    raw = _whole_body()
     if not raw.strip():
         if required:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
