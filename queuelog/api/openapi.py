@@ -26,7 +26,7 @@ TAGS = [
 ]
 
 _ERRORS = {
-    400: "The body is not valid JSON.",
+    400: "The body is not valid JSON, or holds a number beyond a double's finite range (1e400).",
     401: "No API key, or an unknown or revoked one (see WWW-Authenticate).",
     403: "The key's role, type limits or priority ceiling do not allow this.",
     404: "No such job, or one this key may not see.",
