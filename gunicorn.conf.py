@@ -12,6 +12,9 @@ in). The master reads this file before it loads the app or starts a worker, so h
   server started from this file);
 - tells prometheus-client when a worker exits (``child_exit``), the library's documented bookkeeping.
 Counts of a worker that died stay in the sum, as they should: its requests happened.
+
+Every worker also hands itself to ``queuelog.serving.adopt_worker`` once it is ready (``post_worker_init``):
+long-polls learn how many threads it serves requests with, and cap how many of them may wait for a job.
 """
 import glob
 import os
@@ -70,6 +73,13 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker):
+    """A worker process is ready to serve: size its cap on waiting claims from its threads."""
+    from queuelog import serving
+
+    serving.adopt_worker(worker)
 
 
 def on_exit(server):

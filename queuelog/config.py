@@ -46,6 +46,11 @@ DEFAULTS = {
     # time): after a database restart, requests then get fresh connections instead of dead ones (503s).
     # Connections in constant use skip the test, a round trip on every request otherwise.
     "DATABASE_PING_AFTER_IDLE_SECONDS": 1.0,
+    # Claims that may wait (long-poll) at once in one server process; a claim beyond it is answered
+    # at once (503 + Retry-After) instead of holding a thread producers need. None ("auto"): a
+    # gunicorn worker keeps a quarter of its threads, at least 2, free of waiting claims
+    # (queuelog/longpoll.py). 0: claims never wait.
+    "LONGPOLL_MAX_WAITING": None,
     "SQLALCHEMY_ENGINE_OPTIONS": {},
 }
 
@@ -64,6 +69,7 @@ def load_config(app: Flask, overrides: dict | None) -> None:
         app.config[name] = int(app.config[name])
     for name in ("RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "DATABASE_PING_AFTER_IDLE_SECONDS"):
         app.config[name] = float(app.config[name])
+    app.config["LONGPOLL_MAX_WAITING"] = _count_or_auto("LONGPOLL_MAX_WAITING", app.config["LONGPOLL_MAX_WAITING"])
     for name in ("SESSION_IDLE_MINUTES", "SESSION_MAX_HOURS"):
         app.config[name] = _positive_number(name, app.config[name])
 
@@ -101,6 +107,17 @@ def _positive_number(name: str, value) -> float:
     if not 0 < number < math.inf:
         raise ValueError(f"QUEUELOG_{name} must be a number above 0, not {value!r}")
     return number
+
+
+def _count_or_auto(name: str, value) -> int | None:
+    """A whole number of at least 0, or None for "auto" (also spelled "auto" or left empty)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"QUEUELOG_{name} must be a whole number of at least 0, or auto; not {value!r}")
+    return value
 
 
 def _as_list(value) -> list[str]:

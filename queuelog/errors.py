@@ -45,3 +45,17 @@ class InvalidRequest(QueueError):
 class IdempotencyConflict(QueueError):
     status = 422
     title = "Idempotency key reused"
+
+
+class LongPollsFull(QueueError):
+    """A claim asked to wait, but this server process holds as many waiting claims as it may.
+
+    503 with ``Retry-After``: nothing was claimed, and the worker should ask again after that long.
+    """
+
+    status = 503
+    title = "Too many waiting claims"
+
+    def __init__(self, detail: str, retry_after: int):
+        super().__init__(detail)
+        self.retry_after = retry_after

@@ -1,7 +1,12 @@
 """Long-poll claims: ``POST /jobs/claim`` with ``wait`` holds its request until a job can be claimed.
 
-A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it).
+A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it),
+but it does hold a server thread: gunicorn's gthread worker serves one request per thread. So:
 
+- **A cap per server process.** At most ``waiting_limit()`` claims wait at once in a process, the
+  rest of its threads stay free for producers and acknowledgements. A claim beyond the cap does
+  not wait: it takes a job if one is due, else it is answered at once with 503 and ``Retry-After``
+  (``LongPollsFull``). It is refused before it claims anything, so a refusal never strands a job.
 - **A client that hung up gets nothing.** A waiting claim whose worker closed its connection stops
   without claiming; a job claimed in the window between that check and the answer is given
   straight back (``give_back``), because a job claimed for nobody would sit ``running`` until its
@@ -13,18 +18,25 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from typing import Callable, Sequence
 
-from flask import request
+from flask import current_app, request
 from sqlalchemy import exists, select
 
 from .clock import utcnow
+from .errors import LongPollsFull
 from .extensions import db
 from .models import Job, JobStatus
 from .wakeup import shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
+
+#: Seconds a claim refused for capacity is told to wait before it asks again. Long enough that a
+#: fleet far larger than the cap costs the server little (each refusal is one cheap request), short
+#: enough that a refused worker is back soon after a burst of jobs.
+RETRY_AFTER_SECONDS = 5
 
 jobs = Job.__table__
 
@@ -36,18 +48,35 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
     types that claim would take (None: any); ``give_back`` returns claimed rows to the queue when
     the client turns out to have hung up. Returns what the client gets: the claimed rows, or [].
+    Raises ``LongPollsFull`` when this process already holds as many waiting claims as it may.
     """
     client = _client_connection()
+    limit = waiting_limit() if wait > 0 else None
     if wait <= 0:
         rows = claim_once()
+    elif not _waiting.enter(limit):
+        rows = _claim_if_due(claim_once, types, limit)
     else:
-        _warn_if_single_threaded()
-        rows = _wait_and_claim(claim_once, wait, types, client)
+        try:
+            rows = _wait_and_claim(claim_once, wait, types, client)
+        finally:
+            _waiting.leave()
     if rows and _hung_up(client):
         # It hung up while we claimed: nobody will run these jobs or heartbeat them.
         give_back(rows)
         log.info("claim_given_back jobs=%s reason=client_hung_up", ",".join(str(row.id) for row in rows))
         return []
+    return rows
+
+
+def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, limit: int) -> list:
+    """A claim over the cap: take what is due now, or be told when to come back (no waiting)."""
+    # The due-check is a read: refusals, possibly many, never take SQLite's write lock.
+    rows = claim_once() if _something_due(types) else []
+    if not rows:
+        raise LongPollsFull(
+            f"this server process is holding as many waiting claims as it can ({limit}) "
+            f"and nothing is due; claim again in {RETRY_AFTER_SECONDS} s", retry_after=RETRY_AFTER_SECONDS)
     return rows
 
 
@@ -61,13 +90,20 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        woken = waker.wait(seen, min(remaining, waker.current_recheck()))
+        waker.wait(seen, min(remaining, waker.current_recheck()))
         seen = waker.generation
         if _hung_up(client):
             break   # claiming now would hand jobs to nobody
-        if woken or _something_due(types):
-            rows = claim_once()
+        # Every waiter of the process wakes for every announced job. Taking turns, each first asks
+        # (a read) whether anything it could claim is still due: the first takes the job, the
+        # others see it gone, instead of each running a write that finds nothing.
+        with _claiming_turn:
+            if _something_due(types):
+                rows = claim_once()
     return rows
+
+
+_claiming_turn = threading.Lock()
 
 
 def _something_due(types: Sequence[str] | None) -> bool:
@@ -110,14 +146,71 @@ def _hung_up(client: socket.socket | None) -> bool:
         probe.detach()
 
 
-_warned_single_threaded = False
+# --- how many claims may wait in this process ----------------------------------------------------
+
+class _WaitingClaims:
+    """The claims waiting in this process right now, against the limit."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def enter(self, limit: int | None) -> bool:
+        """Take a place to wait, if there is one under ``limit`` (None: no limit)."""
+        with self._lock:
+            if limit is not None and self.count >= limit:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
 
 
-def _warn_if_single_threaded() -> None:
-    # gunicorn's default sync worker serves one request per process: a waiting claim blocks it.
-    global _warned_single_threaded
+_waiting = _WaitingClaims()
+_server_threads: int | None = None
+_warned_uncapped = False
+
+
+def serve_from_threads(threads: int) -> None:
+    """Tell long-polls how many threads this server process answers requests with.
+
+    gunicorn.conf.py calls it for every gunicorn worker (``post_worker_init``).
+    """
+    global _server_threads
+    _server_threads = threads
+
+
+def reserved_threads(threads: int) -> int:
+    """Threads a process keeps free of waiting claims: a quarter of them, at least 2."""
+    return max(2, threads // 4)
+
+
+def waiting_limit() -> int | None:
+    """How many claims may wait at once in this process (None: as many as come)."""
+    configured = current_app.config["LONGPOLL_MAX_WAITING"]
+    if configured is not None:
+        return configured
+    if _server_threads is not None:
+        return max(_server_threads - reserved_threads(_server_threads), 0)
     environ = request.environ
-    if not _warned_single_threaded and environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
-        _warned_single_threaded = True
-        log.warning("a claim with 'wait' is holding a single-threaded server process; run gunicorn "
-                    "with --threads N (the gthread worker) so long-polls do not block other requests")
+    if environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
+        return 0   # one request at a time (gunicorn's sync worker): a wait would block the process
+    _warn_uncapped(environ)
+    return None
+
+
+def _warn_uncapped(environ) -> None:
+    # The development server starts a thread per request; under gunicorn, no cap means that
+    # gunicorn.conf.py was not read and idle workers can take every thread.
+    global _warned_uncapped
+    if not _warned_uncapped and str(environ.get("SERVER_SOFTWARE", "")).startswith("gunicorn"):
+        _warned_uncapped = True
+        log.warning("waiting claims are not capped: start gunicorn from the repository root (or with "
+                    "-c gunicorn.conf.py), or set QUEUELOG_LONGPOLL_MAX_WAITING")
+
+
+def waiting_now() -> int:
+    """How many claims are waiting in this process."""
+    return _waiting.count

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from flask import abort
 
-from ..errors import InvalidRequest, QueueError
+from ..errors import InvalidRequest, LongPollsFull, QueueError
 from ..queries import max_job_id
 from . import bp
-from .problems import problem
+from .problems import PROBLEM_TYPE_BASE, problem
 from .schemas import MalformedJSON, NotJSONMediaType
 
 
@@ -15,7 +15,12 @@ def queue_refused(error: QueueError):
     extra = dict(error.extra)
     if isinstance(error, InvalidRequest):
         extra["errors"] = error.errors
-    return problem(error.status, error.title, error.detail, **extra)
+    headers = None
+    if isinstance(error, LongPollsFull):
+        # A type of its own, so a worker can tell "come back later" from a database that is down.
+        extra["type"] = PROBLEM_TYPE_BASE + "long-polls-full"
+        headers = {"Retry-After": str(error.retry_after)}
+    return problem(error.status, error.title, error.detail, headers=headers, **extra)
 
 
 @bp.url_value_preprocessor

@@ -178,7 +178,10 @@ def paths() -> dict[str, Any]:
                                 {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
             errors=_WITH_BODY, request=body("ClaimRequest", required=False),
-            description="Highest priority first, then oldest; only jobs whose run_at has come.")},
+            description="Highest priority first, then oldest; only jobs whose run_at has come. A claim "
+                        "with wait that finds nothing due while this server process already holds as many "
+                        "waiting claims as it may is answered at once: 503, type .../long-polls-full, with "
+                        "Retry-After; nothing was claimed.")},
         "/jobs/complete": {"post": operation(
             WORKERS, "completeBatch", "Complete many held jobs in one request.", (WORKER,),
             {200: json_response("One outcome per item, in order.", s.ref("BatchCompleteResponse"))},

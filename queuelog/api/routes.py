@@ -57,7 +57,8 @@ def list_jobs():
 def claim_job():
     """Claim the next due job (200), or several with ``limit`` ({"jobs": [...]}); 204 when none is due.
 
-    With ``wait`` (seconds) the request is held until a job can be claimed or the time is up.
+    With ``wait`` (seconds) the request is held until a job can be claimed or the time is up; 503
+    with Retry-After when this server process already holds as many waiting claims as it may.
     """
     caller = current_caller()
     args = parse_claim(caller.name)

@@ -27,11 +27,18 @@ class QueuelogError(Exception):
 
 
 class ServerUnavailable(QueuelogError):
-    """The request did not get an answer it can act on (network error, 5xx, 429); retry later."""
+    """The request did not get an answer it can act on (network error, 5xx, 429); retry later.
 
-    def __init__(self, message: str, status: int | None = None):
+    ``retry_after`` is the seconds the server asked us to wait (its Retry-After), if it said;
+    ``problem`` its problem+json body, if any.
+    """
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
+                 problem: dict | None = None):
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+        self.problem = problem or {}
 
 
 class ApiError(QueuelogError):
@@ -155,7 +162,7 @@ class Client:
             except (OSError, http.client.HTTPException) as exc:
                 self._discard(conn)
                 raise ServerUnavailable(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
-            return _decode(method, path, response.status, raw)
+            return _decode(method, path, response.status, raw, response.getheader("Retry-After"))
         raise AssertionError("unreachable")
 
     def interrupt(self) -> None:
@@ -210,7 +217,7 @@ def _dropped(sock: socket.socket) -> bool:
     return bool(readable)
 
 
-def _decode(method: str, path: str, status: int, raw: bytes) -> tuple[int, Any]:
+def _decode(method: str, path: str, status: int, raw: bytes, retry_after: str | None = None) -> tuple[int, Any]:
     try:
         body = json.loads(raw) if raw else None
     except ValueError:
@@ -219,8 +226,25 @@ def _decode(method: str, path: str, status: int, raw: bytes) -> tuple[int, Any]:
         return status, body
     problem = body if isinstance(body, dict) else {"detail": raw[:200].decode(errors="replace")}
     if status >= 500 or status == 429:
-        raise ServerUnavailable(f"{method} {path}: HTTP {status}: {problem.get('detail', '')}", status)
+        raise ServerUnavailable(f"{method} {path}: HTTP {status}: {problem.get('detail', '')}", status,
+                                _seconds(retry_after), problem)
     raise ApiError(status, problem)
+
+
+#: The longest Retry-After we obey as given; a larger one (or a date) is a server's mistake or a
+#: maintenance window, and ordinary backoff serves better than going quiet for hours.
+MAX_RETRY_AFTER = 60.0
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds when it is a number of seconds (the HTTP-date form is not used here)."""
+    try:
+        seconds = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        return None
+    if seconds is None or not 0 <= seconds <= MAX_RETRY_AFTER:
+        return None
+    return seconds
 
 
 def _without_none(**fields) -> dict:

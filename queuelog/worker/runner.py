@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import signal
 import threading
@@ -88,6 +89,7 @@ class _Runner:
         self.acker = Acknowledger(self.client, self.cond, self.held, self.journal, self.finished)
         self.signals = 0
         self.fatal = False                  # the server refuses this worker: stop as if signalled
+        self.refused_in_a_row = 0           # claims answered "too many waiting claims, come back later"
         self.exit_code = 0
 
     # --- main thread ------------------------------------------------------------------------
@@ -200,8 +202,7 @@ class _Runner:
             except ServerUnavailable as exc:
                 if self.stopping.is_set():
                     return
-                delay = backoff.next()
-                log.warning("claim failed (%s); retrying in %.1f s", exc, delay)
+                delay = self._claim_retry_delay(exc, backoff)
                 self.stopping.wait(delay)
                 continue
             except ApiError as exc:
@@ -214,10 +215,29 @@ class _Runner:
                 self.stopping.wait(backoff.next())
                 continue
             backoff.reset()
+            self.refused_in_a_row = 0
             for job in jobs:
                 self._start(job)
             if not jobs and (self.wait == 0 or time.monotonic() - started < self.wait / 2):
                 self.stopping.wait(IDLE_POLL_SECONDS)
+
+    def _claim_retry_delay(self, exc: ServerUnavailable, backoff: Backoff) -> float:
+        """Seconds to wait before claiming again after ``exc``: what the server asked for, if it said."""
+        if exc.retry_after is None:
+            delay = backoff.next()
+            log.warning("claim failed (%s); retrying in %.1f s", exc, delay)
+            return delay
+        # Up to half as long again, so a fleet refused together does not come back together.
+        delay = exc.retry_after * random.uniform(1.0, 1.5)
+        if exc.problem.get("type", "").endswith("/long-polls-full"):
+            # Expected when a server carries more idle workers than it has threads for: say it once.
+            self.refused_in_a_row += 1
+            level = logging.INFO if self.refused_in_a_row == 1 else logging.DEBUG
+            log.log(level, "the server holds as many waiting claims as it can; claiming again in %.1f s "
+                    "(and every Retry-After while it is full)", delay)
+        else:
+            log.warning("claim failed (%s); retrying in %.1f s, as the server asked", exc, delay)
+        return delay
 
     def _start(self, job: dict) -> None:
         beat_every = max(0.5, _lease_of(job) / 3)
