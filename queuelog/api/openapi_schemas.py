@@ -247,7 +247,8 @@ def problem() -> Schema:
             "detail": {"type": "string"},
             "errors": {
                 "type": "array",
-                "description": "On 422: each problem, with a JSON pointer into the request.",
+                "description": "On 422, and on a 400 for numbers beyond a double: each problem, with a JSON "
+                               "pointer into the request.",
                 "items": closed({"pointer": {"type": "string"}, "detail": {"type": "string"}},
                                 required=["pointer", "detail"]),
             },
