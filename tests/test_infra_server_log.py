@@ -37,6 +37,7 @@ import urllib.request
 
 import pytest
 
+from tests.support.dev_server import running_dev_server
 from tests.support.server import running_server
 
 HERE = {here!r}
@@ -71,6 +72,12 @@ def test_passes_with_a_server():
         assert get(server.url + "/boom?source=passing") == 500
 
 
+def test_fails_with_a_flask_run_server():
+    env = {{"QUEUELOG_DATABASE_URL": "sqlite:///" + HERE + "/queuelog.db", "QUEUELOG_SECRET_KEY": "inner-test"}}
+    with running_dev_server(env) as server:
+        assert get(server.url + "/jobs-from-the-dev-server-test") == 200
+
+
 def test_earlier_user_of_the_shared_server(shared_server):
     assert get(shared_server.url + "/boom?source=earlier") == 500
 
@@ -82,17 +89,18 @@ def test_later_user_of_the_shared_server_fails(shared_server):
 
 @pytest.fixture(scope="module")
 def inner_report(tmp_path_factory) -> str:
-    """What pytest printed for the inner tests (three fail, two pass)."""
+    """What pytest printed for the inner tests (four fail, two pass)."""
     here = tmp_path_factory.mktemp("inner")
     (here / "standin.py").write_text(STANDIN_APP)
     (here / "test_inner.py").write_text(INNER_TESTS.format(here=str(here)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    # The plugin as tests/conftest.py loads it; the inner session has no conftest of its own.
+    # The plugin as tests/conftest.py loads it; the inner session has no conftest of its own. It fails on
+    # purpose (check=False): its report is what is tested.
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.support.server", "-p", "no:cacheprovider", "-q",
          "--rootdir", str(here), str(here / "test_inner.py")],
-        cwd=here, env=env, capture_output=True, text=True, timeout=300)
-    assert "3 failed, 2 passed" in result.stdout, result.stdout + result.stderr
+        cwd=here, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "4 failed, 2 passed" in result.stdout, result.stdout + result.stderr
     return result.stdout
 
 
@@ -112,6 +120,12 @@ def test_a_failed_test_shows_the_log_of_the_server_it_is_using(inner_report):
 def test_a_test_that_fails_after_its_server_stopped_still_shows_its_log(inner_report):
     failure = failure_of(inner_report, "test_fails_after_its_server_stopped")
     assert "Traceback: marker from=after" in failure
+
+
+def test_a_failed_test_shows_the_log_of_its_flask_run_server(inner_report):
+    failure = failure_of(inner_report, "test_fails_with_a_flask_run_server")
+    assert "flask run log, http://127.0.0.1:" in failure
+    assert "path=/jobs-from-the-dev-server-test status=404" in failure
 
 
 def test_a_shared_server_shows_only_what_it_logged_during_the_failed_test(inner_report):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from tests.support.pg_cluster import free_port
-from tests.support.server import READY_PATH, REPO_ROOT, ServerError
+from tests.support.server import READY_PATH, REPO_ROOT, ServerError, log_shown_on_failure
 
 
 class DevServer:
@@ -74,8 +74,9 @@ def running_dev_server(env: Mapping[str, str] | None = None, start_timeout: floa
                                        env=full_env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT)
         server = DevServer(process, port, log_path)
-        try:
-            server.wait_ready(start_timeout)
-            yield server
-        finally:
-            server.stop()
+        with log_shown_on_failure(f"flask run log, {server.url}", server.log):
+            try:
+                server.wait_ready(start_timeout)
+                yield server
+            finally:
+                server.stop()

@@ -12,6 +12,8 @@ that group by id, never to processes matched by name.
 This module is also a pytest plugin (``tests/conftest.py`` loads it): when a
 test fails, its report carries what each server it used wrote while it ran,
 so a failure that happened inside the server (a 500's traceback) is on screen.
+``running_server`` takes part by itself; another helper that starts a server
+wraps it in ``log_shown_on_failure``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import pytest
 
@@ -65,10 +67,6 @@ class ServerProcess:
         self._cwd = cwd
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
-        #: True once ``running_server`` has stopped it for good.
-        self.finished = False
-        #: The log as it was when the log file was removed (``running_server`` exit).
-        self._final_log: str | None = None
 
     @property
     def pid(self) -> int:
@@ -125,17 +123,11 @@ class ServerProcess:
         self.start()
 
     def log(self) -> str:
-        """The server's output so far (all starts), also after ``running_server`` has exited."""
-        if self._final_log is not None:
-            return self._final_log
+        """The server's output so far (all starts)."""
         try:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-
-    def keep_log(self) -> None:
-        """Remember the log before its file is removed, for a failure reported afterwards."""
-        self._final_log = self.log()
 
     # -- internals --------------------------------------------------------
 
@@ -239,27 +231,57 @@ def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
         server = ServerProcess(argv, full_env, Path(cwd), port,
                                Path(tmp) / "gunicorn.log", start_timeout,
                                stop_timeout)
-        _servers_in_use.append(server)
-        try:
-            server.start()
-            yield server
-        finally:
-            server.stop()
-            server.keep_log()
-            server.finished = True
+        with log_shown_on_failure(f"gunicorn log, {server.url}", server.log):
+            try:
+                server.start()
+                yield server
+            finally:
+                server.stop()
 
 
 # --- pytest plugin: a failed test's report shows its servers' logs ------------------------
 
-#: Servers running now, or stopped during the current test (``finished`` once stopped for good).
-_servers_in_use: list[ServerProcess] = []
+class _WatchedLog:
+    """A server's log, as a failed test's report shows it: read live, kept once the server is gone."""
+
+    def __init__(self, title: str, read: Callable[[], str]):
+        self.title = title
+        self.finished = False
+        self._read = read
+        self._kept: str | None = None
+
+    def text(self) -> str:
+        return self._kept if self._kept is not None else self._read()
+
+    def keep(self) -> None:
+        """The server stopped and its log file is about to go: remember the text."""
+        self._kept = self._read()
+        self.finished = True
+
+
+#: Logs of servers running now, or stopped during the current test.
+_watched_logs: list[_WatchedLog] = []
 _LOG_STARTS = pytest.StashKey[dict]()
+
+
+@contextlib.contextmanager
+def log_shown_on_failure(title: str, read_log: Callable[[], str]) -> Iterator[None]:
+    """Inside the block and until the current test ends, a failure report shows ``read_log()`` under ``title``.
+
+    Wrap the whole life of a server in it, inside the directory its log lives in.
+    """
+    watched = _WatchedLog(title, read_log)
+    _watched_logs.append(watched)
+    try:
+        yield
+    finally:
+        watched.keep()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Note where each running server's log stands, before this test's fixtures start any."""
-    item.stash[_LOG_STARTS] = {id(server): len(server.log()) for server in _servers_in_use}
+    item.stash[_LOG_STARTS] = {id(watched): len(watched.text()) for watched in _watched_logs}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -269,12 +291,12 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     starts = item.stash.get(_LOG_STARTS, {})
     if report.failed:
-        for server in _servers_in_use:
-            written = server.log()[starts.get(id(server), 0):]
+        for watched in _watched_logs:
+            written = watched.text()[starts.get(id(watched), 0):]
             if written:
-                report.sections.append((f"gunicorn log, {server.url}", _last_lines(written, REPORTED_LOG_LINES)))
+                report.sections.append((watched.title, _last_lines(written, REPORTED_LOG_LINES)))
     if report.when == "teardown":
-        _servers_in_use[:] = [server for server in _servers_in_use if not server.finished]
+        _watched_logs[:] = [watched for watched in _watched_logs if not watched.finished]
 
 
 def _last_lines(text: str, limit: int) -> str:
