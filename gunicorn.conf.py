@@ -7,7 +7,7 @@ that ``/metrics``, answered by any one worker, adds them all up. That directory 
 process imports prometheus_client, and has to start empty (counts left by an earlier server would be added
 in). The master reads this file before it loads the app or starts a worker, so here it:
 
-- takes ``PROMETHEUS_MULTIPROC_DIR`` when it is set (and deletes the stale ``*.db`` files in it), or else
+- takes ``PROMETHEUS_MULTIPROC_DIR`` when it is set (and deletes prometheus-client's stale files in it), or else
   creates a fresh temporary directory, removed again when the server exits (or, after a crash, by the next
   server started from this file);
 - tells prometheus-client when a worker exits (``child_exit``), the library's documented bookkeeping.
@@ -18,6 +18,7 @@ long-polls learn how many threads it serves requests with, and cap how many of t
 """
 import glob
 import os
+import re
 import shutil
 import tempfile
 
@@ -26,6 +27,8 @@ import tempfile
 _PREPARED_BY = "GUNICORN_QUEUELOG_METRICS_MASTER"
 _CREATED_DIR = "GUNICORN_QUEUELOG_METRICS_TMPDIR"
 _TMP_PREFIX = "queuelog-metrics-"
+# prometheus-client's own files, <type>_<pid>.db; queuelog/ops/metrics.py reads only these names too.
+_METRICS_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_\d+\.db")
 
 
 def _prepare_metrics_dir() -> None:
@@ -34,9 +37,11 @@ def _prepare_metrics_dir() -> None:
         return  # the same master re-reading its config on SIGHUP: keep the counts
     if path:
         os.makedirs(path, exist_ok=True)
-        # Only prometheus-client's own files, in case the variable points somewhere unexpected.
-        for stale in glob.glob(os.path.join(path, "*.db")):
-            os.remove(stale)
+        # Only prometheus-client's own files, in case the variable points somewhere unexpected (instance/
+        # holds queuelog.db).
+        for name in os.listdir(path):
+            if _METRICS_FILE.fullmatch(name):
+                os.remove(os.path.join(path, name))
     else:
         _remove_abandoned_dirs()
         # The master's pid in the name tells a later server whether this directory is still in use.

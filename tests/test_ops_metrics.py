@@ -1,6 +1,7 @@
 """GET /metrics: who may read it, and that what it says matches the database and the traffic."""
 from __future__ import annotations
 
+import sqlite3
 import struct
 import threading
 from collections import Counter as Tally
@@ -259,18 +260,24 @@ def test_every_documented_metric_is_exposed(client, admin):
 
 # --- reading the workers' counter files (gunicorn's multiprocess mode) ----------------------------
 
-def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answers_200(client, admin, tmp_path,
-                                                                                      monkeypatch):
-    """A worker may be writing its file while another worker reads it: one failed read is not the answer."""
-    # A worker's counter file, written by prometheus-client itself, as under gunicorn.
-    metrics_dir = tmp_path / "metrics"
-    metrics_dir.mkdir()
-    counts = mmap_dict.MmapedDict(str(metrics_dir / "counter_1234.db"))
+@pytest.fixture
+def metrics_dir(tmp_path, monkeypatch):
+    """This process scrapes as a gunicorn worker does: counters from the files of a PROMETHEUS_MULTIPROC_DIR,
+    which holds one worker's file (written by prometheus-client itself) that has counted 7 enqueued jobs."""
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    counts = mmap_dict.MmapedDict(str(directory / "counter_1234.db"))
     counts.write_value(mmap_dict.mmap_key("queuelog_jobs_enqueued_total", "queuelog_jobs_enqueued_total", [], [],
                                           "Jobs added to the queue."), 7.0, 0.0)
     counts.close()
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(metrics_dir))
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
     monkeypatch.setattr("queuelog.ops.metrics.multiprocess_mode", lambda: True)
+    return directory
+
+
+def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answers_200(client, admin, metrics_dir,
+                                                                                      monkeypatch):
+    """A worker may be writing its file while another worker reads it: one failed read is not the answer."""
     read_file = mmap_dict.MmapedDict.read_all_values_from_file
     reads = []
 
@@ -283,3 +290,12 @@ def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answer
     monkeypatch.setattr(multiprocess.MmapedDict, "read_all_values_from_file", staticmethod(torn_once))
     assert value(scrape(client, admin), "queuelog_jobs_enqueued_total") == 7
     assert len(reads) == 2
+
+
+def test_a_database_file_in_the_metrics_directory_is_not_read_as_counters(client, admin, metrics_dir):
+    """PROMETHEUS_MULTIPROC_DIR pointed at instance/ holds queuelog.db too: it is not prometheus-client's."""
+    with sqlite3.connect(metrics_dir / "queuelog.db") as database:
+        database.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload TEXT)")
+        database.executemany("INSERT INTO jobs (payload) VALUES (?)", [("x" * 500,)] * 50)
+    database.close()
+    assert value(scrape(client, admin), "queuelog_jobs_enqueued_total") == 7

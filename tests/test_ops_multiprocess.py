@@ -154,3 +154,17 @@ def test_gunicorn_conf_makes_a_fresh_directory_and_removes_those_of_crashed_serv
     assert os.path.dirname(made) == str(tmp_path) and os.listdir(made) == []
     assert not abandoned.exists()
     assert in_use.exists()
+
+
+def test_gunicorn_conf_empties_a_given_metrics_directory_of_metrics_files_only(tmp_path):
+    """PROMETHEUS_MULTIPROC_DIR pointed at instance/: the master must not delete the SQLite database there."""
+    instance = tmp_path / "instance"
+    instance.mkdir()
+    for name in ("counter_41.db", "histogram_41.db", "gauge_livesum_41.db", "summary_42.db", "queuelog.db",
+                 "secret_key"):
+        (instance / name).write_bytes(b"x" * 16)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instance)}
+    env.pop("GUNICORN_QUEUELOG_METRICS_MASTER", None)
+    subprocess.run([sys.executable, "-c", "import runpy; runpy.run_path('gunicorn.conf.py')"],
+                   cwd=REPO_ROOT, env=env, check=True)
+    assert sorted(os.listdir(instance)) == ["queuelog.db", "secret_key"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import glob
 import os
+import re
 import struct
 import time
 from datetime import datetime
@@ -142,6 +143,9 @@ class WorkerFilesCollector(MultiProcessCollector):
     """
 
     HEADER_BYTES = 8  # the used-bytes count and its padding
+    # prometheus-client's own names, <type>_<pid>.db (gunicorn.conf.py clears the same): the directory may hold
+    # other files, such as queuelog.db when it is instance/, and reading those as counters fails every scrape.
+    FILE_NAME = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_\d+\.db")
     ATTEMPTS = 3
     PAUSE_SECONDS = 0.05
 
@@ -160,6 +164,8 @@ class WorkerFilesCollector(MultiProcessCollector):
     def _files_with_counts(self) -> list[str]:
         files = []
         for path in glob.glob(os.path.join(self._path, "*.db")):
+            if not self.FILE_NAME.fullmatch(os.path.basename(path)):
+                continue
             try:
                 if os.path.getsize(path) >= self.HEADER_BYTES:
                     files.append(path)
