@@ -12,6 +12,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import DateTime, TypeDecorator
 
 from .extensions import db
+from .states import JobStatus  # noqa: F401 - the status enum lives with the state machine
 
 
 class UTCDateTime(TypeDecorator):
@@ -34,16 +35,6 @@ class UTCDateTime(TypeDecorator):
 # Job and event ids: 64-bit on PostgreSQL so a busy queue never runs out; on SQLite every integer
 # primary key is already 64-bit, and it must be spelled INTEGER to be the rowid.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class JobStatus(str, enum.Enum):
-    """A job's state, and who moves it on."""
-
-    PENDING = "pending"      # left by: a worker's claim, a producer's or admin's cancel
-    RUNNING = "running"      # left by: complete/fail/release from the holding worker, or `flask reap`
-    COMPLETED = "completed"  # final; only purging removes it
-    FAILED = "failed"        # left by: an admin's retry
-    CANCELLED = "cancelled"  # left by: an admin's retry
 
 
 class Priority(enum.IntEnum):

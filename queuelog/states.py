@@ -1,0 +1,127 @@
+"""The job state machine as data: every status, every event, and every move between them.
+
+Read this file to learn what may happen to a job. ``queuelog.queue`` decides which transition a
+request asks for; the statements in ``queuelog.sql`` carry it out, guarded in their WHERE clause by
+the same from-statuses listed here; messages, pages, the OpenAPI document and the metrics read their
+names from here, so a new status or event is added in one place.
+
+Each status's comment says who moves a job out of it; TRANSITIONS says exactly how.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class JobStatus(str, enum.Enum):
+    """A job's state, and who moves it on (see TRANSITIONS for the exact moves)."""
+
+    PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel
+    RUNNING = "running"      # left by: the holding worker (complete, fail, release), an admin's give-back,
+    #                          the server giving back a claim nobody received, the reaper (`flask reap`, Reap now)
+    COMPLETED = "completed"  # final; only purging removes it
+    FAILED = "failed"        # left by: an admin's retry
+    CANCELLED = "cancelled"  # left by: an admin's retry
+
+    def __str__(self) -> str:  # f-strings and templates show the plain name
+        return self.value
+
+
+class Event(str, enum.Enum):
+    """A line of a job's event log: what happened to it."""
+
+    ENQUEUED = "enqueued"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    REQUEUED = "requeued"    # a failed attempt that goes back for another try
+    FAILED = "failed"
+    RELEASED = "released"    # given back without counting a failure
+    REAPED = "reaped"        # taken back from a worker whose lease ran out
+    CANCELLED = "cancelled"
+    RETRIED = "retried"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Actor(str, enum.Enum):
+    """Who may ask for a transition."""
+
+    PRODUCER = "producer"       # the key that enqueued the job
+    HOLDER = "holding worker"   # the worker key holding the current claim, with its claim token
+    ADMIN = "admin"             # an admin key or a signed-in admin
+    SERVER = "server"           # the server itself (a claim whose client hung up)
+    REAPER = "reaper"           # `flask reap` from cron, or an admin's "Reap now"
+
+
+P, R, C, F, X = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED,
+                 JobStatus.CANCELLED)
+
+#: Statuses a job never leaves by itself: only people act on them (or purging removes them).
+FINAL = frozenset({C, F, X})
+#: Statuses an admin's retry takes a job out of.
+RETRYABLE = frozenset({F, X})
+#: The one status in which a worker holds a job (claim token, lease).
+HELD = frozenset({R})
+#: Statuses purging may delete.
+PURGEABLE = FINAL
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One move: ``action`` takes a job in any of ``from_statuses`` to ``to_status``, logging ``event``."""
+
+    action: str
+    from_statuses: frozenset[JobStatus]
+    to_status: JobStatus
+    event: Event | None     # None: the job's status does not change and nothing is logged (heartbeat)
+    actors: tuple[Actor, ...]
+    description: str
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition("enqueue", frozenset(), P, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN),
+               "a new job, due at its run_at"),
+    Transition("claim", frozenset({P}), R, Event.CLAIMED, (Actor.HOLDER,),
+               "a worker takes the next due job under a fresh claim token and lease"),
+    Transition("heartbeat", HELD, R, None, (Actor.HOLDER,),
+               "the holding worker extends its lease"),
+    Transition("complete", HELD, C, Event.COMPLETED, (Actor.HOLDER,),
+               "the holding worker finished the job, with an optional result"),
+    Transition("fail_retry", HELD, P, Event.REQUEUED, (Actor.HOLDER,),
+               "the holding worker failed a retryable attempt with retries left: back after a backoff"),
+    Transition("fail_final", HELD, F, Event.FAILED, (Actor.HOLDER,),
+               "the holding worker failed the job for good (not retryable, or retries spent)"),
+    Transition("release", HELD, P, Event.RELEASED, (Actor.HOLDER, Actor.ADMIN, Actor.SERVER),
+               "given back to the queue without counting a failure"),
+    Transition("reap_retry", HELD, P, Event.REAPED, (Actor.REAPER,),
+               "the lease ran out and retries remain: back to pending, one retry counted"),
+    Transition("reap_final", HELD, F, Event.REAPED, (Actor.REAPER,),
+               "the lease ran out with no retries left, or its workers died MAX_STALLS times (quarantine)"),
+    Transition("cancel", frozenset({P}), X, Event.CANCELLED, (Actor.PRODUCER, Actor.ADMIN),
+               "a pending job will not run"),
+    Transition("retry", RETRYABLE, P, Event.RETRIED, (Actor.ADMIN,),
+               "an admin puts a failed or cancelled job back, retries reset"),
+)
+
+BY_ACTION: dict[str, Transition] = {transition.action: transition for transition in TRANSITIONS}
+
+
+def exits(status: JobStatus) -> tuple[Transition, ...]:
+    """The transitions that take a job out of (or keep it in) ``status``."""
+    return tuple(t for t in TRANSITIONS if status in t.from_statuses)
+
+
+def allowed(action: str, status: JobStatus | str) -> bool:
+    """Whether ``action`` may move a job that is ``status``."""
+    return JobStatus(status) in BY_ACTION[action].from_statuses
+
+
+def spell(statuses) -> str:
+    """'failed or cancelled': statuses as a message names them, in the enum's order."""
+    names = [s.value for s in JobStatus if s in statuses]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+STATUS_NAMES: tuple[str, ...] = tuple(s.value for s in JobStatus)
+EVENT_NAMES: tuple[str, ...] = tuple(e.value for e in Event)
