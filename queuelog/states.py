@@ -123,5 +123,10 @@ def spell(statuses) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
+def names(statuses) -> tuple[str, ...]:
+    """('failed', 'cancelled'): the statuses' plain names in the enum's order, for SQL, CLI defaults, pages."""
+    return tuple(s.value for s in JobStatus if s in statuses)
+
+
 STATUS_NAMES: tuple[str, ...] = tuple(s.value for s in JobStatus)
 EVENT_NAMES: tuple[str, ...] = tuple(e.value for e in Event)

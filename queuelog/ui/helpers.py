@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from flask import current_app, make_response, render_template
 
+from .. import states
 from ..clock import rfc3339, utcnow
 from ..models import Priority
 from . import bp
@@ -30,6 +31,12 @@ def page_context() -> dict:
     """Values every page template may use."""
     seconds = int(current_app.config.get("UI_REFRESH_SECONDS", DEFAULT_REFRESH_SECONDS))
     return {"refresh_seconds": max(1, seconds)}
+
+
+@bp.app_context_processor
+def state_machine() -> dict:
+    """``states`` in every template, so pages ask the state machine (``states.allowed('retry', job.status)``)."""
+    return {"states": states}
 
 
 def span(delta: timedelta) -> str:

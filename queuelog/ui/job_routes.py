@@ -8,6 +8,7 @@ from ..clock import utcnow
 from ..errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
 from ..queries import max_job_id
+from ..states import RETRYABLE, spell
 from . import bp
 from .auth import actor_name
 from .forms import ActionForm, BulkRetryForm, JobFilterForm
@@ -93,7 +94,7 @@ def retry_jobs():
         message = f"Retried {len(retried)} job{'s' if len(retried) != 1 else ''}."
         if skipped:
             message += (f" {skipped} of the selected jobs {'were' if skipped != 1 else 'was'} "
-                        "no longer failed or cancelled and left as is.")
+                        f"no longer {spell(RETRYABLE)} and left as is.")
         flash(message, "success" if retried else "info")
         return redirect(back)
     search = _search_from(filters)

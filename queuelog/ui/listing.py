@@ -8,14 +8,15 @@ from sqlalchemy import Row, func, select
 
 from ..database import read_connection
 from ..errors import JobNotFound
-from ..models import ApiKey, Job, JobEvent, JobStatus
+from ..models import ApiKey, Job, JobEvent
 from ..queries import decode_cursor, encode_cursor
+from ..states import RETRYABLE, JobStatus, names
 
 jobs = Job.__table__
 events = JobEvent.__table__
 keys_table = ApiKey.__table__
 
-RETRYABLE = (JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+RETRYABLE_NAMES = names(RETRYABLE)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class JobSearch:
         """
         if self.status is None:
             return (JobStatus.FAILED.value,)
-        return (self.status,) if self.status in RETRYABLE else ()
+        return (self.status,) if self.status in RETRYABLE_NAMES else ()
 
 
 def _ids_for(conn, q: str) -> list[int]:

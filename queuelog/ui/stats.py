@@ -13,16 +13,20 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import Row, and_, func, select
 
 from ..database import read_connection
-from ..models import ApiKey, Job, JobEvent, JobStatus, Role
+from ..models import ApiKey, Job, JobEvent, Role
+from ..states import STATUS_NAMES, TRANSITIONS, JobStatus
 
 jobs = Job.__table__
 events = JobEvent.__table__
 keys_table = ApiKey.__table__
 
-STATUSES = [s.value for s in JobStatus]
+STATUSES = list(STATUS_NAMES)
 PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
 COMPLETED, FAILED = JobStatus.COMPLETED.value, JobStatus.FAILED.value
 CHART_MINUTES = 60
+# The events that can leave a job completed or failed (complete; a worker's last failure, the reaper giving up).
+CHART_EVENTS = sorted({t.event.value for t in TRANSITIONS
+                       if t.event is not None and t.to_status in (JobStatus.COMPLETED, JobStatus.FAILED)})
 
 
 @dataclass
@@ -119,15 +123,15 @@ def throughput(now: datetime, minutes: int = CHART_MINUTES) -> list[Minute]:
     with read_connection() as conn:
         minute = _minute_of(events.c.at, conn.dialect.name).label("minute")
         rows = conn.execute(
-            select(events.c.event, events.c.to_status, minute, func.count())
-            .where(events.c.event.in_(["completed", "failed", "reaped"]), events.c.at >= start)
-            .group_by(events.c.event, events.c.to_status, minute)
+            select(events.c.to_status, minute, func.count())
+            .where(events.c.event.in_(CHART_EVENTS), events.c.at >= start)
+            .group_by(events.c.to_status, minute)
         ).all()
-    for event, to_status, at_minute, count in rows:
+    for to_status, at_minute, count in rows:
         bucket = buckets.get(_as_minute(at_minute))
         if bucket is None:
             continue
-        if event == "completed":
+        if to_status == COMPLETED:
             bucket.completed += count
         elif to_status == FAILED:
             bucket.failed += count
