@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Flask, current_app, jsonify
 
+from ..states import RETRYABLE, spell
 from . import bp
 from . import openapi_schemas as s
 
@@ -21,7 +22,7 @@ JOBS, WORKERS, ADMIN_TAG, META = "jobs", "workers", "admin", "meta"
 TAGS = [
     {"name": JOBS, "description": "Enqueue jobs and follow them: producers, and admins on any job."},
     {"name": WORKERS, "description": "Claim jobs, keep their leases and report how they ended: worker keys."},
-    {"name": ADMIN_TAG, "description": "Put failed or cancelled jobs back to work: admin keys."},
+    {"name": ADMIN_TAG, "description": f"Put {spell(RETRYABLE)} jobs back to work: admin keys."},
     {"name": META, "description": "This document, for tools and client generators; no key needed."},
 ]
 
@@ -211,7 +212,7 @@ def paths() -> dict[str, Any]:
             JOBS, "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False),
             "A producer may cancel its own jobs, an admin any."),
         "/jobs/{job_id}/retry": _job_action(
-            ADMIN_TAG, "retry", "Put a failed or cancelled job back to pending, retries reset.", (ADMIN,),
+            ADMIN_TAG, "retry", f"Put a {spell(RETRYABLE)} job back to pending, retries reset.", (ADMIN,),
             body("EmptyRequest", required=False)),
     }
 

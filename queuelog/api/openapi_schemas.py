@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import JobStatus, Priority
+from ..models import Priority
+from ..states import EVENT_NAMES, STATUS_NAMES
 from . import schemas
 
 Schema = dict[str, Any]
 
-STATUSES = [status.value for status in JobStatus]
+STATUSES = list(STATUS_NAMES)
 PRIORITY_LABELS = [priority.name.lower() for priority in Priority]
-# The event names queue.py records, one per kind of state change.
-EVENTS = ["enqueued", "claimed", "completed", "requeued", "failed", "released", "reaped", "cancelled",
-          "retried"]
+# The event names a job's log may hold, one per kind of state change (states.Event).
+EVENTS = list(EVENT_NAMES)
 MAX_JOB_ID = schemas.MAX_JOB_ID
 
 # schemas.py's Python patterns, spelled for ECMA-262 (the regex dialect of JSON Schema).
