@@ -10,6 +10,7 @@ from .database import read_connection
 from .errors import InvalidRequest, JobNotFound
 from .keys import Caller
 from .models import Job, JobEvent, Role
+from .states import HELD
 
 jobs = Job.__table__
 events = JobEvent.__table__
@@ -30,7 +31,7 @@ def visible_to(caller: Caller, row: Row) -> bool:
         return True
     if caller.role == Role.PRODUCER.value:
         return row.producer_key_id == caller.id
-    return row.status == "running" and row.worker_id == caller.name
+    return row.status in HELD and row.worker_id == caller.name
 
 
 def max_job_id() -> int:

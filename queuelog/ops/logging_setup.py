@@ -23,6 +23,7 @@ from flask import g, has_request_context, request
 from flask.logging import default_handler
 
 from ..scrub import scrub_error
+from ..states import Event
 
 REQUEST_ID_HEADER = "X-Request-Id"
 # A request id from outside is echoed into logs and headers: accept only short, plain tokens
@@ -64,7 +65,7 @@ def log_changes(entries: list[tuple]) -> None:
     """One line per recorded state change: entries are the (row, from_status, event, actor, error) of ``_record``."""
     rid = request_id()
     for row, from_status, event, actor, error in entries:
-        quarantined = event == "reaped" and (error or "").startswith("quarantined")
+        quarantined = event == Event.REAPED and (error or "").startswith("quarantined")
         fields = {"job_id": row.id, "type": row.type, "event": event, "from": from_status, "to": row.status,
                   "actor": actor, "attempt": row.retry_count}
         if quarantined:

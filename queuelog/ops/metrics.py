@@ -33,7 +33,8 @@ from sqlalchemy import func, select
 
 from ..clock import utcnow
 from ..database import read_connection
-from ..models import Job, JobStatus, Priority
+from ..models import Job, Priority
+from ..states import RETRYABLE, Event, JobStatus, spell
 
 jobs = Job.__table__
 
@@ -43,22 +44,24 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 # Multiprocess mode never exports the *_created series; leave them out everywhere so both modes read alike.
 disable_created_metrics()
 
-# The events the queue records (queuelog.queue._record), each counted on its own counter.
+# Every event of states.Event, each counted on its own counter, queuelog_jobs_<event>_total
+# (tests/test_states_table.py checks that none is missing).
 _EVENT_HELP = {
-    "enqueued": "Jobs added to the queue.",
-    "claimed": "Jobs handed to a worker by a claim.",
-    "completed": "Jobs a worker completed.",
-    "failed": "Jobs a worker failed for good (no retry left, or not retryable).",
-    "requeued": "Failed attempts put back to pending for another try.",
-    "reaped": "Running jobs taken back by the reaper after their lease expired.",
-    "cancelled": "Pending jobs cancelled by their producer or an admin.",
-    "retried": "Failed or cancelled jobs an admin put back to pending.",
-    "released": "Running jobs given back to the queue without counting a failure.",
+    Event.ENQUEUED: "Jobs added to the queue.",
+    Event.CLAIMED: "Jobs handed to a worker by a claim.",
+    Event.COMPLETED: "Jobs a worker completed.",
+    Event.FAILED: "Jobs a worker failed for good (no retry left, or not retryable).",
+    Event.REQUEUED: "Failed attempts put back to pending for another try.",
+    Event.REAPED: "Running jobs taken back by the reaper after their lease expired.",
+    Event.CANCELLED: "Pending jobs cancelled by their producer or an admin.",
+    Event.RETRIED: f"{spell(RETRYABLE).capitalize()} jobs an admin put back to pending.",
+    Event.RELEASED: "Running jobs given back to the queue without counting a failure.",
 }
 # registry=None: each scrape builds its own registry (see exposition), so repeated create_app calls in one
-# process never register a metric twice.
+# process never register a metric twice. Keyed by the plain name: entries may carry an Event or its text.
 EVENT_COUNTERS = {
-    event: Counter(f"queuelog_jobs_{event}_total", text, registry=None) for event, text in _EVENT_HELP.items()
+    event.value: Counter(f"queuelog_jobs_{event.value}_total", text, registry=None)
+    for event, text in _EVENT_HELP.items()
 }
 QUARANTINED = Counter("queuelog_jobs_quarantined_total",
                       "Jobs the reaper failed because their workers died holding them MAX_STALLS times.",
@@ -96,7 +99,7 @@ def count_changes(entries: list[tuple]) -> None:
         if counter is not None:
             counter.inc(count)
     quarantined = sum(1 for _row, _from_status, event, _actor, error in entries
-                      if event == "reaped" and (error or "").startswith("quarantined"))
+                      if event == Event.REAPED and (error or "").startswith("quarantined"))
     if quarantined:
         QUARANTINED.inc(quarantined)
 

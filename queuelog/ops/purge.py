@@ -18,12 +18,13 @@ from sqlalchemy import delete, select
 
 from ..clock import utcnow
 from ..database import write_transaction
-from ..models import Job, JobEvent, JobStatus
+from ..models import Job, JobEvent
+from ..states import PURGEABLE, names, spell
 
 jobs = Job.__table__
 events = JobEvent.__table__
 
-FINISHED = (JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+FINISHED = names(PURGEABLE)  # ('completed', 'failed', 'cancelled'): the CLI's default, in this order
 DEFAULT_BATCH = 500
 MAX_BATCH = 10_000
 
@@ -51,10 +52,10 @@ def parse_statuses(text: str | None) -> tuple[str, ...]:
     """'completed,failed' → ('completed', 'failed'); only finished statuses are allowed."""
     chosen = [part.strip().lower() for part in (text or "").split(",") if part.strip()]
     if not chosen:
-        raise ValueError("name at least one status: completed, failed or cancelled")
+        raise ValueError(f"name at least one status: {spell(PURGEABLE)}")
     refused = [status for status in chosen if status not in FINISHED]
     if refused:
-        raise ValueError(f"cannot purge {refused[0]!r} jobs: only completed, failed or cancelled jobs can be purged")
+        raise ValueError(f"cannot purge {refused[0]!r} jobs: only {spell(PURGEABLE)} jobs can be purged")
     return tuple(dict.fromkeys(chosen))
 
 
