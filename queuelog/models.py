@@ -12,6 +12,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import DateTime, TypeDecorator
 
 from .extensions import db
+from .patterns import Priority  # noqa: F401 - priority labels live with the other shared names
 from .states import JobStatus  # noqa: F401 - the status enum lives with the state machine
 
 
@@ -35,26 +36,6 @@ class UTCDateTime(TypeDecorator):
 # Job and event ids: 64-bit on PostgreSQL so a busy queue never runs out; on SQLite every integer
 # primary key is already 64-bit, and it must be spelled INTEGER to be the rowid.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class Priority(enum.IntEnum):
-    """Priority labels and the integers stored (gaps leave room for levels in between)."""
-
-    LOW = 0
-    MEDIUM = 10
-    HIGH = 20
-    CRITICAL = 30
-
-    @classmethod
-    def from_label(cls, label: str) -> "Priority":
-        return cls[label.strip().upper()]
-
-    @classmethod
-    def label_of(cls, value: int) -> str:
-        try:
-            return cls(value).name.lower()
-        except ValueError:
-            return str(value)
 
 
 class Role(str, enum.Enum):
