@@ -64,7 +64,7 @@ def _trust_proxies(app: Flask) -> None:
     """Behind N reverse proxies, take the client address and scheme from their X-Forwarded-* headers,
     so login throttling counts real addresses rather than the proxy's. Off by default: trusting those
     headers without a proxy would let a client pick its own address."""
-    hops = int(app.config.get("TRUSTED_PROXIES") or 0)
+    hops = app.config["TRUSTED_PROXIES"]
     if hops > 0:
         from werkzeug.middleware.proxy_fix import ProxyFix
 

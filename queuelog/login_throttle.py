@@ -22,17 +22,13 @@ from .models import LoginAttempt
 
 attempts = LoginAttempt.__table__
 
-DEFAULT_MAX_FAILURES = 5  # per (username, address): one address guessing one account's password
-DEFAULT_WINDOW_SECONDS = 15 * 60
-DEFAULT_SLOWDOWN_SECONDS = 1.0  # per try, once a username has DEFAULT_MAX_FAILURES failures from anywhere
-
 
 @dataclass(frozen=True)
 class Limits:
-    per_pair: int
-    per_address: int
+    per_pair: int  # per (username, address): one address guessing one account's password
+    per_address: int  # per address, whatever the usernames (spraying)
     window: timedelta
-    slowdown_seconds: float
+    slowdown_seconds: float  # per try, once a username has ``per_pair`` failures from anywhere
 
 
 @dataclass(frozen=True)
@@ -44,17 +40,11 @@ class Verdict:
 
 
 def limits() -> Limits:
-    """The configured limits (QUEUELOG_LOGIN_MAX_FAILURES and friends)."""
+    """The configured limits (QUEUELOG_LOGIN_MAX_FAILURES and friends, queuelog/config.py)."""
     config = current_app.config
-    per_pair = int(config.get("LOGIN_MAX_FAILURES", DEFAULT_MAX_FAILURES))
-    return Limits(
-        per_pair=per_pair,
-        # Per address, whatever the usernames (spraying): the same number unless set higher where many
-        # people share one address (a NAT), so that their typos together do not refuse it.
-        per_address=int(config.get("LOGIN_MAX_FAILURES_PER_ADDRESS") or per_pair),
-        window=timedelta(seconds=int(config.get("LOGIN_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS))),
-        slowdown_seconds=float(config.get("LOGIN_SLOWDOWN_SECONDS", DEFAULT_SLOWDOWN_SECONDS)),
-    )
+    return Limits(per_pair=config["LOGIN_MAX_FAILURES"], per_address=config["LOGIN_MAX_FAILURES_PER_ADDRESS"],
+                  window=timedelta(seconds=config["LOGIN_WINDOW_SECONDS"]),
+                  slowdown_seconds=config["LOGIN_SLOWDOWN_SECONDS"])
 
 
 def _key(username: str, remote_addr: str) -> tuple[str, str]:

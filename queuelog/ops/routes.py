@@ -64,7 +64,7 @@ def _refuse_scraper() -> Response | None:
     if scheme.lower() != "bearer" or not secret:
         return problem(401, "Unauthenticated", "send an admin API key or the metrics token as 'Authorization: Bearer …'",
                        headers={"WWW-Authenticate": 'Bearer realm="queuelog"'})
-    token = current_app.config.get("METRICS_TOKEN")
+    token = current_app.config["METRICS_TOKEN"]
     # Constant-time comparison, so response timing tells a guesser nothing about the token.
     if token and hmac.compare_digest(secret.encode(), str(token).encode()):
         return None

@@ -13,7 +13,6 @@ from . import bp
 from .auth import is_partial_request
 
 QUARANTINE_PREFIX = "quarantined:"
-DEFAULT_REFRESH_SECONDS = 10
 
 
 def render_live(template: str, partial: str, **context):
@@ -29,8 +28,7 @@ def render_live(template: str, partial: str, **context):
 @bp.app_context_processor
 def page_context() -> dict:
     """Values every page template may use."""
-    seconds = int(current_app.config.get("UI_REFRESH_SECONDS", DEFAULT_REFRESH_SECONDS))
-    return {"refresh_seconds": max(1, seconds)}
+    return {"refresh_seconds": current_app.config["UI_REFRESH_SECONDS"]}
 
 
 @bp.app_context_processor

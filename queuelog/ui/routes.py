@@ -16,7 +16,7 @@ from .helpers import render_live, span
 def _fresh_session() -> None:
     """Empty the session, and forget the CSRF token cached for this request, which belonged to the old one."""
     session.clear()
-    g.pop(current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token"), None)
+    g.pop(current_app.config["WTF_CSRF_FIELD_NAME"], None)
 
 
 @bp.get("/")
