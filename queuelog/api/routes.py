@@ -43,12 +43,12 @@ def enqueue_batch():
 def list_jobs():
     """A page of jobs, newest first: a producer sees its own, an admin all."""
     caller = current_caller()
-    args = parse_list_query()
+    query = parse_list_query()
     where = queries.JobFilter(
-        status=args["status"], type=args["type"], priority=args["priority"], worker_id=args["worker_id"],
+        status=query.status, type=query.type, priority=query.priority, worker_id=query.worker_id,
         producer_key_id=caller.id if caller.role == PRODUCER else None,
     )
-    rows, next_cursor = queries.list_jobs(where, args["limit"], args["cursor"])
+    rows, next_cursor = queries.list_jobs(where, query.limit, query.cursor)
     return jsonify({"jobs": [job_json(row, caller) for row in rows], "next_cursor": next_cursor})
 
 
@@ -61,14 +61,13 @@ def claim_job():
     with Retry-After when this server process already holds as many waiting claims as it may.
     """
     caller = current_caller()
-    args = parse_claim(caller.name)
+    asked = parse_claim(caller.name)
     rows = longpoll.claim_or_wait(
-        lambda: queue.claim(caller, types=args["types"], limit=args["limit"] or 1,
-                            lease_seconds=args["lease_seconds"]),
-        args["wait"], args["types"] or caller.allowed_types, give_back=queue.give_back_unanswered)
+        lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds),
+        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204
-    if args["limit"] is None:
+    if asked.limit is None:
         return jsonify(job_json(rows[0], caller, claim_token=True))
     return jsonify({"jobs": [job_json(row, caller, claim_token=True) for row in rows]})
 
@@ -95,8 +94,8 @@ def job_events(job_id: int):
 @require_role(WORKER)
 def heartbeat_job(job_id: int):
     """Extend the holding worker's lease."""
-    caller, args = current_caller(), parse_heartbeat()
-    row = queue.heartbeat(caller, job_id, args["token"], args["lease_seconds"])
+    caller, beat = current_caller(), parse_heartbeat()
+    row = queue.heartbeat(caller, job_id, beat.token, beat.lease_seconds)
     return jsonify(job_json(row, caller))
 
 
@@ -106,13 +105,14 @@ def complete_jobs():
     """Complete up to 100 held jobs in one request: one outcome per item, in order, HTTP 200 overall."""
     caller = current_caller()
     items = parse_complete_batch()
+    outcomes = queue.complete_many(caller, [(item.id, item.token, item.result) for item in items])
     results = []
-    for (job_id, _, _), outcome in zip(items, queue.complete_many(caller, items)):
+    for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, QueueError):
-            results.append({"id": job_id, "status": outcome.status,
+            results.append({"id": item.id, "status": outcome.status,
                             "problem": queue_refused(outcome).get_json()})
         else:
-            results.append({"id": job_id, "status": 200, "job": job_json(outcome, caller)})
+            results.append({"id": item.id, "status": 200, "job": job_json(outcome, caller)})
     return jsonify({"results": results})
 
 
@@ -120,16 +120,16 @@ def complete_jobs():
 @require_role(WORKER)
 def complete_job(job_id: int):
     """Mark the held job completed, with an optional result object."""
-    caller, args = current_caller(), parse_complete()
-    return jsonify(job_json(queue.complete(caller, job_id, args["token"], args["result"]), caller))
+    caller, done = current_caller(), parse_complete()
+    return jsonify(job_json(queue.complete(caller, job_id, done.token, done.result), caller))
 
 
 @bp.post("/jobs/<int:job_id>/fail")
 @require_role(WORKER)
 def fail_job(job_id: int):
     """Record a failure: back to pending while retries remain, else failed."""
-    caller, args = current_caller(), parse_fail()
-    row = queue.fail(caller, job_id, args["token"], args["error"], args["retryable"])
+    caller, failure = current_caller(), parse_fail()
+    row = queue.fail(caller, job_id, failure.token, failure.error, failure.retryable)
     return jsonify(job_json(row, caller))
 
 
@@ -137,8 +137,8 @@ def fail_job(job_id: int):
 @require_role(WORKER)
 def release_job(job_id: int):
     """Give a held job back to the queue without counting a failure."""
-    caller, args = current_caller(), parse_release()
-    return jsonify(job_json(queue.release(job_id, caller.actor, caller=caller, token=args["token"]), caller))
+    caller, release = current_caller(), parse_release()
+    return jsonify(job_json(queue.release(job_id, caller.actor, caller=caller, token=release.token), caller))
 
 
 @bp.post("/jobs/<int:job_id>/cancel")

@@ -1,4 +1,4 @@
-"""Request bodies: one parser per body, each returning clean values or raising InvalidRequest.
+"""Request bodies: one parser per body, each returning a frozen value or raising InvalidRequest.
 
 Unknown fields are refused, so a client can never mass-assign ``status``, ``retry_count`` or
 ``worker_id``; every problem is reported at once with a JSON pointer to it.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from flask import current_app, request
@@ -14,15 +15,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..clock import parse_rfc3339
 from ..errors import InvalidRequest
-from ..models import Priority
+from ..patterns import (IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT, JOB_TYPE, JOB_TYPE_HINT, PRIORITY_BY_LABEL,
+                        PRIORITY_LABELS, Priority, one_of)
 from ..queue import NewJob
+from ..states import STATUS_NAMES
 from . import strict_json
 
-TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
-# Printable ASCII, space included: the IETF Idempotency-Key header's value is a structured-field String,
-# which allows exactly 0x20-0x7E.
-IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x20-\x7e]{1,200}$")
-IDEMPOTENCY_KEY_HINT = "1-200 printable ASCII characters (0x20-0x7E, space included)"
 MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_CLAIM = 100
@@ -32,6 +30,73 @@ MAX_JOB_ID = 2**63 - 1
 MAX_LEASE_SECONDS = 86400
 # Deeper documents would hit Python's recursion limit somewhere between parsing and answering (a 500).
 MAX_JSON_DEPTH = 64
+LIST_LIMIT_DEFAULT = 50
+LIST_LIMIT_MAX = 200
+
+
+# --- what the parsers return ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """POST /jobs/claim: which types (None: any the key may claim), for how long, how many, how long to wait."""
+
+    types: tuple[str, ...] | None
+    lease_seconds: int | None  # None: QUEUELOG_LEASE_SECONDS
+    limit: int | None  # None: one job, answered as a job; a number: up to that many, as {"jobs": [...]}
+    wait: float  # long-poll seconds; 0 answers at once
+
+
+@dataclass(frozen=True)
+class CompleteRequest:
+    """POST /jobs/{id}/complete."""
+
+    token: str
+    result: dict | None
+
+
+@dataclass(frozen=True)
+class CompleteItem:
+    """One item of POST /jobs/complete."""
+
+    id: int
+    token: str
+    result: dict | None
+
+
+@dataclass(frozen=True)
+class FailRequest:
+    """POST /jobs/{id}/fail."""
+
+    token: str
+    error: str | None
+    retryable: bool
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    """POST /jobs/{id}/heartbeat."""
+
+    token: str
+    lease_seconds: int | None  # None: QUEUELOG_LEASE_SECONDS
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """POST /jobs/{id}/release."""
+
+    token: str
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """GET /jobs: the filters (None: any), the page size and where the page starts."""
+
+    status: str | None
+    type: str | None
+    priority: int | None
+    worker_id: str | None
+    limit: int
+    cursor: str | None
 
 
 class MalformedJSON(Exception):
@@ -200,18 +265,14 @@ def _lone_surrogates(value: str) -> bool:
     return False
 
 
-# Exactly the labels, in any case: " high " or "hıgh" (which str.upper() turns into HIGH) are not labels.
-_PRIORITY_BY_LABEL = {priority.name.lower(): priority.value for priority in Priority}
-
-
 def _priority(fields: _Fields) -> int:
     value = fields.body.get("priority")
     if value is None:
         return Priority.LOW.value
-    if not isinstance(value, str) or value.lower() not in _PRIORITY_BY_LABEL:
-        fields.error("priority", "must be one of low, medium, high, critical")
+    if not isinstance(value, str) or value.lower() not in PRIORITY_BY_LABEL:
+        fields.error("priority", "must be one of " + ", ".join(PRIORITY_LABELS))
         return Priority.LOW.value
-    return _PRIORITY_BY_LABEL[value.lower()]
+    return PRIORITY_BY_LABEL[value.lower()]
 
 
 _ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at"}
@@ -221,8 +282,7 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     if not isinstance(body, dict):
         return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
     fields = _Fields(body, _ENQUEUE_FIELDS, prefix)
-    job_type = fields.string("type", required=True, pattern=TYPE_PATTERN,
-                             hint="1-100 characters: letters, digits, '_', '.', ':' or '-'")
+    job_type = fields.string("type", required=True, pattern=JOB_TYPE, hint=JOB_TYPE_HINT)
     payload = fields.obj("payload", {})
     if payload is not None:
         size = len(json.dumps(payload, separators=(",", ":")).encode())
@@ -231,9 +291,9 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
             fields.error("payload", f"is {size} bytes as JSON; the limit is {limit}")
     priority = _priority(fields)
     max_retries = fields.integer("max_retries", 3, 0, MAX_RETRIES_LIMIT)
-    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY_PATTERN, hint=IDEMPOTENCY_KEY_HINT)
+    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY, hint=IDEMPOTENCY_KEY_HINT)
     if header_key is not None:
-        if not IDEMPOTENCY_KEY_PATTERN.fullmatch(header_key):
+        if not IDEMPOTENCY_KEY.fullmatch(header_key):
             fields.errors.append({"pointer": "/headers/Idempotency-Key", "detail": IDEMPOTENCY_KEY_HINT})
         elif key is not None and key != header_key:
             fields.error("idempotency_key", "differs from the Idempotency-Key header")
@@ -277,12 +337,12 @@ def parse_enqueue_batch() -> list[NewJob]:
     return parsed
 
 
-def parse_claim(worker_name: str) -> dict:
+def parse_claim(worker_name: str) -> ClaimRequest:
     fields = _Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit", "wait"})
     types = fields.body.get("types")
     if types is not None:
         if (not isinstance(types, list) or not types or len(types) > 100
-                or not all(isinstance(t, str) and TYPE_PATTERN.fullmatch(t) for t in types)):
+                or not all(isinstance(t, str) and JOB_TYPE.fullmatch(t) for t in types)):
             fields.error("types", "must be a non-empty list of job type names")
             types = None
         else:
@@ -300,23 +360,23 @@ def parse_claim(worker_name: str) -> dict:
     # Long-poll: hold the request up to this many seconds for a job (0 = answer at once).
     wait = fields.number("wait", 0.0, 0, MAX_CLAIM_WAIT_SECONDS)
     fields.done()
-    return {"types": types, "lease_seconds": lease, "limit": limit, "wait": wait}
+    return ClaimRequest(types=None if types is None else tuple(types), lease_seconds=lease, limit=limit, wait=wait)
 
 
 def _token(fields: _Fields) -> str:
     return fields.string("claim_token", required=True) or ""
 
 
-def parse_complete() -> dict:
+def parse_complete() -> CompleteRequest:
     fields = _Fields(json_body(), {"claim_token", "result"})
     token = _token(fields)
     result = fields.obj("result", None)
     fields.done()
-    return {"token": token, "result": result}
+    return CompleteRequest(token=token, result=result)
 
 
-def parse_complete_batch() -> list[tuple[int, str, dict | None]]:
-    """``{"jobs": [{id, claim_token, result?}, ...]}`` (1-100 items) → [(id, token, result)]."""
+def parse_complete_batch() -> list[CompleteItem]:
+    """``{"jobs": [{id, claim_token, result?}, ...]}`` (1-100 items) → a CompleteItem each, in order."""
     fields = _Fields(json_body(), {"jobs"})
     items = fields.body.get("jobs")
     if not isinstance(items, list) or not items:
@@ -336,34 +396,35 @@ def parse_complete_batch() -> list[tuple[int, str, dict | None]]:
         token = _token(item_fields)
         result = item_fields.obj("result", None)
         errors.extend(item_fields.errors)
-        parsed.append((job_id, token, result))
+        if not item_fields.errors:
+            parsed.append(CompleteItem(id=job_id, token=token, result=result))
     if errors:
         raise InvalidRequest(errors)
     return parsed
 
 
-def parse_fail() -> dict:
+def parse_fail() -> FailRequest:
     fields = _Fields(json_body(), {"claim_token", "error", "retryable"})
     token = _token(fields)
     error = fields.string("error", nul_ok=True)  # scrub_error drops NUL: a worker's failure is never refused for it
     retryable = fields.boolean("retryable", True)
     fields.done()
-    return {"token": token, "error": error, "retryable": retryable}
+    return FailRequest(token=token, error=error, retryable=retryable)
 
 
-def parse_heartbeat() -> dict:
+def parse_heartbeat() -> HeartbeatRequest:
     fields = _Fields(json_body(), {"claim_token", "lease_seconds"})
     token = _token(fields)
     lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
     fields.done()
-    return {"token": token, "lease_seconds": lease}
+    return HeartbeatRequest(token=token, lease_seconds=lease)
 
 
-def parse_release() -> dict:
+def parse_release() -> ReleaseRequest:
     fields = _Fields(json_body(), {"claim_token"})
     token = _token(fields)
     fields.done()
-    return {"token": token}
+    return ReleaseRequest(token=token)
 
 
 def parse_empty() -> None:
@@ -371,7 +432,7 @@ def parse_empty() -> None:
     _Fields(json_body(required=False), set()).done()
 
 
-def parse_list_query() -> dict:
+def parse_list_query() -> ListQuery:
     args = request.args
     errors = []
     unknown = set(args) - {"status", "type", "priority", "limit", "cursor", "worker_id"}
@@ -381,24 +442,23 @@ def parse_list_query() -> dict:
         if "\x00" in args.get(name, ""):
             errors.append({"pointer": f"/query/{name}", "detail": "must not contain NUL characters"})
     status = args.get("status")
-    if status is not None and status not in {"pending", "running", "completed", "failed", "cancelled"}:
-        errors.append({"pointer": "/query/status",
-                       "detail": "must be pending, running, completed, failed or cancelled"})
+    if status is not None and status not in STATUS_NAMES:
+        errors.append({"pointer": "/query/status", "detail": "must be " + one_of(STATUS_NAMES)})
     priority = None
     if args.get("priority") is not None:
-        priority = _PRIORITY_BY_LABEL.get(args["priority"].lower())
+        priority = PRIORITY_BY_LABEL.get(args["priority"].lower())
         if priority is None:
-            errors.append({"pointer": "/query/priority", "detail": "must be low, medium, high or critical"})
-    limit = 50
+            errors.append({"pointer": "/query/priority", "detail": "must be " + one_of(PRIORITY_LABELS)})
+    limit = LIST_LIMIT_DEFAULT
     if args.get("limit") is not None:
         # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
         digits = args["limit"]
         limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
-        if not 1 <= limit <= 200:
-            limit = 50
-            errors.append({"pointer": "/query/limit", "detail": "must be an integer from 1 to 200"})
+        if not 1 <= limit <= LIST_LIMIT_MAX:
+            limit = LIST_LIMIT_DEFAULT
+            errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
     if errors:
         raise InvalidRequest(errors)
-    return {"status": status, "type": args.get("type"), "priority": priority,
-            "worker_id": args.get("worker_id"), "limit": limit, "cursor": args.get("cursor")}
+    return ListQuery(status=status, type=args.get("type"), priority=priority, worker_id=args.get("worker_id"),
+                     limit=limit, cursor=args.get("cursor"))
 
