@@ -9,7 +9,8 @@ from flask import Flask, current_app
 from . import keys, queue, users
 from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
-from .models import Priority
+from .models import Role
+from .patterns import PRIORITY_LABELS, Priority
 from .ops import purge
 
 
@@ -26,8 +27,8 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 
 @keys_group.command("create")
 @click.argument("name")
-@click.option("--role", required=True, type=click.Choice(["producer", "worker", "admin"]))
-@click.option("--max-priority", type=click.Choice(["low", "medium", "high", "critical"], case_sensitive=False),
+@click.option("--role", required=True, type=click.Choice([role.value for role in Role]))
+@click.option("--max-priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False),
               help="Highest priority a producer may set (default: medium).")
 @click.option("--types", help="Comma-separated job types this key is limited to.")
 def create_key_command(name, role, max_priority, types):

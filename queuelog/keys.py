@@ -17,7 +17,8 @@ from .database import single_statement_read, write_transaction
 from .driver_sql import find_key
 from .errors import InvalidRequest, QueueError
 from .extensions import db
-from .models import ApiKey, Priority, Role
+from .models import ApiKey, Role
+from .patterns import PRIORITY_LABELS, Priority, one_of
 
 KEY_PREFIX = "ql_"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -57,13 +58,13 @@ def create_key(name: str, role: str, max_priority: str | None = None,
     if not _NAME_PATTERN.match(name or ""):
         problems.append({"pointer": "/name", "detail": "use 1-100 letters, digits, '.', '_' or '-'"})
     if role not in {r.value for r in Role}:
-        problems.append({"pointer": "/role", "detail": "must be producer, worker or admin"})
+        problems.append({"pointer": "/role", "detail": "must be " + one_of(r.value for r in Role)})
     ceiling = Priority.MEDIUM if role == Role.PRODUCER.value else Priority.CRITICAL
     if max_priority is not None:
         try:
             ceiling = Priority.from_label(max_priority)
         except KeyError:
-            problems.append({"pointer": "/max_priority", "detail": "must be low, medium, high or critical"})
+            problems.append({"pointer": "/max_priority", "detail": "must be " + one_of(PRIORITY_LABELS)})
     clean_types = sorted({t.strip() for t in types if t.strip()}) if types is not None else None
     if types is not None and not clean_types:
         # An empty limit must not quietly become "any type" (think --types "$UNSET_VARIABLE").

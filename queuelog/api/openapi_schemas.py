@@ -8,24 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Priority
+from .. import patterns
 from ..states import EVENT_NAMES, STATUS_NAMES
 from . import schemas
 
 Schema = dict[str, Any]
 
 STATUSES = list(STATUS_NAMES)
-PRIORITY_LABELS = [priority.name.lower() for priority in Priority]
+PRIORITY_LABELS = list(patterns.PRIORITY_LABELS)
 # The event names a job's log may hold, one per kind of state change (states.Event).
 EVENTS = list(EVENT_NAMES)
 MAX_JOB_ID = schemas.MAX_JOB_ID
 
-# schemas.py's Python patterns, spelled for ECMA-262 (the regex dialect of JSON Schema).
-TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
-IDEMPOTENCY_KEY_PATTERN = "^[ -~]{1,200}$"
-# Priority labels are case-insensitive: "high", "High" and "HIGH" are one label.
-PRIORITY_PATTERN = "^(" + "|".join(
-    "".join(f"[{c.lower()}{c.upper()}]" for c in label) for label in PRIORITY_LABELS) + ")$"
+# The very patterns schemas.py matches (queuelog/patterns.py writes them so ECMA-262 reads them alike).
+TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
+IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
+PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
 
 
 def ref(name: str) -> Schema:
@@ -96,8 +94,8 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
                                     "(else 422).")),
         "priority": or_null_for_default({
             "type": "string", "pattern": PRIORITY_PATTERN, "default": "low",
-            "description": "low, medium, high or critical (case-insensitive). A producer key may not go above "
-                           "its ceiling (403)."}),
+            "description": f"{patterns.one_of(PRIORITY_LABELS)} (case-insensitive). A producer key may not go "
+                           "above its ceiling (403)."}),
         "max_retries": or_null_for_default(_integer(0, schemas.MAX_RETRIES_LIMIT,
                                                     "How many failures are retried before the job fails for "
                                                     "good.") | {"default": 3}),

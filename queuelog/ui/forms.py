@@ -6,7 +6,9 @@ from wtforms import (Form, HiddenField, PasswordField, SelectField, SelectMultip
                      SubmitField)
 from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
 
-from ..models import JobStatus, Priority, Role
+from ..models import Role
+from ..patterns import PRIORITY_LABELS
+from ..states import STATUS_NAMES
 
 try:
     from wtforms import SelectChoice as _choice  # WTForms 3.3 deprecates (value, label) tuples
@@ -14,8 +16,7 @@ except ImportError:  # older WTForms: tuples are the way
     def _choice(value: str, label: str) -> tuple[str, str]:
         return value, label
 
-PRIORITY_LABELS = [p.name.lower() for p in Priority]
-STATUS_CHOICES = [_choice("", "any status")] + [_choice(s.value, s.value) for s in JobStatus]
+STATUS_CHOICES = [_choice("", "any status")] + [_choice(name, name) for name in STATUS_NAMES]
 PRIORITY_CHOICES = [_choice("", "any priority")] + [_choice(label, label) for label in PRIORITY_LABELS]
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 import signal
 import threading
 import time
 from datetime import datetime
 from typing import Callable
 
+from ..patterns import JOB_TYPE
 from .acks import Acknowledger, Backoff, Held, Journal, Outcome, short_error
 from .client import ApiError, Client, ServerUnavailable
 
@@ -30,7 +30,6 @@ log = logging.getLogger("queuelog.worker")
 DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
 IDLE_POLL_SECONDS = 2.0      # if the server answers at once despite `wait`, do not hammer it
 HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for releases and last acks
-_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 
 Handler = Callable[[dict], "dict | None"]
 
@@ -47,7 +46,7 @@ class Worker:
 
     def handler(self, job_type: str) -> Callable[[Handler], Handler]:
         """Decorator: ``fn(payload) -> dict | None`` handles jobs of ``job_type``; its return is the result."""
-        if not _TYPE_PATTERN.match(job_type):
+        if not JOB_TYPE.fullmatch(job_type):
             raise ValueError(f"{job_type!r} is not a valid job type name")
         if job_type in self.handlers:
             raise ValueError(f"a handler for {job_type!r} is already registered")
