@@ -52,6 +52,7 @@ class Way:
     columns: dict = field(default_factory=dict)   # the job's columns beyond its status (retries, lease)
     logged_as: str = ""                           # the event row's actor
     refusal: int = 409                            # 409 with job_status; 204: nothing happens, nothing said
+    through_api: bool = True                      # sent as an API request under a key of the actor's role
 
     @property
     def transition(self) -> Transition:
@@ -63,11 +64,11 @@ class Way:
 
 # --- how each actor performs each action ------------------------------------------------------------------
 
-def _api(method_path: Callable[[int | None], str], body: Callable[[str], dict | None], default_key: str):
-    """An action sent to the API: POST ``path`` with ``body(token)`` under the key ``default_key`` names."""
+def _api(path: Callable[[int | None], str], body: Callable[[str], dict | None], default_key: str):
+    """An action sent to the API: POST ``path(job_id)`` with ``body(token)`` under the key ``default_key`` names."""
 
     def perform(env, job_id, key: str = default_key, token: str = "token-a") -> Answer:
-        response = env.client.post(method_path(job_id), json=body(token), headers=env.headers[key])
+        response = env.client.post(path(job_id), json=body(token), headers=env.headers[key])
         if response.status_code >= 400:
             problem = assert_problem(response, response.status_code)
             return Answer(response.status_code, job_id, problem.get("job_status"))
@@ -131,18 +132,18 @@ WAYS: list[Way] = [
         columns={"retry_count": 3, "max_retries": 3}, logged_as="key:worker-a"),
     Way("release", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/release", _token, "worker"),
         logged_as="key:worker-a"),
-    Way("release", Actor.ADMIN, "job-page", _admin_gives_back, logged_as=ADMIN_NAME),
+    Way("release", Actor.ADMIN, "job-page", _admin_gives_back, logged_as=ADMIN_NAME, through_api=False),
     Way("release", Actor.SERVER, "hung-up-long-poll", _server_gives_back, logged_as=Actor.SERVER.value,
-        refusal=204),
+        refusal=204, through_api=False),
     Way("reap_retry", Actor.REAPER, "lease-ran-out", _reaper,
         columns={"retry_count": 0, "max_retries": 3, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204),
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
     Way("reap_final", Actor.REAPER, "retries-spent", _reaper,
         columns={"retry_count": 3, "max_retries": 3, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204),
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
     Way("reap_final", Actor.REAPER, "quarantine", _reaper,
         columns={"retry_count": 0, "max_retries": 3, "stall_count": 2, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204),
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
     Way("cancel", Actor.PRODUCER, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "producer"),
         logged_as="key:producer-a"),
     Way("cancel", Actor.ADMIN, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "admin"),
@@ -169,7 +170,7 @@ def env(client, producer, worker, other_worker, admin, read_job):
 
 
 @pytest.fixture
-def job_in(make_job, env):
+def job_in(make_job):
     """job_in(status, way, holder) → a job of producer-a in ``status`` with the columns ``way`` needs.
 
     ``holder=True`` leaves worker-a's claim (token-a) on the row whatever its status, so that only the status
@@ -283,7 +284,7 @@ def test_only_the_holder_under_its_claim_token_may_act(env, job_in, read_job, wa
 
 def _role_refusals():
     for way in WAYS:
-        if way.how not in {"api", "not-retryable", "retries-spent"} or way.actor not in ROLE_OF:
+        if not way.through_api:
             continue
         allowed_roles = {ROLE_OF[actor] for actor in way.transition.actors if actor in ROLE_OF}
         for role in sorted(set(ROLE_OF.values()) - allowed_roles):
