@@ -32,8 +32,8 @@ def test_a_shared_name_is_spelled_only_where_it_is_defined(what):
 def test_the_openapi_document_quotes_the_patterns_the_server_matches():
     assert openapi_schemas.TYPE_PATTERN == patterns.JOB_TYPE_PATTERN
     assert openapi_schemas.IDEMPOTENCY_KEY_PATTERN == patterns.IDEMPOTENCY_KEY_PATTERN
-    assert openapi_schemas.PRIORITY_LABELS == list(patterns.PRIORITY_LABELS)
-    assert openapi_schemas.STATUSES == list(STATUS_NAMES)
+    assert list(patterns.PRIORITY_LABELS) == openapi_schemas.PRIORITY_LABELS
+    assert list(STATUS_NAMES) == openapi_schemas.STATUSES
     documented = re.compile(patterns.PRIORITY_LABEL_PATTERN)
     for label in patterns.PRIORITY_LABELS:
         assert documented.fullmatch(label) and documented.fullmatch(label.upper()) and documented.fullmatch(
