@@ -1,12 +1,12 @@
 """The queue's operations: the only code that changes a job's state.
 
-Every transition is an UPDATE guarded in its WHERE clause (status, holder, claim token), run in a
-write transaction together with the event that records it. No row back means the guard refused.
-Views, CLI commands and pages call these functions; none of them writes ``status`` itself.
+Each operation decides; a statement of ``queuelog.sql`` carries the decision out. An operation picks
+the transition of ``states.TRANSITIONS`` that the request asks for, the values it writes, the event it
+logs, and, when the guarded statement matched nothing, the refusal: 404 when there is no such job (for
+this caller), 409 when the job's state does not allow the move. Guards live in the statements' WHERE
+clauses and each statement writes its event rows with it, so there is no read-then-write race.
 
-The transitions of every job's life (enqueue, claim, complete) run their SQL on the database driver
-(``driver_sql``, ``claim_sql``): they are most of the traffic, and Core's per-statement set-up cost more
-than the SQL. The rarer ones (fail, heartbeat, release, cancel, retry, reap) use SQLAlchemy Core.
+Views, CLI commands and pages call these functions; none of them writes ``status`` itself.
 """
 from __future__ import annotations
 
@@ -16,30 +16,33 @@ import random
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple, NoReturn
 
 from flask import current_app
-from sqlalchemy import Row, and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from . import sql, wakeup
 from .clock import rfc3339, utcnow
 from .database import write_transaction
 from .errors import (Forbidden, IdempotencyConflict, InvalidRequest, JobNotFound, QueueError,
                      StateConflict)
 from .keys import Caller
-from .queries import max_job_id
-from .models import Job, JobEvent, JobStatus, Priority, Role
+from .models import Role
 from .ops import observe_changes
+from .patterns import Priority
+from .queries import max_job_id
 from .scrub import scrub_error
-from . import claim_sql, driver_sql, wakeup
+from .sql import Claim, JobRow, Leave, Log, NewJobRow
+from .states import BY_ACTION, Actor, JobStatus, Transition, spell
 
-jobs = Job.__table__
-events = JobEvent.__table__
+ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim", "heartbeat", "complete"))
+FAIL_RETRY, FAIL_FINAL, RELEASE = (BY_ACTION[a] for a in ("fail_retry", "fail_final", "release"))
+REAP_RETRY, REAP_FINAL = BY_ACTION["reap_retry"], BY_ACTION["reap_final"]
+CANCEL, RETRY = BY_ACTION["cancel"], BY_ACTION["retry"]
 
-PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
-COMPLETED, FAILED, CANCELLED = JobStatus.COMPLETED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value
-REAPER = "reaper"
-SERVER = "server"   # the actor of changes the server makes by itself
+REAPER = Actor.REAPER.value   # the actor of the cron reaper's changes
+SERVER = Actor.SERVER.value   # the actor of changes the server makes by itself
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,21 @@ class NewJob:
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+class Enqueued(NamedTuple):
+    """An enqueue's answer for one job: the job, and whether this request created it."""
+
+    job: JobRow
+    created: bool    # False: the request repeats an idempotency key, and this is the job made for it
+
+
+class Completion(NamedTuple):
+    """One item of a batch complete: the job, the claim token it is held under, its result."""
+
+    job_id: int
+    token: str
+    result: dict | None
+
+
 @dataclass
 class ReapReport:
     requeued: list[int] = field(default_factory=list)
@@ -73,7 +91,7 @@ class ReapReport:
 
 # --- enqueue ------------------------------------------------------------------------------------
 
-def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[tuple[Row, bool]]:
+def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[Enqueued]:
     """Add jobs all-or-nothing; returns (job, created) per item, created=False for an idempotent replay.
 
     ``batch`` says the jobs came as a list, so a refusal points at /jobs/<index>/… even for a list of one.
@@ -109,61 +127,86 @@ def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob], batch: bool) -
             )
 
 
-def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[tuple[Row, bool]]:
+class _Insert(NamedTuple):
+    """An item that makes a new job."""
+
+    row: NewJobRow
+
+
+class _Earlier(NamedTuple):
+    """An item repeating an earlier request's idempotency key: answered with the job made then."""
+
+    job: JobRow
+
+
+class _AsItem(NamedTuple):
+    """An item repeating an earlier item of this batch (same key, same request): answered with its job."""
+
+    index: int
+
+
+def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
+    """One transaction: find the jobs the request's idempotency keys already name, insert the rest."""
     now = utcnow()
     keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
     with write_transaction() as conn:
-        existing = {}
-        if keys:
-            rows = conn.execute(select(jobs).where(
-                jobs.c.producer_key_id == caller.id, jobs.c.idempotency_key.in_(set(keys))))
-            existing = {row.idempotency_key: row for row in rows}
-        results: list[tuple[Row, bool] | None] = [None] * len(new_jobs)
-        to_insert: list[tuple[int, dict]] = []
-        claimed_keys: dict[str, int] = {}
-        for index, job in enumerate(new_jobs):
-            digest = job.digest()
-            key = job.idempotency_key
-            # A 422 like any other: it names the field, so clients can treat every 422 alike.
-            pointer = f"/jobs/{index}/idempotency_key" if batch else "/idempotency_key"
-            if key and key in existing:
-                if existing[key].request_digest != digest:
-                    detail = f"idempotency key {key!r} was already used for a different request"
-                    raise IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])
-                results[index] = (existing[key], False)
-                continue
-            if key and key in claimed_keys:
-                if new_jobs[claimed_keys[key]].digest() != digest:
-                    detail = f"idempotency key {key!r} is used twice in this batch"
-                    raise IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])
-                continue
+        earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
+        steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
+        inserts = [step.row for step in steps if isinstance(step, _Insert)]
+        made: list[JobRow] = []
+        if inserts:
+            log = _log(ENQUEUE, caller.actor, now)
+            made = sql.insert_jobs(conn, inserts, log)
+            _changed(conn, ENQUEUE, made, log)
+    # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
+    created = iter(made)
+    answers: list[Enqueued] = []
+    for step in steps:
+        if isinstance(step, _Insert):
+            answers.append(Enqueued(next(created), True))
+        elif isinstance(step, _Earlier):
+            answers.append(Enqueued(step.job, False))
+        else:
+            answers.append(Enqueued(answers[step.index].job, False))
+    return answers
+
+
+def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,
+                   now: datetime) -> list[_Insert | _Earlier | _AsItem]:
+    """What each item does: insert a new job, or answer with the job an idempotency key already names."""
+    first_with_key: dict[str, int] = {}
+    steps: list[_Insert | _Earlier | _AsItem] = []
+    for index, job in enumerate(new_jobs):
+        key, digest = job.idempotency_key, job.digest()
+        if key and key in earlier:
+            if earlier[key].request_digest != digest:
+                raise _key_reused(f"idempotency key {key!r} was already used for a different request", index, batch)
+            steps.append(_Earlier(earlier[key]))
+        elif key and key in first_with_key:
+            if new_jobs[first_with_key[key]].digest() != digest:
+                raise _key_reused(f"idempotency key {key!r} is used twice in this batch", index, batch)
+            steps.append(_AsItem(first_with_key[key]))
+        else:
             if key:
-                claimed_keys[key] = index
-            to_insert.append((index, {
-                "type": job.type, "payload": json.dumps(job.payload, separators=(",", ":")),
-                "priority": job.priority, "status": PENDING, "retry_count": 0,
-                "max_retries": job.max_retries, "stall_count": 0, "idempotency_key": key,
-                "request_digest": digest, "producer_key_id": caller.id, "producer": caller.name,
-                "run_at": job.run_at or now, "created_at": now, "updated_at": now,
-            }))
-        if to_insert:
-            inserted = driver_sql.insert_jobs(conn, [values for _, values in to_insert], caller.actor, now)
-            for (index, _), row in zip(to_insert, inserted):
-                results[index] = (row, True)
-            observe_changes([(row, None, "enqueued", caller.actor, None) for row in inserted])
-            wakeup.jobs_ready(conn)
-        # Items that repeated a key inside this batch share the job created for it.
-        for index, job in enumerate(new_jobs):
-            if results[index] is None:
-                row, _ = results[claimed_keys[job.idempotency_key]]
-                results[index] = (row, False)
-    return results  # type: ignore[return-value]
+                first_with_key[key] = index
+            steps.append(_Insert(NewJobRow(
+                type=job.type, payload=json.dumps(job.payload, separators=(",", ":")), priority=job.priority,
+                status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
+                idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
+                run_at=job.run_at or now, created_at=now, updated_at=now)))
+    return steps
 
 
-# --- claim and the holding worker's actions ------------------------------------------------------
+def _key_reused(detail: str, index: int, batch: bool) -> IdempotencyConflict:
+    # A 422 like any other: it names the field, so clients can treat every 422 alike.
+    pointer = f"/jobs/{index}/idempotency_key" if batch else "/idempotency_key"
+    return IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])
+
+
+# --- claim and the holding worker's moves ---------------------------------------------------------
 
 def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
-          lease_seconds: int | None = None) -> list[Row]:
+          lease_seconds: int | None = None) -> list[JobRow]:
     """Atomically take up to ``limit`` due jobs, highest priority first, then oldest."""
     if types is not None:
         refused = [t for t in types if not caller.may_use_type(t)]
@@ -174,111 +217,98 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         wanted = caller.allowed_types
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
+    log = _log(CLAIM, caller.actor, now)
     with write_transaction() as conn:
-        rows = claim_sql.claim(conn, now=now, types=wanted, limit=limit, worker=caller.name,
-                              token=secrets.token_urlsafe(24), lease_until=now + lease, actor=caller.actor)
-        observe_changes([(row, PENDING, "claimed", caller.actor, None) for row in rows])
+        rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
+                         token=secrets.token_urlsafe(24), limit=limit, types=wanted, log=log)
+        _changed(conn, CLAIM, rows, log)
     return sorted(rows, key=lambda row: (-row.priority, row.id))
 
 
-def _held_by(caller: Caller, job_id: int, token: str):
-    """The guard for a holding worker's action: running, held by this key, under this claim."""
-    return and_(jobs.c.id == job_id, jobs.c.status == RUNNING,
-                jobs.c.worker_id == caller.name, jobs.c.claim_token == token)
-
-
-def complete(caller: Caller, job_id: int, token: str, result: dict | None = None) -> Row:
+def complete(caller: Caller, job_id: int, token: str, result: dict | None = None) -> JobRow:
     """running → completed, only for the worker holding the current claim."""
     now = utcnow()
     with write_transaction() as conn:
-        rows = _complete_held(conn, caller, [job_id], token, _result_text(result), now)
+        rows = _complete_held(conn, caller, [job_id], token, _json(result), now)
         if not rows:
-            _refuse(conn, job_id, "complete")
+            _refuse(conn, job_id, "complete", COMPLETE)
     return rows[0]
 
 
-def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[Row | QueueError]:
+def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[JobRow | QueueError]:
     """Complete several held jobs, (id, claim_token, result) each, in one transaction.
 
     Each item passes the same guard as ``complete``; a refused item (404/409) is answered with its
-    error in place of the row and does not undo the others. Items that share a claim token and a
-    result (a batch claim acknowledged together) go in one guarded UPDATE; an id listed twice
-    makes the batch go item by item, so the earlier item wins exactly as it would alone.
+    error in place of the row and does not undo the others.
     """
+    completions = [Completion(*item) for item in items]
+    outcomes: dict[int, JobRow | QueueError] = {
+        # An id the column cannot hold names no job; binding it would fail in the driver.
+        index: JobNotFound(f"job {item.job_id} does not exist")
+        for index, item in enumerate(completions) if item.job_id > max_job_id()}
     now = utcnow()
-    outcomes: list[Row | QueueError | None] = [None] * len(items)
     with write_transaction() as conn:
-        groups: dict[tuple, list[int]] = {}
-        for index, (job_id, token, result) in enumerate(items):
-            if job_id > max_job_id():
-                # An id the column cannot hold names no job; binding it would fail in the driver.
-                outcomes[index] = JobNotFound(f"job {job_id} does not exist")
-                continue
-            groups.setdefault((token, _result_text(result)), []).append(index)
-        ids = [job_id for job_id, _, _ in items]
-        if len(set(ids)) < len(ids):
-            groups = _one_per_item(items, outcomes)
-        for key, indexes in groups.items():
-            token, result_text = key[-2:]
-            held = {row.id: row for row in _complete_held(conn, caller, [ids[i] for i in indexes],
-                                                          token, result_text, now)}
-            for index in indexes:
-                row = held.get(ids[index])
-                if row is not None:
-                    outcomes[index] = row
-                    continue
-                try:
-                    _refuse(conn, ids[index], "complete")
-                except QueueError as refusal:
-                    outcomes[index] = refusal
-    return outcomes  # type: ignore[return-value]
+        for batch in _completion_batches(completions, skip=outcomes.keys()):
+            done = {row.id: row for row in _complete_held(
+                conn, caller, [completions[i].job_id for i in batch.indexes], batch.token, batch.result, now)}
+            for index in batch.indexes:
+                job_id = completions[index].job_id
+                outcomes[index] = done[job_id] if job_id in done else _refusal(conn, job_id, "complete", COMPLETE)
+    return [outcomes[index] for index in range(len(completions))]
 
 
-def _one_per_item(items, outcomes) -> dict:
-    """Item-by-item groups, in order: keyed by position so equal (token, result) items stay apart."""
-    return {(index, items[index][1], _result_text(items[index][2])): [index]
-            for index in range(len(items)) if outcomes[index] is None}
+class _CompletionBatch(NamedTuple):
+    """Items completed by one guarded statement: they share a claim token and a result."""
+
+    token: str
+    result: str | None   # JSON text
+    indexes: list[int]
 
 
-def _result_text(result: dict | None) -> str | None:
-    return None if result is None else json.dumps(result, separators=(",", ":"))
+def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]:
+    """Items that share a token and a result (a batch claim acknowledged together) go in one statement.
+
+    An id listed twice makes every item its own statement, in order, so the earlier item wins exactly
+    as it would alone.
+    """
+    todo = [index for index in range(len(items)) if index not in skip]
+    ids = [item.job_id for item in items]
+    if len(set(ids)) < len(ids):
+        return [_CompletionBatch(items[i].token, _json(items[i].result), [i]) for i in todo]
+    batches: dict[tuple[str, str | None], list[int]] = {}
+    for index in todo:
+        batches.setdefault((items[index].token, _json(items[index].result)), []).append(index)
+    return [_CompletionBatch(token, result, indexes) for (token, result), indexes in batches.items()]
 
 
-def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str,
-                   result_text: str | None, now: datetime) -> list[Row]:
-    """The guarded UPDATE behind a complete, with its events: the rows completed; the guard refused the others."""
-    rows = driver_sql.complete_held(conn, job_ids, caller.name, token, result_text, now, caller.actor)
-    observe_changes([(row, RUNNING, "completed", caller.actor, None) for row in rows])
+def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str, result: str | None,
+                   now: datetime) -> list[JobRow]:
+    """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are."""
+    leave = Leave(COMPLETE.to_status, now, Claim.END, result_set=True, result=result, completed_at=now)
+    log = _log(COMPLETE, caller.actor, now)
+    rows = sql.finish(conn, job_ids, caller.name, token, leave, log)
+    _changed(conn, COMPLETE, rows, log)
     return rows
 
 
-def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> Row:
+def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> JobRow:
     """running → pending with backoff while retries remain, else → failed."""
-    config = current_app.config
-    error = scrub_error(error, config["MAX_ERROR_CHARS"])
+    error = scrub_error(error, current_app.config["MAX_ERROR_CHARS"])
     now = utcnow()
     with write_transaction() as conn:
-        current = conn.execute(
-            select(jobs.c.retry_count, jobs.c.max_retries).where(_held_by(caller, job_id, token))
-            .with_for_update()
-        ).first()
-        if current is None:
-            _refuse(conn, job_id, "fail")
-        if retryable and current.retry_count < current.max_retries:
-            values = _requeue_values(now, current.retry_count, error)
-            values["run_at"] = now + backoff_delay(current.retry_count)
-            event = "requeued"
+        # The retry budget read here cannot change while this claim stands: every move that changes it
+        # ends the claim, and FINISH, guarded by the claim, then matches nothing.
+        job = sql.job(conn, job_id)
+        if job is not None and retryable and job.retry_count < job.max_retries:
+            transition, leave = FAIL_RETRY, _requeued(now, error, run_at=now + backoff_delay(job.retry_count))
         else:
-            values = {"status": FAILED, "error": error, "claim_token": None, "lease_expires_at": None,
-                      "updated_at": now}
-            event = "failed"
-        row = conn.execute(
-            update(jobs).where(_held_by(caller, job_id, token)).values(**values).returning(*jobs.c)
-        ).one()
-        _record(conn, [(row, RUNNING, event, caller.actor, error)], now)
-        if event == "requeued":
-            wakeup.jobs_ready(conn)
-    return row
+            transition, leave = FAIL_FINAL, _failed(now, error)
+        log = _log(transition, caller.actor, now, error=error)
+        rows = sql.finish(conn, [job_id], caller.name, token, leave, log)
+        if not rows:
+            _refuse(conn, job_id, "fail", transition)
+        _changed(conn, transition, rows, log)
+    return rows[0]
 
 
 def backoff_delay(retry_count: int) -> timedelta:
@@ -289,111 +319,88 @@ def backoff_delay(retry_count: int) -> timedelta:
     return timedelta(seconds=delay * random.uniform(0.5, 1.0))
 
 
-def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None) -> Row:
-    """Extend the lease of a job the caller holds."""
+def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None) -> JobRow:
+    """Extend the lease of a job the caller holds (no event: nothing changes but the lease)."""
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
+    leave = Leave(HEARTBEAT.to_status, now, Claim.KEEP, lease_until=now + lease)
     with write_transaction() as conn:
-        row = conn.execute(
-            update(jobs).where(_held_by(caller, job_id, token))
-            .values(lease_expires_at=now + lease, heartbeat_at=now, updated_at=now)
-            .returning(*jobs.c)
-        ).first()
-        if row is None:
-            _refuse(conn, job_id, "heartbeat")
-    return row
+        rows = sql.finish(conn, [job_id], caller.name, token, leave, log=None)
+        if not rows:
+            _refuse(conn, job_id, "heartbeat", HEARTBEAT)
+    return rows[0]
 
 
-def release(job_id: int, actor: str, caller: Caller | None = None, token: str | None = None) -> Row:
+def release(job_id: int, actor: str, caller: Caller | None = None, token: str | None = None) -> JobRow:
     """running → pending without counting a failure: a worker shutting down, or an admin giving it back."""
     now = utcnow()
-    if caller is not None:
-        guard = _held_by(caller, job_id, token or "")
-    else:
-        guard = and_(jobs.c.id == job_id, jobs.c.status == RUNNING)
+    leave = _given_back(now, run_at=now)
+    log = _log(RELEASE, actor, now)
     with write_transaction() as conn:
-        values = {"status": PENDING, "worker_id": None, "claimed_at": None, "claim_token": None,
-                  "lease_expires_at": None, "heartbeat_at": None, "run_at": now, "updated_at": now}
-        row = conn.execute(update(jobs).where(guard).values(**values).returning(*jobs.c)).first()
-        if row is None:
-            _refuse(conn, job_id, "release")
-        _record(conn, [(row, RUNNING, "released", actor, None)], now)
-        wakeup.jobs_ready(conn)
-    return row
+        if caller is not None:
+            rows = sql.finish(conn, [job_id], caller.name, token or "", leave, log)
+        else:
+            rows = sql.take_back(conn, [job_id], None, leave, log)   # an admin: whatever claim is current
+        if not rows:
+            _refuse(conn, job_id, "release", RELEASE)
+        _changed(conn, RELEASE, rows, log)
+    return rows[0]
 
 
-def give_back_unanswered(rows: list[Row]) -> None:
+def give_back_unanswered(rows: list[JobRow]) -> None:
     """running → pending, no failure counted: jobs claimed for a client that hung up before the answer.
 
     Nobody would run them or renew their lease; given back at once they are not stuck until reaped.
-    Each is guarded by the claim token it was just given, so a job already moved on is left alone.
+    Each is guarded by the claim token it was just given, so a job already moved on is left alone;
+    each keeps its run_at, so its place in the queue.
     """
     now = utcnow()
-    values = {"status": PENDING, "worker_id": None, "claimed_at": None, "claim_token": None,
-              "lease_expires_at": None, "heartbeat_at": None, "updated_at": now}
+    leave = _given_back(now, run_at=None)
+    log = _log(RELEASE, SERVER, now, error="the claiming worker hung up before the answer")
+    by_token: dict[str, list[int]] = {}
+    for claimed in rows:
+        by_token.setdefault(claimed.claim_token, []).append(claimed.id)
     with write_transaction() as conn:
-        given_back = []
-        for claimed in rows:
-            row = conn.execute(
-                update(jobs).where(jobs.c.id == claimed.id, jobs.c.status == RUNNING,
-                                   jobs.c.claim_token == claimed.claim_token)
-                .values(**values).returning(*jobs.c)
-            ).first()
-            if row is not None:
-                given_back.append((row, RUNNING, "released", SERVER, "the claiming worker hung up before the answer"))
-        if given_back:
-            _record(conn, given_back, now)
-            wakeup.jobs_ready(conn)
+        for token, ids in by_token.items():
+            _changed(conn, RELEASE, sql.take_back(conn, ids, token, leave, log), log)
 
 
 # --- producer and admin actions ------------------------------------------------------------------
 
-def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> Row:
+def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
     """pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found')."""
     now = utcnow()
-    guard = [jobs.c.id == job_id]
-    if owner_key_id is not None:
-        guard.append(jobs.c.producer_key_id == owner_key_id)
+    log = _log(CANCEL, actor, now)
     with write_transaction() as conn:
-        row = conn.execute(
-            update(jobs).where(*guard, jobs.c.status == PENDING)
-            .values(status=CANCELLED, updated_at=now).returning(*jobs.c)
-        ).first()
+        row = sql.cancel(conn, job_id, owner_key_id, now, log)
         if row is None:
-            _refuse(conn, job_id, "cancel", owner_key_id=owner_key_id)
-        _record(conn, [(row, PENDING, "cancelled", actor, None)], now)
+            _refuse(conn, job_id, "cancel", CANCEL, owner_key_id=owner_key_id)
+        _changed(conn, CANCEL, [row], log)
     return row
 
 
-def retry(job_id: int, actor: str) -> Row:
+def retry(job_id: int, actor: str) -> JobRow:
     """failed or cancelled → pending with a fresh retry budget (an admin's decision)."""
     rows = retry_many([job_id], actor)
     if not rows:
         with write_transaction() as conn:
-            _refuse(conn, job_id, "retry")
+            _refuse(conn, job_id, "retry", RETRY)
     return rows[0]
 
 
-def retry_many(job_ids: list[int], actor: str) -> list[Row]:
+def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
     """Retry every listed job that is failed or cancelled; others are left as they are."""
     if not job_ids:
         return []
     now = utcnow()
+    rows: list[JobRow] = []
     with write_transaction() as conn:
-        before = {row.id: row.status for row in conn.execute(
-            select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids), jobs.c.status.in_([FAILED, CANCELLED]))
-        )}
-        if not before:
-            return []
-        rows = conn.execute(
-            update(jobs).where(jobs.c.id.in_(list(before)), jobs.c.status.in_([FAILED, CANCELLED]))
-            .values(status=PENDING, retry_count=0, stall_count=0, worker_id=None, claimed_at=None,
-                    claim_token=None, lease_expires_at=None, heartbeat_at=None, completed_at=None,
-                    run_at=now, updated_at=now)
-            .returning(*jobs.c)
-        ).all()
-        _record(conn, [(row, before[row.id], "retried", actor, None) for row in rows], now)
-        wakeup.jobs_ready(conn)
+        # One statement per from-status, so each event row says where its job came from.
+        for from_status in (status for status in JobStatus if status in RETRY.from_statuses):
+            log = _log(RETRY, actor, now, from_status=from_status)
+            retried = sql.retry(conn, job_ids, from_status.value, now, log)
+            _changed(conn, RETRY, retried, log)
+            rows += retried
     return sorted(rows, key=lambda row: row.id)
 
 
@@ -405,82 +412,94 @@ def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | N
 
     Each goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
     workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet.
-    A job completed meanwhile is never touched: every update re-checks status and claim token.
+    A job completed meanwhile is never touched: every take-back re-checks status and claim token.
     ``actor`` is who asked, for the event log: the cron reaper, or an admin pressing "reap now".
     """
     now = now or utcnow()
     max_stalls = current_app.config["MAX_STALLS"]
-    stalled = jobs.c.lease_expires_at < now
-    if older_than is not None:
-        stalled = or_(stalled, jobs.c.claimed_at < now - timedelta(seconds=older_than))
+    claimed_before = None if older_than is None else now - timedelta(seconds=older_than)
     report = ReapReport()
     with write_transaction() as conn:
-        candidates = conn.execute(
-            select(jobs.c.id, jobs.c.claim_token, jobs.c.worker_id, jobs.c.retry_count,
-                   jobs.c.max_retries, jobs.c.stall_count)
-            .where(jobs.c.status == RUNNING, stalled).order_by(jobs.c.id)
-            .with_for_update(skip_locked=True)
-        ).all()
-        for job in candidates:
+        for job in sql.stalled(conn, now, claimed_before):
             stalls = job.stall_count + 1
             if stalls >= max_stalls:
-                outcome, bucket = FAILED, report.quarantined
+                transition, bucket = REAP_FINAL, report.quarantined
                 error = f"quarantined: its worker died {stalls} times"
             elif job.retry_count < job.max_retries:
-                outcome, bucket = PENDING, report.requeued
+                transition, bucket = REAP_RETRY, report.requeued
                 error = f"worker {job.worker_id} stopped heartbeating; its lease expired"
             else:
-                outcome, bucket = FAILED, report.failed
+                transition, bucket = REAP_FINAL, report.failed
                 error = f"worker {job.worker_id} stopped heartbeating and no retries are left"
-            bucket.append(job.id)
             if dry_run:
+                bucket.append(job.id)
                 continue
-            if outcome == PENDING:
-                values = _requeue_values(now, job.retry_count, error)
+            if transition is REAP_RETRY:
+                leave = _requeued(now, error, run_at=now, stalls=1)
             else:
-                values = {"status": FAILED, "error": error, "claim_token": None,
-                          "lease_expires_at": None, "updated_at": now}
-            values["stall_count"] = stalls
-            row = conn.execute(
-                update(jobs).where(jobs.c.id == job.id, jobs.c.status == RUNNING,
-                                   jobs.c.claim_token == job.claim_token)
-                .values(**values).returning(*jobs.c)
-            ).first()
-            if row is None:  # finished between our read and our write: leave it alone
-                bucket.remove(job.id)
-                continue
-            _record(conn, [(row, RUNNING, "reaped", actor, error)], now)
-            if outcome == PENDING:
-                wakeup.jobs_ready(conn)
+                leave = _failed(now, error, stalls=1)
+            log = _log(transition, actor, now, error=error)
+            taken = sql.take_back(conn, [job.id], job.claim_token, leave, log)
+            if taken:  # else it finished between our read and our write: left alone
+                bucket.append(job.id)
+                _changed(conn, transition, taken, log)
     return report
 
 
-# --- helpers ------------------------------------------------------------------------------------
+# --- the values of each way out of running, written once --------------------------------------------
 
-def _requeue_values(now: datetime, retry_count: int, error: str | None) -> dict:
-    return {"status": PENDING, "retry_count": retry_count + 1, "error": error, "worker_id": None,
-            "claimed_at": None, "claim_token": None, "lease_expires_at": None, "heartbeat_at": None,
-            "run_at": now, "updated_at": now}
-
-
-def _refuse(conn: Connection, job_id: int, action: str, owner_key_id: int | None = None):
-    """Explain why a guarded update matched nothing: no such job (404) or the wrong state (409)."""
-    row = conn.execute(select(jobs.c.status, jobs.c.producer_key_id).where(jobs.c.id == job_id)).first()
-    if row is None or (owner_key_id is not None and row.producer_key_id != owner_key_id):
-        raise JobNotFound(f"job {job_id} does not exist")
-    if action in {"complete", "fail", "heartbeat", "release"}:
-        raise StateConflict(
-            f"cannot {action} job {job_id}: it is {row.status} and not held by this worker under this claim token",
-            job_status=row.status)
-    allowed = {"cancel": "pending", "retry": "failed or cancelled"}[action]
-    raise StateConflict(f"cannot {action} job {job_id}: it is {row.status}, not {allowed}", job_status=row.status)
+def _requeued(now: datetime, error: str | None, run_at: datetime, stalls: int = 0) -> Leave:
+    """→ pending for another try: the attempt counts against max_retries, the claim is dropped."""
+    return Leave(JobStatus.PENDING, now, Claim.DROP, retries_spent=1, stalls=stalls, run_at=run_at,
+                 error_set=True, error=error)
 
 
-def _record(conn: Connection, entries: list[tuple], now: datetime) -> None:
-    """Append to the event log in the same transaction as the change it records."""
-    conn.execute(insert(events), [
-        {"job_id": row.id, "event": event, "from_status": from_status, "to_status": row.status,
-         "actor": actor, "attempt": row.retry_count, "error": error, "at": now}
-        for row, from_status, event, actor, error in entries
-    ])
-    observe_changes(entries)  # metrics counters and the state-change log line
+def _failed(now: datetime, error: str | None, stalls: int = 0) -> Leave:
+    """→ failed for good: the claim ends, who ran the job stays on its record."""
+    return Leave(JobStatus.FAILED, now, Claim.END, stalls=stalls, error_set=True, error=error)
+
+
+def _given_back(now: datetime, run_at: datetime | None) -> Leave:
+    """→ pending, no attempt counted: the claim is dropped (``run_at`` None: the job keeps its run_at)."""
+    return Leave(JobStatus.PENDING, now, Claim.DROP, run_at=run_at)
+
+
+# --- events, refusals --------------------------------------------------------------------------------
+
+def _log(transition: Transition, actor: str, now: datetime, error: str | None = None,
+         from_status: JobStatus | None = None) -> Log:
+    """The event row ``transition`` writes for each job it moves (from its one from-status, unless given)."""
+    if from_status is None and transition.from_statuses:
+        (from_status,) = transition.from_statuses
+    return Log(transition.event.value, from_status.value if from_status else None, actor, now, error)
+
+
+def _changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log) -> None:
+    """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs."""
+    if not rows:
+        return
+    observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
+    if transition.to_status is JobStatus.PENDING:
+        wakeup.jobs_ready(conn)
+
+
+def _refuse(conn: Connection, job_id: int, verb: str, transition: Transition,
+            owner_key_id: int | None = None) -> NoReturn:
+    raise _refusal(conn, job_id, verb, transition, owner_key_id)
+
+
+def _refusal(conn: Connection, job_id: int, verb: str, transition: Transition,
+             owner_key_id: int | None = None) -> QueueError:
+    """Why a guarded statement matched nothing: no such job (404), or a state ``transition`` does not leave (409)."""
+    job = sql.job(conn, job_id)
+    if job is None or (owner_key_id is not None and job.producer_key_id != owner_key_id):
+        return JobNotFound(f"job {job_id} does not exist")
+    if Actor.HOLDER in transition.actors:
+        why = f"it is {job.status} and not held by this worker under this claim token"
+    else:
+        why = f"it is {job.status}, not {spell(transition.from_statuses)}"
+    return StateConflict(f"cannot {verb} job {job_id}: {why}", job_status=job.status)
+
+
+def _json(result: dict | None) -> str | None:
+    return None if result is None else json.dumps(result, separators=(",", ":"))

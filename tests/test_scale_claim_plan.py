@@ -12,9 +12,9 @@ from sqlalchemy import text
 
 from queuelog import queue
 from queuelog.database import dialect_name
-from queuelog.driver_sql import JobWrite
 from queuelog.extensions import db
 from queuelog.keys import authenticate
+from queuelog.sql import runner
 
 PENDING = 100_000
 FINISHED = 20_000
@@ -51,20 +51,20 @@ def deep_queue(app):
 def _claim_statement(caller, types=None) -> tuple[str, object, float]:
     """Run a real claim; return the UPDATE it sent, its parameters, and how long the claim took."""
     seen = []
-    send = JobWrite.execute
+    send = runner.send
 
-    def capture(self, sql, params, events):
+    def capture(conn, sql, params, *rest):
         if "UPDATE jobs" in sql:
             seen.append((sql, params))
-        return send(self, sql, params, events)
+        return send(conn, sql, params, *rest)
 
-    JobWrite.execute = capture
+    runner.send = capture
     try:
         started = time.perf_counter()
         claimed = queue.claim(caller, types=types)
         took = time.perf_counter() - started
     finally:
-        JobWrite.execute = send
+        runner.send = send
     assert len(claimed) == 1 and len(seen) == 1
     return seen[0][0], seen[0][1], took
 

@@ -1,0 +1,84 @@
+"""Every statement about jobs, one named statement per dialect, and the one runner that sends them.
+
+Where to look:
+- ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim;
+  FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
+  TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
+  CANCEL, RETRY, the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
+  decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
+- ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
+  (PostgreSQL) or transaction (SQLite).
+- ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
+
+The functions here are those statements as ``queuelog.queue`` calls them, each in the caller's
+transaction. Which transition, which values, which event: that is the queue's to decide.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy.engine import Connection
+
+from .runner import execute_plain, insert_jobs, run, scalar
+from .values import KEY_TIMES, Claim, JobRow, KeyRow, Leave, Log, NewJobRow
+
+__all__ = ["Claim", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "cancel", "claim", "execute_plain",
+           "find_key", "finish", "insert_jobs", "job", "jobs_by_key", "retry", "something_due", "stalled",
+           "take_back"]
+
+
+def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
+          types: Sequence[str] | None, log: Log) -> list[JobRow]:
+    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``."""
+    return run(conn, "CLAIM", {"now": now, "lease_until": lease_until, "worker": worker, "token": token,
+                               "limit": limit, "types": types}, log)
+
+
+def finish(conn: Connection, ids: Sequence[int], worker: str, token: str, leave: Leave,
+           log: Log | None) -> list[JobRow]:
+    """FINISH: ``leave`` applied to those of ``ids`` that ``worker`` holds under ``token``; the others stay."""
+    return run(conn, "FINISH", {**leave.params(), "ids": ids, "worker": worker, "token": token}, log)
+
+
+def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Leave, log: Log) -> list[JobRow]:
+    """TAKE_BACK: ``leave`` applied to those of ``ids`` still running (under ``token``, when given)."""
+    return run(conn, "TAKE_BACK", {**leave.params(), "ids": ids, "token": token}, log)
+
+
+def cancel(conn: Connection, job_id: int, owner_key_id: int | None, now: datetime, log: Log) -> JobRow | None:
+    """CANCEL: the job, if pending (and ``owner_key_id``'s, when given), marked cancelled."""
+    rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "now": now}, log)
+    return rows[0] if rows else None
+
+
+def retry(conn: Connection, ids: Sequence[int], from_status: str, now: datetime, log: Log) -> list[JobRow]:
+    """RETRY: those of ``ids`` that are ``from_status`` (a retryable status), back to pending."""
+    return run(conn, "RETRY", {"ids": ids, "from_status": from_status, "now": now}, log)
+
+
+def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:
+    """SOMETHING_DUE: is any job of ``types`` (None: any) claimable at ``now``?"""
+    return bool(scalar(conn, "SOMETHING_DUE", {"now": now, "types": types}))
+
+
+def job(conn: Connection, job_id: int) -> JobRow | None:
+    """JOB: one job as it is now, or None."""
+    rows = run(conn, "JOB", {"id": job_id})
+    return rows[0] if rows else None
+
+
+def jobs_by_key(conn: Connection, producer_key_id: int, keys: Sequence[str]) -> list[JobRow]:
+    """JOBS_BY_KEY: the producer's jobs enqueued under any of ``keys``."""
+    return run(conn, "JOBS_BY_KEY", {"producer": producer_key_id, "keys": sorted(set(keys))})
+
+
+def stalled(conn: Connection, now: datetime, claimed_before: datetime | None) -> list[JobRow]:
+    """STALLED: running jobs whose lease ended before ``now`` (or claimed before ``claimed_before``), by id."""
+    return run(conn, "STALLED", {"now": now, "claimed_before": claimed_before})
+
+
+def find_key(conn: Connection, digest: str) -> KeyRow | None:
+    """KEY_BY_DIGEST: the API key with this digest (live or revoked), or None."""
+    rows = run(conn, "KEY_BY_DIGEST", {"digest": digest}, make=KeyRow, times_at=KEY_TIMES)
+    return rows[0] if rows else None

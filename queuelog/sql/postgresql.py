@@ -1,0 +1,122 @@
+"""Every statement queuelog sends to PostgreSQL about jobs, by name; sqlite.py holds the same names.
+
+How to read them:
+- values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``); ``{types}`` and
+  ``{claimed_before}`` are optional pieces the runner fills with TYPES and CLAIMED_BEFORE when the
+  caller gives those values, and leaves empty when not;
+- guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
+- every write returns all the job's columns, and the runner sends it inside LOGGED, which writes its
+  event rows in the same statement (one round trip instead of two). Under READ COMMITTED an UPDATE
+  that waited for a row lock re-checks its WHERE on the row as committed, so a guard cannot be raced.
+"""
+from __future__ import annotations
+
+from ..states import BY_ACTION, HELD, RETRYABLE
+from .values import JOB_LIST, KEY_LIST, status_in
+
+_CLAIM = BY_ACTION["claim"]
+_CANCEL = BY_ACTION["cancel"]
+_RETRY = BY_ACTION["retry"]
+
+# --- the shared pieces: each condition written once ----------------------------------------------
+
+#: A job a claim may take now: pending and due. The claim picks by it; a waiting claim's due-check asks it.
+CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= %(now)s {{types}}"
+TYPES = "AND type = ANY(%(types)s)"
+
+#: The holding worker's guard: running, held by this worker key, under the claim it was given.
+HELD_BY = f"{status_in(HELD)} AND worker_id = %(worker)s AND claim_token = %(token)s"
+
+#: What a move out of running (or a heartbeat, which stays) does to the row; see values.Leave. %(claim)s
+#: says what becomes of the worker's claim: 'keep' renews its lease, 'end' clears token and lease but
+#: keeps who ran the job, 'drop' clears every claim column. Columns a move leaves alone keep their value.
+LEAVE_RUNNING = """
+       status           = %(status)s,
+       retry_count      = retry_count + %(retries_spent)s,
+       stall_count      = stall_count + %(stalls)s,
+       error            = CASE WHEN %(error_set)s THEN %(error)s ELSE error END,
+       result           = CASE WHEN %(result_set)s THEN %(result)s ELSE result END,
+       completed_at     = COALESCE(%(completed_at)s, completed_at),
+       run_at           = COALESCE(%(run_at)s, run_at),
+       worker_id        = CASE %(claim)s WHEN 'drop' THEN NULL ELSE worker_id END,
+       claimed_at       = CASE %(claim)s WHEN 'drop' THEN NULL ELSE claimed_at END,
+       heartbeat_at     = CASE %(claim)s WHEN 'drop' THEN NULL WHEN 'keep' THEN %(now)s ELSE heartbeat_at END,
+       claim_token      = CASE %(claim)s WHEN 'keep' THEN claim_token ELSE NULL END,
+       lease_expires_at = CASE %(claim)s WHEN 'keep' THEN %(lease_until)s::timestamp ELSE NULL END,
+       updated_at       = %(now)s"""
+
+# --- the writes -------------------------------------------------------------------------------------
+
+#: New pending jobs, one row per job. Values are named (%(v0)s, …) because LOGGED names its own.
+ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
+
+#: The claim: pick the next due jobs in claim order and mark them running, in one statement.
+#: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows instead of queueing behind
+#: them, and no row is locked by two claimers. The pick is a MATERIALIZED CTE, run exactly once: as a
+#: plain ``IN (subquery)`` the planner may choose a nested-loop semi join that re-runs the LIMIT
+#: subquery for every pending row; each rerun skips the rows this statement already updated and
+#: yields the next one, so a single claim of one job marked every due job running. The UPDATE
+#: re-checks the status itself, so a job can never be handed out twice.
+CLAIM = f"""
+WITH picked AS MATERIALIZED (
+    SELECT id FROM jobs
+     WHERE {CLAIMABLE}
+     ORDER BY priority DESC, id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED)
+UPDATE jobs
+   SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
+       heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s, updated_at = %(now)s
+ WHERE {status_in(_CLAIM.from_statuses)} AND id IN (SELECT id FROM picked)
+RETURNING {JOB_LIST}"""
+
+#: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
+FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {HELD_BY}\nRETURNING {JOB_LIST}"
+
+#: Running jobs taken back without their worker: by the reaper (the claim it found stalled), by the server
+#: (a claim whose client hung up before the answer), by an admin's give-back (%(token)s NULL: whatever
+#: claim is current).
+TAKE_BACK = (f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {status_in(HELD)}"
+             f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}")
+
+#: A pending job will not run; a producer may cancel only its own (owner), an admin any (owner NULL).
+CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
+          f" WHERE id = %(id)s AND {status_in(_CANCEL.from_statuses)}"
+          f" AND (%(owner)s::integer IS NULL OR producer_key_id = %(owner)s) RETURNING {JOB_LIST}")
+
+#: Failed or cancelled jobs back to pending with a clean record. Run once per from-status
+#: (%(from_status)s), so each event row says where its job came from.
+RETRY = f"""
+UPDATE jobs
+   SET status = '{_RETRY.to_status}', retry_count = 0, stall_count = 0, worker_id = NULL, claimed_at = NULL,
+       claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL, completed_at = NULL,
+       run_at = %(now)s, updated_at = %(now)s
+ WHERE id = ANY(%(ids)s) AND {status_in(RETRYABLE)} AND status = %(from_status)s
+RETURNING {JOB_LIST}"""
+
+#: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
+LOGGED = ("WITH changed AS ({statement}), "
+          "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
+          "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
+          f"FROM changed) SELECT {JOB_LIST} FROM changed")
+
+# --- the reads the operations decide by ---------------------------------------------------------------
+
+#: Is anything claimable? Asked by a waiting claim before it runs the claim.
+SOMETHING_DUE = f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE})"
+
+#: One job, to explain a refusal or to weigh a failure against its retries.
+JOB = f"SELECT {JOB_LIST} FROM jobs WHERE id = %(id)s"
+
+#: A producer's jobs under these idempotency keys: an enqueue repeated under a key answers with them.
+JOBS_BY_KEY = (f"SELECT {JOB_LIST} FROM jobs"
+               " WHERE producer_key_id = %(producer)s AND idempotency_key = ANY(%(keys)s)")
+
+#: Running jobs whose lease ran out (or claimed before claimed_before), for the reaper; a job another
+#: reaper is taking back right now is skipped, not waited for.
+STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
+           " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED")
+CLAIMED_BEFORE = "OR claimed_at < %(claimed_before)s"
+
+#: The API key behind a request (live or revoked), on every request.
+KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = %(digest)s"

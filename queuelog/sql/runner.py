@@ -1,0 +1,200 @@
+"""The runner: sends a named statement of sqlite.py or postgresql.py on the database driver.
+
+Why the driver and not SQLAlchemy Core: enqueue, claim and complete are most of the traffic, and Core's
+per-statement set-up cost more than their SQL. A statement runs on ``conn``'s own driver connection,
+so inside the transaction that ``write_transaction`` began and will commit.
+
+A write given a :class:`Log` records an event row for every job it returns: on PostgreSQL in the same
+statement (wrapped in LOGGED), on SQLite with LOG_EVENTS right after it, in the same transaction.
+"""
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+from datetime import datetime
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from . import postgresql, sqlite
+from .values import JOB_TIMES, JobRow, Log, NewJobRow, Times
+
+_DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
+#: Optional pieces of a statement ({types}, …): filled from the dialect's module when the value is given.
+_OPTIONAL = {"types": "TYPES", "claimed_before": "CLAIMED_BEFORE"}
+_NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at"})
+
+
+@contextlib.contextmanager
+def driver_cursor(conn: Connection, sql: str, params):
+    """The DBAPI cursor of ``conn``'s own driver connection: same session, same transaction.
+
+    The driver's errors come out as SQLAlchemy's (OperationalError, IntegrityError, …), as every other
+    statement's do, so the API's 503 and the enqueue's idempotency retry see them alike; a connection the
+    driver reports broken is invalidated, as SQLAlchemy would, so the pool never hands it out again.
+    """
+    dbapi = conn.dialect.loaded_dbapi
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        yield cursor
+    except dbapi.Error as error:
+        disconnected = conn.dialect.is_disconnect(error, conn.connection.driver_connection, cursor)
+        if disconnected:
+            conn.invalidate(error)
+        raise DBAPIError.instance(sql, params, error, dbapi.Error, connection_invalidated=disconnected,
+                                  dialect=conn.dialect) from error
+    finally:
+        with contextlib.suppress(Exception):
+            cursor.close()
+
+
+def execute_plain(conn: Connection, sql: str) -> None:
+    """Send one statement without parameters or results (BEGIN, say) on ``conn``'s driver connection."""
+    with driver_cursor(conn, sql, {}) as cursor:
+        cursor.execute(sql)
+
+
+def run(conn: Connection, name: str, values: dict, log: Log | None = None, make=JobRow,
+        times_at: tuple[int, ...] = JOB_TIMES) -> list:
+    """Send statement ``name`` with ``values``; the rows it returns as ``make`` rows (JobRow by default).
+
+    With ``log``, every returned job also gets its event row, in the same statement or transaction.
+    """
+    dialect = conn.dialect.name
+    times = _times_for(conn)
+    params, lists, filled = _bind(dialect, values, times)
+    sql = _text(dialect, name, lists, filled, log is not None)
+    if log is not None and dialect == "postgresql":
+        params.update(_log_params(log, times))
+    return send(conn, sql, params, log, times, make, times_at)
+
+
+def scalar(conn: Connection, name: str, values: dict):
+    """Send read ``name`` and return the first column of its first row."""
+    dialect = conn.dialect.name
+    params, lists, filled = _bind(dialect, values, _times_for(conn))
+    sql = _text(dialect, name, lists, filled, False)
+    with driver_cursor(conn, sql, params) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
+    """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``."""
+    dialect = conn.dialect.name
+    times = _times_for(conn)
+    to_db = _memo(times.to_db)
+    values = [to_db(value) if i in _NEW_TIMES else value for row in rows for i, value in enumerate(row)]
+    sql = _enqueue_text(dialect, len(rows))
+    if dialect == "postgresql":
+        # Named, because LOGGED names its own values.
+        params: dict | list = {f"v{i}": value for i, value in enumerate(values)}
+        params.update(_log_params(log, times))
+    else:
+        params = values
+    inserted = send(conn, sql, params, log, times)
+    # One INSERT numbers its rows in VALUES order (ids only grow), whatever order RETURNING lists them in.
+    return sorted(inserted, key=lambda row: row.id)
+
+
+def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make=JobRow,
+         times_at: tuple[int, ...] = JOB_TIMES) -> list:
+    """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""
+    with driver_cursor(conn, sql, params) as cursor:
+        cursor.execute(sql, params)
+        rows = times.rows(cursor.fetchall(), make, times_at)
+        if log is not None and rows and conn.dialect.name == "sqlite":
+            event, from_status, at = _text_of(log.event), _text_of(log.from_status), times.to_db(log.at)
+            cursor.executemany(sqlite.LOG_EVENTS, [
+                (row.id, event, from_status, row.status, log.actor, row.retry_count, log.error, at)
+                for row in rows])
+    return rows
+
+
+# --- binding values and spelling out the statement ------------------------------------------------
+
+def _times_for(conn: Connection) -> Times:
+    name = conn.dialect.name
+    times = _TIMES.get(name)
+    if times is None:
+        times = _TIMES[name] = Times.of(conn.dialect)
+    return times
+
+
+_TIMES: dict[str, Times] = {}
+
+
+def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, frozenset]:
+    """The driver's parameters for ``values``: times in their stored form, enums as their text, and on SQLite
+    each list spelled out as ``name_0, name_1, …``. Also which lists (name, length) and which optional
+    pieces the statement's text needs."""
+    params: dict = {}
+    lists = []
+    for key, value in values.items():
+        if isinstance(value, datetime):
+            value = times.to_db(value)
+        elif isinstance(value, enum.Enum):
+            value = value.value
+        elif isinstance(value, (list, tuple)):
+            if dialect == "sqlite":
+                lists.append((key, len(value)))
+                for i, item in enumerate(value):
+                    params[f"{key}_{i}"] = item
+                continue
+            value = list(value)
+        params[key] = value
+    filled = frozenset(key for key in _OPTIONAL if values.get(key) is not None)
+    return params, tuple(lists), filled
+
+
+@functools.lru_cache(maxsize=1024)
+def _text(dialect: str, name: str, lists: tuple, filled: frozenset, logged: bool) -> str:
+    """The SQL sent for statement ``name``: optional pieces filled, SQLite's lists spelled out, and on
+    PostgreSQL a logged write wrapped in LOGGED."""
+    module = _DIALECTS[dialect]
+    sql = getattr(module, name)
+    for slot, piece in _OPTIONAL.items():
+        sql = sql.replace("{" + slot + "}", getattr(module, piece) if slot in filled else "")
+    for key, length in lists:
+        sql = sql.replace(f"(:{key})", "(" + ", ".join(f":{key}_{i}" for i in range(length)) + ")")
+    if logged and dialect == "postgresql":
+        sql = module.LOGGED.replace("{statement}", sql)
+    return sql
+
+
+@functools.lru_cache(maxsize=256)
+def _enqueue_text(dialect: str, count: int) -> str:
+    module = _DIALECTS[dialect]
+    columns = NewJobRow._fields
+    width = len(columns)
+    if dialect == "postgresql":
+        tuples = ["(" + ", ".join(f"%(v{n * width + i})s" for i in range(width)) + ")" for n in range(count)]
+    else:
+        tuples = ["(" + ", ".join(["?"] * width) + ")"] * count
+    sql = module.ENQUEUE.replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
+    return module.LOGGED.replace("{statement}", sql) if dialect == "postgresql" else sql
+
+
+def _log_params(log: Log, times: Times) -> dict:
+    """LOGGED's values: what each returned job's event row says."""
+    return {"log_event": _text_of(log.event), "log_from": _text_of(log.from_status), "log_actor": log.actor,
+            "log_error": log.error, "log_at": times.to_db(log.at)}
+
+
+def _text_of(value):
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _memo(convert):
+    """``convert`` remembering its answers: the rows of one enqueue share their times."""
+    seen: dict = {None: None}
+
+    def converted(value):
+        try:
+            return seen[value]
+        except KeyError:
+            result = seen[value] = convert(value)
+            return result
+
+    return converted

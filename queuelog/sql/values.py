@@ -1,0 +1,133 @@
+"""The values the statements take and give back: small typed rows, with times converted one way.
+
+A job comes back as a :class:`JobRow` whatever statement returned it, an API key as a :class:`KeyRow`
+(attribute access, like SQLAlchemy's ``Row``). Times are converted by the ``UTCDateTime`` column type's
+own processors, so a time written here is exactly the text SQLAlchemy writes (SQLite compares times as
+text) and a time read here is exactly what SQLAlchemy hands back (an aware UTC datetime).
+"""
+from __future__ import annotations
+
+import enum
+from collections import namedtuple
+from datetime import datetime
+from typing import NamedTuple
+
+from sqlalchemy.engine import Dialect
+
+from ..models import ApiKey, Job, UTCDateTime
+from ..states import JobStatus
+
+JOB_COLUMNS = tuple(column.name for column in Job.__table__.c)
+KEY_COLUMNS = tuple(column.name for column in ApiKey.__table__.c)
+#: ``id, type, payload, …``: what every statement about jobs returns, in the order of JobRow.
+JOB_LIST = ", ".join(JOB_COLUMNS)
+KEY_LIST = ", ".join(KEY_COLUMNS)
+
+JobRow = namedtuple("JobRow", JOB_COLUMNS)
+KeyRow = namedtuple("KeyRow", KEY_COLUMNS)
+
+
+def status_in(statuses) -> str:
+    """``status = 'running'``, ``status IN ('failed', 'cancelled')``: a guard spelled from queuelog.states.
+
+    One status is written with ``=``: SQLite uses a partial index (``WHERE status = 'pending'``) only
+    for a query whose WHERE says the same.
+    """
+    names = [f"'{status.value}'" for status in JobStatus if status in statuses]
+    return f"status = {names[0]}" if len(names) == 1 else f"status IN ({', '.join(names)})"
+
+
+# --- what a statement writes ----------------------------------------------------------------------
+
+class NewJobRow(NamedTuple):
+    """The columns of a job as enqueue inserts it; every other column starts empty."""
+
+    type: str
+    payload: str            # JSON text
+    priority: int
+    status: str
+    retry_count: int
+    max_retries: int
+    stall_count: int
+    idempotency_key: str | None
+    request_digest: str
+    producer_key_id: int
+    producer: str
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+class Claim(enum.StrEnum):
+    """What a move out of running (or a heartbeat) does to the worker's claim."""
+
+    KEEP = "keep"   # heartbeat: the claim stands, its lease is renewed
+    END = "end"     # completed or failed: token and lease cleared, who ran it (worker, times) kept
+    DROP = "drop"   # back to pending: every claim column cleared, the job is anybody's again
+
+
+class Leave(NamedTuple):
+    """The values of a move out of running (FINISH, TAKE_BACK): each column a move does not set keeps its value."""
+
+    status: str
+    now: datetime
+    claim: Claim
+    retries_spent: int = 0           # 1 when this attempt counts against max_retries
+    stalls: int = 0                  # 1 when the worker died holding the job (the reaper)
+    run_at: datetime | None = None   # back to pending: when it may be claimed again (None: unchanged)
+    lease_until: datetime | None = None   # Claim.KEEP: the new lease
+    error_set: bool = False          # True: ``error`` replaces the job's error (None clears it)
+    error: str | None = None
+    result_set: bool = False         # True: ``result`` (JSON text or None) is stored
+    result: str | None = None
+    completed_at: datetime | None = None
+
+    def params(self) -> dict:
+        return {**self._asdict(), "claim": self.claim.value}
+
+
+class Log(NamedTuple):
+    """The event row every job a statement returns gets: what happened, from which status, who, why, when."""
+
+    event: str
+    from_status: str | None
+    actor: str
+    at: datetime
+    error: str | None = None
+
+
+# --- times, as UTCDateTime converts them -----------------------------------------------------------
+
+_TIME_TYPE = UTCDateTime()
+JOB_TIMES = tuple(i for i, column in enumerate(Job.__table__.c) if isinstance(column.type, UTCDateTime))
+KEY_TIMES = tuple(i for i, column in enumerate(ApiKey.__table__.c) if isinstance(column.type, UTCDateTime))
+
+
+class Times(NamedTuple):
+    """A dialect's conversion of times to what its driver stores, and back."""
+
+    to_db: object     # callable: aware datetime → the stored form; None stays None
+    from_db: object   # callable: the stored form → aware UTC datetime
+
+    @classmethod
+    def of(cls, dialect: Dialect) -> Times:
+        to_db = _TIME_TYPE._cached_bind_processor(dialect) or (lambda value: value)
+        from_db = _TIME_TYPE._cached_result_processor(dialect, None) or (lambda value: value)
+        return cls(to_db, from_db)
+
+    def rows(self, raw_rows, make, times: tuple[int, ...]) -> list:
+        """Driver rows as ``make`` rows, each time at the ``times`` positions converted."""
+        out = []
+        # The rows of one statement share most of their times (one transaction's "now"): convert each once.
+        converted: dict = {None: None}
+        from_db = self.from_db
+        for raw in raw_rows:
+            values = list(raw)
+            for position in times:
+                value = values[position]
+                try:
+                    values[position] = converted[value]
+                except KeyError:
+                    values[position] = converted[value] = from_db(value)
+            out.append(make(*values))
+        return out
