@@ -23,12 +23,11 @@ import time
 from typing import Callable, Sequence
 
 from flask import current_app, request
-from sqlalchemy import exists, select
 
+from . import sql
 from .clock import utcnow
 from .errors import LongPollsFull
 from .extensions import db
-from .models import Job, JobStatus
 from .wakeup import shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
@@ -37,8 +36,6 @@ log = logging.getLogger("queuelog.longpoll")
 #: fleet far larger than the cap costs the server little (each refusal is one cheap request), short
 #: enough that a refused worker is back soon after a burst of jobs.
 RETRY_AFTER_SECONDS = 5
-
-jobs = Job.__table__
 
 
 def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
@@ -107,12 +104,12 @@ _claiming_turn = threading.Lock()
 
 
 def _something_due(types: Sequence[str] | None) -> bool:
-    """Read-only, lock-free: is any pending job of these types due? (Saves a write lock per poll.)"""
-    query = select(jobs.c.id).where(jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= utcnow())
-    if types is not None:
-        query = query.where(jobs.c.type.in_(list(types)))
+    """Read-only, lock-free: is any job of these types claimable? (Saves a write lock per poll.)
+
+    The same condition as the claim's own (CLAIMABLE in queuelog.sql), so the two cannot disagree.
+    """
     with db.engine.connect() as conn:
-        return bool(conn.execute(select(exists(query))).scalar())
+        return sql.something_due(conn, utcnow(), types)
 
 
 # --- the client's connection ---------------------------------------------------------------------
