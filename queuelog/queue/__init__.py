@@ -1,0 +1,37 @@
+"""The queue's operations: the only code that changes a job's state.
+
+Each operation decides; a statement of ``queuelog.sql`` carries the decision out. An operation picks
+the transition of ``states.TRANSITIONS`` that the request asks for, the values it writes, the event it
+logs, and, when the guarded statement matched nothing, the refusal: 404 when there is no such job (for
+this caller), 409 when the job's state does not allow the move. Guards live in the statements' WHERE
+clauses and each statement writes its event rows with it, so there is no read-then-write race.
+
+Views, CLI commands and pages call these functions; none of them writes ``status`` itself.
+
+- ``enqueueing.py``: enqueue, with idempotency keys;
+- ``operations.py``: the claim; the holding worker's complete, fail, heartbeat and release; the server's
+  give-back of a claim nobody received; cancel; an admin's retry; the reaper;
+- ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
+"""
+from .enqueueing import Enqueued, NewJob, enqueue
+from .moves import REAPER, SERVER
+from .operations import (
+                         Completion,
+                         ReapReport,
+                         backoff_delay,
+                         cancel,
+                         claim,
+                         complete,
+                         complete_many,
+                         fail,
+                         give_back_unanswered,
+                         heartbeat,
+                         reap,
+                         release,
+                         retry,
+                         retry_many,
+)
+
+__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel", "claim",
+           "complete", "complete_many", "enqueue", "fail", "give_back_unanswered", "heartbeat", "reap", "release",
+           "retry", "retry_many"]

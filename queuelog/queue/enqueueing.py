@@ -1,0 +1,158 @@
+"""Enqueue: new jobs, all-or-nothing, and the idempotency keys that make a repeated request safe."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from flask import current_app
+from sqlalchemy.exc import IntegrityError
+
+from .. import sql
+from ..clock import rfc3339, utcnow
+from ..database import write_transaction
+from ..errors import Forbidden, IdempotencyConflict, InvalidRequest
+from ..keys import Caller
+from ..models import Role
+from ..patterns import Priority
+from ..sql import JobRow, NewJobRow
+from .moves import ENQUEUE, changed, event_row
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated enqueue request."""
+
+    type: str
+    payload: dict
+    priority: int = Priority.LOW.value
+    max_retries: int = 3
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+
+    def digest(self) -> str:
+        """Fingerprint of the request, to tell a retry of it from a different request under one key."""
+        body = {"type": self.type, "payload": self.payload, "priority": self.priority,
+                "max_retries": self.max_retries, "run_at": rfc3339(self.run_at)}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class Enqueued(NamedTuple):
+    """An enqueue's answer for one job: the job, and whether this request created it."""
+
+    job: JobRow
+    created: bool    # False: the request repeats an idempotency key, and this is the job made for it
+
+
+def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[Enqueued]:
+    """Add jobs all-or-nothing; returns (job, created) per item, created=False for an idempotent replay.
+
+    ``batch`` says the jobs came as a list, so a refusal points at /jobs/<index>/… even for a list of one.
+    """
+    _check_enqueue_policy(caller, new_jobs, batch)
+    for attempt in range(3):
+        try:
+            return _insert_jobs(caller, new_jobs, batch)
+        except IntegrityError:
+            # A concurrent request with the same idempotency key won the unique constraint;
+            # a second pass finds its job and answers with it.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob], batch: bool) -> None:
+    allowlist = set(current_app.config["JOB_TYPES"])
+    problems = []
+    for index, job in enumerate(new_jobs):
+        prefix = f"/jobs/{index}" if batch else ""
+        if job.type not in allowlist:
+            problems.append({"pointer": f"{prefix}/type", "detail": f"job type {job.type!r} is not allowed here"})
+    if problems:
+        raise InvalidRequest(problems)
+    for job in new_jobs:
+        if not caller.may_use_type(job.type):
+            raise Forbidden(f"this key may not enqueue jobs of type {job.type!r}")
+        if caller.role == Role.PRODUCER.value and job.priority > caller.max_priority:
+            raise Forbidden(
+                f"this key may enqueue up to priority {Priority.label_of(caller.max_priority)!r}, "
+                f"not {Priority.label_of(job.priority)!r}"
+            )
+
+
+class _Insert(NamedTuple):
+    """An item that makes a new job."""
+
+    row: NewJobRow
+
+
+class _Earlier(NamedTuple):
+    """An item repeating an earlier request's idempotency key: answered with the job made then."""
+
+    job: JobRow
+
+
+class _AsItem(NamedTuple):
+    """An item repeating an earlier item of this batch (same key, same request): answered with its job."""
+
+    index: int
+
+
+def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
+    """One transaction: find the jobs the request's idempotency keys already name, insert the rest."""
+    now = utcnow()
+    keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
+    with write_transaction() as conn:
+        earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
+        steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
+        inserts = [step.row for step in steps if isinstance(step, _Insert)]
+        made: list[JobRow] = []
+        if inserts:
+            log = event_row(ENQUEUE, caller.actor, now)
+            made = sql.insert_jobs(conn, inserts, log)
+            changed(conn, ENQUEUE, made, log)
+    # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
+    created = iter(made)
+    answers: list[Enqueued] = []
+    for step in steps:
+        if isinstance(step, _Insert):
+            answers.append(Enqueued(next(created), True))
+        elif isinstance(step, _Earlier):
+            answers.append(Enqueued(step.job, False))
+        else:
+            answers.append(Enqueued(answers[step.index].job, False))
+    return answers
+
+
+def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,
+                   now: datetime) -> list[_Insert | _Earlier | _AsItem]:
+    """What each item does: insert a new job, or answer with the job an idempotency key already names."""
+    first_with_key: dict[str, int] = {}
+    steps: list[_Insert | _Earlier | _AsItem] = []
+    for index, job in enumerate(new_jobs):
+        key, digest = job.idempotency_key, job.digest()
+        if key and key in earlier:
+            if earlier[key].request_digest != digest:
+                raise _key_reused(f"idempotency key {key!r} was already used for a different request", index, batch)
+            steps.append(_Earlier(earlier[key]))
+        elif key and key in first_with_key:
+            if new_jobs[first_with_key[key]].digest() != digest:
+                raise _key_reused(f"idempotency key {key!r} is used twice in this batch", index, batch)
+            steps.append(_AsItem(first_with_key[key]))
+        else:
+            if key:
+                first_with_key[key] = index
+            steps.append(_Insert(NewJobRow(
+                type=job.type, payload=json.dumps(job.payload, separators=(",", ":")), priority=job.priority,
+                status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
+                idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
+                run_at=job.run_at or now, created_at=now, updated_at=now)))
+    return steps
+
+
+def _key_reused(detail: str, index: int, batch: bool) -> IdempotencyConflict:
+    # A 422 like any other: it names the field, so clients can treat every 422 alike.
+    pointer = f"/jobs/{index}/idempotency_key" if batch else "/idempotency_key"
+    return IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])

@@ -1,0 +1,315 @@
+"""Every move of a job that exists: the claim, the holding worker's moves, the server's give-back, a
+producer's or admin's cancel, an admin's retry, and the reaper.
+"""
+from __future__ import annotations
+
+import json
+import random
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from flask import current_app
+from sqlalchemy.engine import Connection
+
+from .. import sql
+from ..clock import utcnow
+from ..database import write_transaction
+from ..errors import Forbidden, JobNotFound, QueueError
+from ..keys import Caller
+from ..queries import max_job_id
+from ..scrub import scrub_error
+from ..sql import Claim, JobRow, Leave
+from ..states import JobStatus
+from .moves import (
+    CANCEL,
+    CLAIM,
+    COMPLETE,
+    FAIL_FINAL,
+    FAIL_RETRY,
+    HEARTBEAT,
+    REAP_FINAL,
+    REAP_RETRY,
+    REAPER,
+    RELEASE,
+    RETRY,
+    SERVER,
+    changed,
+    event_row,
+    failed,
+    given_back,
+    refusal,
+    refuse,
+    requeued,
+)
+
+
+class Completion(NamedTuple):
+    """One item of a batch complete: the job, the claim token it is held under, its result."""
+
+    job_id: int
+    token: str
+    result: dict | None
+
+
+@dataclass
+class ReapReport:
+    """What a reaper pass took back: the jobs requeued, failed for good, and quarantined."""
+
+    requeued: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    quarantined: list[int] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.requeued) + len(self.failed) + len(self.quarantined)
+
+
+# --- claim and the holding worker's moves ---------------------------------------------------------
+
+def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
+          lease_seconds: int | None = None) -> list[JobRow]:
+    """Atomically take up to ``limit`` due jobs, highest priority first, then oldest."""
+    if types is not None:
+        refused = [t for t in types if not caller.may_use_type(t)]
+        if refused:
+            raise Forbidden(f"this key may not claim jobs of type {refused[0]!r}")
+        wanted: tuple[str, ...] | None = tuple(types)
+    else:
+        wanted = caller.allowed_types
+    now = utcnow()
+    lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
+    log = event_row(CLAIM, caller.actor, now)
+    with write_transaction() as conn:
+        rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
+                         token=secrets.token_urlsafe(24), limit=limit, types=wanted, log=log)
+        changed(conn, CLAIM, rows, log)
+    return sorted(rows, key=lambda row: (-row.priority, row.id))
+
+
+def complete(caller: Caller, job_id: int, token: str, result: dict | None = None) -> JobRow:
+    """running → completed, only for the worker holding the current claim."""
+    now = utcnow()
+    with write_transaction() as conn:
+        rows = _complete_held(conn, caller, [job_id], token, _json(result), now)
+        if not rows:
+            refuse(conn, job_id, "complete", COMPLETE)
+    return rows[0]
+
+
+def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[JobRow | QueueError]:
+    """Complete several held jobs, (id, claim_token, result) each, in one transaction.
+
+    Each item passes the same guard as ``complete``; a refused item (404/409) is answered with its
+    error in place of the row and does not undo the others.
+    """
+    completions = [Completion(*item) for item in items]
+    outcomes: dict[int, JobRow | QueueError] = {
+        # An id the column cannot hold names no job; binding it would fail in the driver.
+        index: JobNotFound(f"job {item.job_id} does not exist")
+        for index, item in enumerate(completions) if item.job_id > max_job_id()}
+    now = utcnow()
+    with write_transaction() as conn:
+        for batch in _completion_batches(completions, skip=outcomes.keys()):
+            done = {row.id: row for row in _complete_held(
+                conn, caller, [completions[i].job_id for i in batch.indexes], batch.token, batch.result, now)}
+            for index in batch.indexes:
+                job_id = completions[index].job_id
+                outcomes[index] = done[job_id] if job_id in done else refusal(conn, job_id, "complete", COMPLETE)
+    return [outcomes[index] for index in range(len(completions))]
+
+
+class _CompletionBatch(NamedTuple):
+    """Items completed by one guarded statement: they share a claim token and a result."""
+
+    token: str
+    result: str | None   # JSON text
+    indexes: list[int]
+
+
+def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]:
+    """Items that share a token and a result (a batch claim acknowledged together) go in one statement.
+
+    An id listed twice makes every item its own statement, in order, so the earlier item wins exactly
+    as it would alone.
+    """
+    todo = [index for index in range(len(items)) if index not in skip]
+    ids = [item.job_id for item in items]
+    if len(set(ids)) < len(ids):
+        return [_CompletionBatch(items[i].token, _json(items[i].result), [i]) for i in todo]
+    batches: dict[tuple[str, str | None], list[int]] = {}
+    for index in todo:
+        batches.setdefault((items[index].token, _json(items[index].result)), []).append(index)
+    return [_CompletionBatch(token, result, indexes) for (token, result), indexes in batches.items()]
+
+
+def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str, result: str | None,
+                   now: datetime) -> list[JobRow]:
+    """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are."""
+    leave = Leave(COMPLETE.to_status, now, Claim.END, result_set=True, result=result, completed_at=now)
+    log = event_row(COMPLETE, caller.actor, now)
+    rows = sql.finish(conn, job_ids, caller.name, token, leave, log)
+    changed(conn, COMPLETE, rows, log)
+    return rows
+
+
+def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> JobRow:
+    """running → pending with backoff while retries remain, else → failed."""
+    error = scrub_error(error, current_app.config["MAX_ERROR_CHARS"])
+    now = utcnow()
+    with write_transaction() as conn:
+        # The retry budget read here cannot change while this claim stands: every move that changes it
+        # ends the claim, and FINISH, guarded by the claim, then matches nothing.
+        job = sql.job(conn, job_id)
+        if job is not None and retryable and job.retry_count < job.max_retries:
+            transition, leave = FAIL_RETRY, requeued(now, error, run_at=now + backoff_delay(job.retry_count))
+        else:
+            transition, leave = FAIL_FINAL, failed(now, error)
+        log = event_row(transition, caller.actor, now, error=error)
+        rows = sql.finish(conn, [job_id], caller.name, token, leave, log)
+        if not rows:
+            refuse(conn, job_id, "fail", transition)
+        changed(conn, transition, rows, log)
+    return rows[0]
+
+
+def backoff_delay(retry_count: int) -> timedelta:
+    """BASE × 2^retry_count seconds, capped at MAX, with jitter so failed jobs do not return in step."""
+    base = current_app.config["RETRY_BACKOFF_BASE"]
+    cap = current_app.config["RETRY_BACKOFF_MAX"]
+    delay = min(cap, base * (2 ** min(retry_count, 40)))
+    return timedelta(seconds=delay * random.uniform(0.5, 1.0))
+
+
+def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None) -> JobRow:
+    """Extend the lease of a job the caller holds (no event: nothing changes but the lease)."""
+    now = utcnow()
+    lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
+    leave = Leave(HEARTBEAT.to_status, now, Claim.KEEP, lease_until=now + lease)
+    with write_transaction() as conn:
+        rows = sql.finish(conn, [job_id], caller.name, token, leave, log=None)
+        if not rows:
+            refuse(conn, job_id, "heartbeat", HEARTBEAT)
+    return rows[0]
+
+
+def release(job_id: int, actor: str, caller: Caller | None = None, token: str | None = None) -> JobRow:
+    """running → pending without counting a failure: a worker shutting down, or an admin giving it back."""
+    now = utcnow()
+    leave = given_back(now, run_at=now)
+    log = event_row(RELEASE, actor, now)
+    with write_transaction() as conn:
+        if caller is not None:
+            rows = sql.finish(conn, [job_id], caller.name, token or "", leave, log)
+        else:
+            rows = sql.take_back(conn, [job_id], None, leave, log)   # an admin: whatever claim is current
+        if not rows:
+            refuse(conn, job_id, "release", RELEASE)
+        changed(conn, RELEASE, rows, log)
+    return rows[0]
+
+
+def give_back_unanswered(rows: list[JobRow]) -> None:
+    """running → pending, no failure counted: jobs claimed for a client that hung up before the answer.
+
+    Nobody would run them or renew their lease; given back at once they are not stuck until reaped.
+    Each is guarded by the claim token it was just given, so a job already moved on is left alone;
+    each keeps its run_at, so its place in the queue.
+    """
+    now = utcnow()
+    leave = given_back(now, run_at=None)
+    log = event_row(RELEASE, SERVER, now, error="the claiming worker hung up before the answer")
+    by_token: dict[str, list[int]] = {}
+    for claimed in rows:
+        if claimed.claim_token:  # TAKE_BACK without a token takes any claim: only an admin may ask that
+            by_token.setdefault(claimed.claim_token, []).append(claimed.id)
+    with write_transaction() as conn:
+        for token, ids in by_token.items():
+            changed(conn, RELEASE, sql.take_back(conn, ids, token, leave, log), log)
+
+
+# --- producer and admin actions ------------------------------------------------------------------
+
+def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
+    """pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found')."""
+    now = utcnow()
+    log = event_row(CANCEL, actor, now)
+    with write_transaction() as conn:
+        row = sql.cancel(conn, job_id, owner_key_id, now, log)
+        if row is None:
+            refuse(conn, job_id, "cancel", CANCEL, owner_key_id=owner_key_id)
+        changed(conn, CANCEL, [row], log)
+    return row
+
+
+def retry(job_id: int, actor: str) -> JobRow:
+    """failed or cancelled → pending with a fresh retry budget (an admin's decision)."""
+    rows = retry_many([job_id], actor)
+    if not rows:
+        with write_transaction() as conn:
+            refuse(conn, job_id, "retry", RETRY)
+    return rows[0]
+
+
+def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
+    """Retry every listed job that is failed or cancelled; others are left as they are."""
+    if not job_ids:
+        return []
+    now = utcnow()
+    rows: list[JobRow] = []
+    with write_transaction() as conn:
+        # One statement per from-status, so each event row says where its job came from.
+        for from_status in (status for status in JobStatus if status in RETRY.from_statuses):
+            log = event_row(RETRY, actor, now, from_status=from_status)
+            retried = sql.retry(conn, job_ids, from_status.value, now, log)
+            changed(conn, RETRY, retried, log)
+            rows += retried
+    return sorted(rows, key=lambda row: row.id)
+
+
+# --- reaping -------------------------------------------------------------------------------------
+
+def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None,
+         actor: str = REAPER) -> ReapReport:
+    """Give back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago).
+
+    Each goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
+    workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet.
+    A job completed meanwhile is never touched: every take-back re-checks status and claim token.
+    ``actor`` is who asked, for the event log: the cron reaper, or an admin pressing "reap now".
+    """
+    now = now or utcnow()
+    max_stalls = current_app.config["MAX_STALLS"]
+    claimed_before = None if older_than is None else now - timedelta(seconds=older_than)
+    report = ReapReport()
+    with write_transaction() as conn:
+        for job in sql.stalled(conn, now, claimed_before):
+            stalls = job.stall_count + 1
+            if stalls >= max_stalls:
+                transition, bucket = REAP_FINAL, report.quarantined
+                error = f"quarantined: its worker died {stalls} times"
+            elif job.retry_count < job.max_retries:
+                transition, bucket = REAP_RETRY, report.requeued
+                error = f"worker {job.worker_id} stopped heartbeating; its lease expired"
+            else:
+                transition, bucket = REAP_FINAL, report.failed
+                error = f"worker {job.worker_id} stopped heartbeating and no retries are left"
+            if dry_run:
+                bucket.append(job.id)
+                continue
+            if transition is REAP_RETRY:
+                leave = requeued(now, error, run_at=now, stalls=1)
+            else:
+                leave = failed(now, error, stalls=1)
+            log = event_row(transition, actor, now, error=error)
+            taken = sql.take_back(conn, [job.id], job.claim_token, leave, log)
+            if taken:  # else it finished between our read and our write: left alone
+                bucket.append(job.id)
+                changed(conn, transition, taken, log)
+    return report
+
+
+
+def _json(result: dict | None) -> str | None:
+    return None if result is None else json.dumps(result, separators=(",", ":"))
