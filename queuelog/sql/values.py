@@ -111,8 +111,9 @@ class Times(NamedTuple):
 
     @classmethod
     def of(cls, dialect: Dialect) -> Times:
-        to_db = _TIME_TYPE._cached_bind_processor(dialect) or (lambda value: value)
-        from_db = _TIME_TYPE._cached_result_processor(dialect, None) or (lambda value: value)
+        column_type = _TIME_TYPE.dialect_impl(dialect)   # what a UTCDateTime column is on this dialect
+        to_db = column_type.bind_processor(dialect) or (lambda value: value)
+        from_db = column_type.result_processor(dialect, None) or (lambda value: value)
         return cls(to_db, from_db)
 
     def rows(self, raw_rows, make, times: tuple[int, ...]) -> list:
