@@ -1,2 +1,2 @@
-"""The driver runner moved to ``queuelog.sql``; these names stay here for the modules that still import them."""
-from .sql import execute_plain, find_key  # noqa: F401
+"""The driver runner moved to ``queuelog.sql``; ``execute_plain`` stays here for database.py until it imports it there."""
+from .sql import execute_plain  # noqa: F401

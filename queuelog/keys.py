@@ -14,11 +14,11 @@ from sqlalchemy import insert, select, update
 
 from .clock import utcnow
 from .database import single_statement_read, write_transaction
-from .driver_sql import find_key
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import ApiKey, Role
 from .patterns import PRIORITY_LABELS, Priority, one_of
+from .sql import find_key
 
 KEY_PREFIX = "ql_"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
