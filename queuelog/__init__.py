@@ -35,7 +35,8 @@ def create_app(config: dict | None = None) -> Flask:
     ops.init_app(app)
 
     from .extensions import csrf, db, login_manager, migrate
-    from .database import MIGRATIONS_DIR, configure_engine, ensure_schema
+    from .database.engine import configure_engine
+    from .database.schema_upgrade import MIGRATIONS_DIR, ensure_schema
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)

@@ -13,7 +13,7 @@ from flask import current_app
 from sqlalchemy import insert, select, update
 
 from .clock import utcnow
-from .database import single_statement_read, write_transaction
+from .database.transactions import single_statement_read, write_transaction
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import ApiKey, Role

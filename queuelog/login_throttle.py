@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from .clock import utcnow
-from .database import read_connection, write_transaction
+from .database.transactions import read_connection, write_transaction
 from .models import LoginAttempt
 
 attempts = LoginAttempt.__table__

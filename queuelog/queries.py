@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, select
 
-from .database import read_connection
+from .database.transactions import read_connection
 from .errors import InvalidRequest, JobNotFound
 from .keys import Caller
 from .models import Job, JobEvent, Role

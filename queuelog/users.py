@@ -14,7 +14,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from . import admin_sessions, login_throttle
 from .clock import utcnow
-from .database import read_connection, write_transaction
+from .database.transactions import read_connection, write_transaction
 from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import User

@@ -26,7 +26,7 @@ from sqlalchemy import update  # noqa: E402
 
 from queuelog import create_app, keys, queue, users  # noqa: E402
 from queuelog.clock import utcnow  # noqa: E402
-from queuelog.database import write_transaction  # noqa: E402
+from queuelog.database.transactions import write_transaction  # noqa: E402
 from queuelog.models import Job, JobEvent, Priority  # noqa: E402
 from queuelog.queue import NewJob  # noqa: E402
 

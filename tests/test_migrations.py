@@ -12,7 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, make_url, text
 
-from queuelog.database import MIGRATIONS_DIR
+from queuelog.database.schema_upgrade import MIGRATIONS_DIR
 from tests.conftest import TABLES, test_db_kind
 from tests.support.api import bearer
 from tests.support.scale import app_on, flask_command, read_rows

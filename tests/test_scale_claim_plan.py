@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from queuelog import queue
-from queuelog.database import dialect_name
+from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
 from queuelog.keys import authenticate
 from queuelog.sql import runner

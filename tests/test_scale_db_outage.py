@@ -20,7 +20,7 @@ import time
 import pytest
 
 from queuelog import create_app
-from queuelog.database import schema_is_current
+from queuelog.database.schema_upgrade import schema_is_current
 from tests.conftest import app_config, test_db_kind
 from tests.support.api import bearer
 from tests.support.pg_cluster import free_port, throwaway_cluster

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import insert, select
 
 from queuelog import sql
-from queuelog.database import write_transaction
+from queuelog.database.transactions import write_transaction
 from queuelog.models import Job
 from queuelog.sql import Log, NewJobRow
 

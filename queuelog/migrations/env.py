@@ -4,7 +4,7 @@ from logging.config import fileConfig
 import sqlalchemy as sa
 from flask import current_app
 
-from queuelog.database import upgrading_in_process
+from queuelog.database.schema_upgrade import upgrading_in_process
 
 from alembic import context
 

@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
 from ..clock import utcnow
-from ..database import read_connection
+from ..database.transactions import read_connection
 from ..models import Job, Priority
 from ..states import RETRYABLE, Event, JobStatus, spell
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 
 from ..clock import utcnow
-from ..database import write_transaction
+from ..database.transactions import write_transaction
 from ..models import Job, JobEvent
 from ..states import PURGEABLE, names, spell
 

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .. import sql
 from ..clock import rfc3339, utcnow
-from ..database import write_transaction
+from ..database.transactions import write_transaction
 from ..errors import Forbidden, IdempotencyConflict, InvalidRequest
 from ..keys import Caller
 from ..models import Role

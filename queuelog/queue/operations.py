@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from .. import sql
 from ..clock import utcnow
-from ..database import write_transaction
+from ..database.transactions import write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
 from ..keys import Caller
 from ..queries import max_job_id

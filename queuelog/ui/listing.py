@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, func, select
 
-from ..database import read_connection
+from ..database.transactions import read_connection
 from ..errors import JobNotFound
 from ..models import ApiKey, Job, JobEvent
 from ..queries import decode_cursor, encode_cursor

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Row, and_, func, select
 
-from ..database import read_connection
+from ..database.transactions import read_connection
 from ..models import ApiKey, Job, JobEvent, Role
 from ..states import STATUS_NAMES, TRANSITIONS, JobStatus
 
