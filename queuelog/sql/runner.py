@@ -84,7 +84,7 @@ def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRo
     """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``."""
     dialect = conn.dialect.name
     times = _times_for(conn)
-    to_db = _memo(times.to_db)
+    to_db = times.to_db
     values = [to_db(value) if i in _NEW_TIMES else value for row in rows for i, value in enumerate(row)]
     sql = _enqueue_text(dialect, len(rows))
     if dialect == "postgresql":
@@ -125,31 +125,33 @@ def _times_for(conn: Connection) -> Times:
 _TIMES: dict[str, Times] = {}
 
 
-def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, frozenset]:
-    """The driver's parameters for ``values``: times in their stored form, enums as their text, and on SQLite
-    each list spelled out as ``name_0, name_1, …``. Also which lists (name, length) and which optional
-    pieces the statement's text needs."""
-    params: dict = {}
-    lists = []
-    for key, value in values.items():
-        if isinstance(value, datetime):
-            value = times.to_db(value)
-        elif isinstance(value, enum.Enum):
-            value = value.value
-        elif isinstance(value, (list, tuple)):
-            if dialect == "sqlite":
-                lists.append((key, len(value)))
-                for i, item in enumerate(value):
-                    params[f"{key}_{i}"] = item
-                continue
-            value = list(value)
-        params[key] = value
-    filled = frozenset(key for key in _OPTIONAL if values.get(key) is not None)
-    return params, tuple(lists), filled
+def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, tuple]:
+    """The driver's parameters for ``values`` (plain values, times, and the lists named in _LISTS): times in
+    their stored form, on SQLite each list spelled out as ``name_0, name_1, …``. Also what the statement's
+    text needs: which lists (name, length) and which optional pieces are given."""
+    to_db = times.to_db
+    params = {key: to_db(value) if type(value) is datetime else value for key, value in values.items()}
+    lists: tuple = ()
+    for key in _LISTS:
+        items = params.get(key)
+        if items is None:
+            continue
+        if dialect == "sqlite":
+            del params[key]
+            params.update({f"{key}_{i}": item for i, item in enumerate(items)})
+            lists += ((key, len(items)),)
+        else:
+            params[key] = list(items)
+    filled = tuple(slot for slot in _OPTIONAL if values.get(slot) is not None)
+    return params, lists, filled
+
+
+#: The values that are lists: ``IN (:ids)`` on SQLite, ``= ANY(%(ids)s)`` on PostgreSQL.
+_LISTS = ("ids", "types", "keys")
 
 
 @functools.lru_cache(maxsize=1024)
-def _text(dialect: str, name: str, lists: tuple, filled: frozenset, logged: bool) -> str:
+def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool) -> str:
     """The SQL sent for statement ``name``: optional pieces filled, SQLite's lists spelled out, and on
     PostgreSQL a logged write wrapped in LOGGED."""
     module = _DIALECTS[dialect]
@@ -184,17 +186,3 @@ def _log_params(log: Log, times: Times) -> dict:
 
 def _text_of(value):
     return value.value if isinstance(value, enum.Enum) else value
-
-
-def _memo(convert):
-    """``convert`` remembering its answers: the rows of one enqueue share their times."""
-    seen: dict = {None: None}
-
-    def converted(value):
-        try:
-            return seen[value]
-        except KeyError:
-            result = seen[value] = convert(value)
-            return result
-
-    return converted

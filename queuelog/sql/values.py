@@ -8,6 +8,7 @@ text) and a time read here is exactly what SQLAlchemy hands back (an aware UTC d
 from __future__ import annotations
 
 import enum
+import functools
 from collections import namedtuple
 from datetime import datetime
 from typing import NamedTuple
@@ -83,7 +84,11 @@ class Leave(NamedTuple):
     completed_at: datetime | None = None
 
     def params(self) -> dict:
-        return {**self._asdict(), "claim": self.claim.value}
+        """The statement's values, by name, statuses and claim as their text."""
+        params = self._asdict()
+        params["status"] = JobStatus(self.status).value
+        params["claim"] = self.claim.value
+        return params
 
 
 class Log(NamedTuple):
@@ -114,7 +119,8 @@ class Times(NamedTuple):
         column_type = _TIME_TYPE.dialect_impl(dialect)   # what a UTCDateTime column is on this dialect
         to_db = column_type.bind_processor(dialect) or (lambda value: value)
         from_db = column_type.result_processor(dialect, None) or (lambda value: value)
-        return cls(to_db, from_db)
+        # A statement binds one "now" several times (updated_at, the event's at, …): convert it once.
+        return cls(functools.lru_cache(maxsize=256)(to_db), from_db)
 
     def rows(self, raw_rows, make, times: tuple[int, ...]) -> list:
         """Driver rows as ``make`` rows, each time at the ``times`` positions converted."""
