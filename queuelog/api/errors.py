@@ -7,7 +7,7 @@ from ..errors import InvalidRequest, LongPollsFull, QueueError
 from ..queries import max_job_id
 from . import bp
 from .problems import PROBLEM_TYPE_BASE, problem
-from .schemas import MalformedJSON, NotJSONMediaType
+from .body import MalformedJSON, NotJSONMediaType
 
 
 @bp.errorhandler(QueueError)
