@@ -9,7 +9,6 @@ statement (wrapped in LOGGED), on SQLite with LOG_EVENTS right after it, in the 
 """
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
 from datetime import datetime
@@ -26,33 +25,35 @@ _OPTIONAL = {"types": "TYPES", "claimed_before": "CLAIMED_BEFORE"}
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at"})
 
 
-@contextlib.contextmanager
-def driver_cursor(conn: Connection, sql: str, params):
-    """The DBAPI cursor of ``conn``'s own driver connection: same session, same transaction.
+def on_driver(conn: Connection, sql: str, params, work):
+    """``work(cursor)`` with a cursor of ``conn``'s own driver connection: same session, same transaction.
 
     The driver's errors come out as SQLAlchemy's (OperationalError, IntegrityError, …), as every other
     statement's do, so the API's 503 and the enqueue's idempotency retry see them alike; a connection the
     driver reports broken is invalidated, as SQLAlchemy would, so the pool never hands it out again.
+    (A plain try, not a context manager: this runs for every statement, BEGIN included.)
     """
-    dbapi = conn.dialect.loaded_dbapi
-    cursor = conn.connection.driver_connection.cursor()
+    driver_connection = conn.connection.driver_connection
+    cursor = driver_connection.cursor()
     try:
-        yield cursor
-    except dbapi.Error as error:
-        disconnected = conn.dialect.is_disconnect(error, conn.connection.driver_connection, cursor)
+        return work(cursor)
+    except conn.dialect.loaded_dbapi.Error as error:
+        disconnected = conn.dialect.is_disconnect(error, driver_connection, cursor)
         if disconnected:
             conn.invalidate(error)
-        raise DBAPIError.instance(sql, params, error, dbapi.Error, connection_invalidated=disconnected,
-                                  dialect=conn.dialect) from error
+        raise DBAPIError.instance(sql, params, error, conn.dialect.loaded_dbapi.Error,
+                                  connection_invalidated=disconnected, dialect=conn.dialect) from error
     finally:
-        with contextlib.suppress(Exception):
+        # Not contextlib.suppress: no context manager on this path. A cursor that cannot close holds nothing.
+        try:  # noqa: SIM105
             cursor.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def execute_plain(conn: Connection, sql: str) -> None:
     """Send one statement without parameters or results (BEGIN, say) on ``conn``'s driver connection."""
-    with driver_cursor(conn, sql, {}) as cursor:
-        cursor.execute(sql)
+    on_driver(conn, sql, {}, lambda cursor: cursor.execute(sql))
 
 
 def run(conn: Connection, name: str, values: dict, log: Log | None = None, make=JobRow,
@@ -75,9 +76,7 @@ def scalar(conn: Connection, name: str, values: dict):
     dialect = conn.dialect.name
     params, lists, filled = _bind(dialect, values, _times_for(conn))
     sql = _text(dialect, name, lists, filled, False)
-    with driver_cursor(conn, sql, params) as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()[0]
+    return on_driver(conn, sql, params, lambda cursor: cursor.execute(sql, params).fetchone()[0])
 
 
 def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
@@ -101,7 +100,7 @@ def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRo
 def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make=JobRow,
          times_at: tuple[int, ...] = JOB_TIMES) -> list:
     """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""
-    with driver_cursor(conn, sql, params) as cursor:
+    def work(cursor) -> list:
         cursor.execute(sql, params)
         rows = times.rows(cursor.fetchall(), make, times_at)
         if log is not None and rows and conn.dialect.name == "sqlite":
@@ -109,7 +108,9 @@ def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make
             cursor.executemany(sqlite.LOG_EVENTS, [
                 (row.id, event, from_status, row.status, log.actor, row.retry_count, log.error, at)
                 for row in rows])
-    return rows
+        return rows
+
+    return on_driver(conn, sql, params, work)
 
 
 # --- binding values and spelling out the statement ------------------------------------------------

@@ -86,7 +86,7 @@ class Leave(NamedTuple):
     def params(self) -> dict:
         """The statement's values, by name, statuses and claim as their text."""
         params = self._asdict()
-        params["status"] = JobStatus(self.status).value
+        params["status"] = getattr(self.status, "value", self.status)
         params["claim"] = self.claim.value
         return params
 
