@@ -6,7 +6,7 @@ must carry the same aware UTC datetime.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import insert, select
@@ -19,9 +19,9 @@ from queuelog.sql import Log, NewJobRow
 jobs = Job.__table__
 
 TIMES = {
-    "microseconds": datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc),
-    "whole-second": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-    "year-before-1000": datetime(987, 6, 5, 4, 3, 2, tzinfo=timezone.utc),
+    "microseconds": datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+    "whole-second": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    "year-before-1000": datetime(987, 6, 5, 4, 3, 2, tzinfo=UTC),
     "another-offset": datetime(2026, 6, 1, 12, 0, tzinfo=timezone(timedelta(hours=2))),
 }
 
@@ -45,4 +45,4 @@ def test_a_time_is_stored_and_read_back_alike_on_both_paths(app, when):
     assert stored[0] == stored[1]
     assert by_runner.run_at == by_core.run_at == when
     assert read_by_runner.run_at == read_by_core.run_at == when
-    assert read_by_runner.run_at.tzinfo is timezone.utc and read_by_core.run_at.tzinfo is timezone.utc
+    assert read_by_runner.run_at.tzinfo is UTC and read_by_core.run_at.tzinfo is UTC
