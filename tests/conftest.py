@@ -21,8 +21,10 @@ from queuelog.models import Job, JobEvent
 from tests.support.api import bearer
 from tests.support.strict_json import StrictJSONAnswers
 
-# A failed test's report shows the log of every gunicorn it started (running_server).
-pytest_plugins = ["tests.support.server"]
+# Fixtures kept beside their helpers, registered here once so that no test module imports a fixture:
+# tests.support.server - a failed test's report shows the log of every gunicorn it started (running_server);
+# tests.support.ui - the admin pages' account, signed-in client and own-app-context requests.
+pytest_plugins = ["tests.support.server", "tests.support.ui"]
 
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = ["job_events", "jobs", "api_keys", "admin_sessions", "users", "login_attempts"]

@@ -11,8 +11,10 @@ from queuelog import patterns
 from queuelog.api import openapi_schemas
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, pointers
-from tests.support.ui import (admin_user, post_form, requests_in_their_own_app_context,  # noqa: F401
-                              signed_in, text_of)
+from tests.support.ui import post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 JOB_BODY = b'{"type": "email", "payload": {"invoice_id": 42}}'
 

@@ -10,8 +10,10 @@ from sqlalchemy import func, select, update
 
 from queuelog.extensions import db
 from queuelog.models import LoginAttempt
-from tests.support.ui import (ADMIN_NAME, admin_user, requests_in_their_own_app_context,  # noqa: F401
-                              sign_in, text_of)
+from tests.support.ui import ADMIN_NAME, sign_in, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def fail(client, username: str, address: str, times: int = 1) -> None:

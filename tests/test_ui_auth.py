@@ -5,9 +5,10 @@ import re
 
 import pytest
 
-from tests.support.ui import (ADMIN_NAME, ADMIN_PASSWORD, admin_user, csrf_token, post_form,  # noqa: F401
-                              requests_in_their_own_app_context, sign_in,
-                              signed_in, text_of)
+from tests.support.ui import ADMIN_NAME, ADMIN_PASSWORD, csrf_token, post_form, sign_in, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 PAGES = ["/admin", "/admin/", "/admin/jobs", "/admin/jobs?status=failed", "/admin/jobs/1", "/admin/workers",
          "/admin/keys"]

@@ -4,13 +4,16 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import insert
 
 from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import JobEvent
-from tests.support.ui import (ADMIN_NAME, admin_user, events_of, failed_job, flashes, post_form,  # noqa: F401
-                              requests_in_their_own_app_context, signed_in, text_of)
+from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def tile(body: str, status: str) -> str:

@@ -13,8 +13,10 @@ import pytest
 
 from queuelog import create_app
 from tests.conftest import app_config
-from tests.support.ui import (admin_user, csrf_token, post_form, requests_in_their_own_app_context,  # noqa: F401
-                              signed_in)
+from tests.support.ui import csrf_token, post_form
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 HOSTILE_VALUES = [
     "9223372036854775808",            # one past the largest BIGINT: the id the issue reported

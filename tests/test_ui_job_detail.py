@@ -5,9 +5,13 @@ import html
 import re
 from datetime import timedelta
 
+import pytest
+
 from queuelog.clock import utcnow
-from tests.support.ui import (ADMIN_NAME, admin_user, events_of, failed_job, flashes, post_form,  # noqa: F401
-                              requests_in_their_own_app_context, signed_in, text_of)
+from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 ACTIONS = {"retry": "Retry", "cancel": "Cancel", "release": "Give back to the queue"}
 

@@ -6,8 +6,10 @@ import re
 
 import pytest
 
-from tests.support.ui import (ADMIN_NAME, admin_user, events_of, flashes, post_form,  # noqa: F401
-                              requests_in_their_own_app_context, signed_in, text_of)
+from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def listed(response) -> list[int]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from tests.support.api import bearer
-from tests.support.ui import (admin_user, flashes, post_form, requests_in_their_own_app_context,  # noqa: F401
-                              signed_in, text_of)
+from tests.support.ui import flashes, post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def key_row(body: str, name: str) -> str:

@@ -5,8 +5,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.support.ui import (admin_user, post_form, requests_in_their_own_app_context, signed_in,  # noqa: F401
-                              text_of)
+from tests.support.ui import post_form, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 SCRIPT = "<script>alert('xss')</script>"
 

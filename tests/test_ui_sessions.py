@@ -15,8 +15,10 @@ from queuelog.extensions import db
 from queuelog.models import AdminSession, ApiKey, User
 from queuelog.ui.auth import SESSION_TOKEN_KEY
 from tests.conftest import app_config
-from tests.support.ui import (ADMIN_NAME, ADMIN_PASSWORD, admin_user, csrf_token, flashes,  # noqa: F401
-                              post_form, requests_in_their_own_app_context, sign_in, text_of)
+from tests.support.ui import ADMIN_NAME, ADMIN_PASSWORD, csrf_token, flashes, post_form, sign_in, text_of
+
+# Each request runs in its own app context, as on a server (tests/support/ui.py).
+pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 NEW_PASSWORD = "a brand new passphrase"
 

@@ -1,5 +1,9 @@
 """Helpers for the admin page tests: an admin account, signing in, and posting forms with their CSRF token.
 
+A pytest plugin (``pytest_plugins`` in tests/conftest.py), so its fixtures (``admin_user``, ``signed_in``,
+``failed_job``, ``requests_in_their_own_app_context``) reach every test module without an import; the plain
+helpers (``post_form``, ``sign_in``, ``text_of``, …) are imported as usual.
+
 CSRF protection stays on in these tests (as in production): every POST carries the token that a page
 of the same session rendered, exactly as a browser would send it.
 """
@@ -45,7 +49,7 @@ def sign_in(client, username: str = ADMIN_NAME, password: str = ADMIN_PASSWORD, 
     return post_form(client, path, {"username": username, "password": password}, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _admin_password_hash() -> str:
     # scrypt is slow on purpose (about 0.1 s): hash the test password once per run, not once per test.
     return generate_password_hash(ADMIN_PASSWORD, method="scrypt")
@@ -117,9 +121,13 @@ class _OwnContextClient(FlaskClient):
             return super().open(*args, **kwargs)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def requests_in_their_own_app_context(app):
-    """Make the ``client`` fixture's requests independent of each other (see _OwnContextClient)."""
+    """Make the ``client`` fixture's requests independent of each other (see _OwnContextClient).
+
+    A page test module asks for it for all its tests:
+    ``pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")``.
+    """
     previous = app.test_client_class
     app.test_client_class = _OwnContextClient
     yield
