@@ -23,8 +23,9 @@ from tests.support.strict_json import StrictJSONAnswers
 
 # Fixtures kept beside their helpers, registered here once so that no test module imports a fixture:
 # tests.support.server - a failed test's report shows the log of every gunicorn it started (running_server);
-# tests.support.ui - the admin pages' account, signed-in client and own-app-context requests.
-pytest_plugins = ["tests.support.server", "tests.support.ui"]
+# tests.support.ui - the admin pages' account, signed-in client and own-app-context requests;
+# tests.worker_apps.harness - a real gunicorn and real workers for the modules marked shared_server.
+pytest_plugins = ["tests.support.server", "tests.support.ui", "tests.worker_apps.harness"]
 
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = ["job_events", "jobs", "api_keys", "admin_sessions", "users", "login_attempts"]
@@ -59,7 +60,14 @@ def postgres_server_url():
 
 @pytest.fixture
 def database_url(request, tmp_path):
-    """A fresh, empty database for one test: a new SQLite file, or a wiped PostgreSQL database."""
+    """A fresh, empty database for one test: a new SQLite file, or a wiped PostgreSQL database.
+
+    In a module marked ``shared_server``, the database of the module's gunicorn, emptied
+    (tests/worker_apps/harness.py).
+    """
+    if request.node.get_closest_marker("shared_server"):
+        yield request.getfixturevalue("emptied_shared_database_url")
+        return
     if test_db_kind() == "sqlite":
         yield f"sqlite:///{tmp_path / 'queuelog.db'}"
         return
@@ -94,7 +102,12 @@ def app_config(database_url: str, **overrides) -> dict:
 
 @pytest.fixture
 def config_overrides(request):
-    """Override in a test module, or parametrize it indirectly, to change settings."""
+    """Override in a test module, or parametrize it indirectly, to change settings.
+
+    In a module marked ``shared_server``, the settings of the module's gunicorn.
+    """
+    if request.node.get_closest_marker("shared_server"):
+        return request.getfixturevalue("shared_server_settings")
     return getattr(request, "param", {})
 
 

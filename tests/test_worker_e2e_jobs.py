@@ -8,8 +8,10 @@ import pytest
 
 from queuelog import queue
 from queuelog.worker import ApiError
-from tests.worker_apps.harness import *  # noqa: F401,F403  (fixtures)
 from tests.worker_apps.harness import LEASE_SECONDS, wait_until
+
+# One gunicorn and its database for the module (tests/worker_apps/harness.py).
+pytestmark = pytest.mark.shared_server
 
 
 def finished(read_job, job_id, status="completed"):

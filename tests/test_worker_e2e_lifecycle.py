@@ -7,12 +7,18 @@ import time
 
 import pytest
 
-from tests.worker_apps.harness import *  # noqa: F401,F403  (fixtures)
 from tests.worker_apps.harness import claim_requests, wait_until
+
+# One gunicorn and its database for the module (tests/worker_apps/harness.py).
+pytestmark = pytest.mark.shared_server
 
 
 def running(read_job, job_id):
     wait_until(lambda: read_job(job_id).status == "running", 10)
+
+
+def completed(read_job, job_id):
+    wait_until(lambda: read_job(job_id).status == "completed", 30)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -94,11 +100,11 @@ def test_worker_survives_a_server_restart_and_finishes_its_jobs(start_worker, pr
     assert worker.process.poll() is None
     server.start()             # back on the same port
     for job in during:
-        wait_until(lambda: read_job(job["id"]).status == "completed", 30)
+        completed(read_job, job["id"])
         assert read_job(job["id"]).retry_count == 0
     assert producer_client.get_job(during[0]["id"])["result"] == {"slept": 1}
     after = producer_client.enqueue("ok")
-    wait_until(lambda: read_job(after["id"]).status == "completed", 30)
+    completed(read_job, after["id"])
     assert "acknowledging" in worker.log()   # it did have to retry
     worker.signal()
     assert worker.wait(timeout=15) == 0

@@ -10,8 +10,10 @@ import time
 import pytest
 
 from tests.support.server import running_server
-from tests.worker_apps.harness import *  # noqa: F401,F403  (fixtures)
 from tests.worker_apps.harness import SERVER_ARGS, claim_requests, server_env, wait_until
+
+# One gunicorn and its database for the module (tests/worker_apps/harness.py).
+pytestmark = pytest.mark.shared_server
 
 
 @pytest.fixture(scope="module")

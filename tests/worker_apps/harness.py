@@ -1,6 +1,9 @@
 """Fixtures for the worker end-to-end tests: a real gunicorn server and real ``queuelog-worker`` processes.
 
-Import the fixtures into a test module with ``from tests.worker_apps.harness import *``.
+A pytest plugin (``pytest_plugins`` in tests/conftest.py). A test module that uses it is marked
+``pytestmark = pytest.mark.shared_server``: its tests then share one gunicorn (``server``) and its
+database, which tests/conftest.py's ``database_url`` and ``config_overrides`` hand to the test's ``app``
+(emptied before each test, with the server's settings), so keys and rows the test makes are the server's.
 """
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sqlalchemy import create_engine, inspect, text
 
 from queuelog.worker import Client
@@ -31,8 +33,13 @@ WORKER_BIN = str(Path(sys.executable).parent / "queuelog-worker")
 ACCESS_FORMAT = "ACCESS %(m)s %(U)s %(s)s"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shared_server: the module's tests share one gunicorn and its database "
+                                       "(tests/worker_apps/harness.py)")
+
+
 @pytest.fixture
-def config_overrides():
+def shared_server_settings():
     """The test app (for keys, rows and reaping) sees the same settings as the server."""
     return {"JOB_TYPES": JOB_TYPES, "LEASE_SECONDS": LEASE_SECONDS}
 
@@ -61,10 +68,23 @@ def shared_database_url(request, tmp_path_factory):
 
 
 @pytest.fixture
-def database_url(shared_database_url):
-    """Overrides conftest's: the module's database, emptied before each test."""
+def emptied_shared_database_url(shared_database_url):
+    """The module's database, emptied before each test (conftest's ``database_url`` of a marked module)."""
     _empty(shared_database_url)
     return shared_database_url
+
+
+# A module that still imports the fixtures with ``from tests.worker_apps.harness import *`` instead of the
+# marker (test_longpoll_hangup.py) overrides conftest's two fixtures with these; registered as a plugin,
+# conftest's own take precedence over them.
+@pytest.fixture
+def config_overrides(shared_server_settings):
+    return shared_server_settings
+
+
+@pytest.fixture
+def database_url(emptied_shared_database_url):
+    return emptied_shared_database_url
 
 
 @pytest.fixture(scope="module")
