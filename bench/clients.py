@@ -9,7 +9,8 @@ small allowance for retries, so a misbehaving server cannot hang the run.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import requests
 

@@ -16,8 +16,8 @@ of by polling, which would add load and granularity to the measurement.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.config import Check, Config
 from bench.procs import run_processes, split
@@ -178,7 +178,7 @@ class Rq(System):
     def __init__(self, work_dir: Path, log_dir: Path):
         self.redis = RedisServer(work_dir, log_dir / "redis.log")
 
-    def __enter__(self) -> "Rq":
+    def __enter__(self) -> Rq:
         self.redis.start()
         return self
 

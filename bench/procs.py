@@ -16,8 +16,9 @@ import multiprocessing as mp
 import queue as queue_mod
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 # fork: children inherit the already-imported modules, so a worker is ready
 # in milliseconds; queuelog, the ceiling and the peers all get the same deal.

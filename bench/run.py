@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     out_dir = args.out.resolve()
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     work_dir = Path(tempfile.mkdtemp(prefix="queuelog-bench-"))
     runner = Runner(cfg, work_dir, out_dir / "logs")

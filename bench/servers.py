@@ -87,7 +87,7 @@ class GunicornServer:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, ready_path: str = "/", timeout: float = 60.0) -> "GunicornServer":
+    def start(self, ready_path: str = "/", timeout: float = 60.0) -> GunicornServer:
         cmd = [sys.executable, "-m", "gunicorn", "-w", str(GUNICORN_WORKERS),
                "-b", f"127.0.0.1:{self.port}", self.app_spec]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ class RedisServer:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20.0) -> "RedisServer":
+    def start(self, timeout: float = 20.0) -> RedisServer:
         import redis  # imported here: only the RQ peer needs it
 
         # No RDB snapshots, no AOF: RQ's default deployment keeps data in

@@ -43,7 +43,7 @@ class System:
     # next enqueue starts afresh); otherwise they are drained, untimed.
     discard_untimed = False
 
-    def __enter__(self) -> "System":
+    def __enter__(self) -> System:
         return self
 
     def __exit__(self, *exc) -> None:

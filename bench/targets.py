@@ -50,7 +50,7 @@ class Queuelog(System):
         self.producer = self.worker = ""
         self.total_enqueued = 0
 
-    def __enter__(self) -> "Queuelog":
+    def __enter__(self) -> Queuelog:
         self.server.start()
         try:
             # Keys after the server is up: the schema is created on start.
@@ -154,7 +154,7 @@ class Ceiling(System):
     def __init__(self, log_dir: Path):
         self.server = GunicornServer("bench.ceiling_app:app", None, log_dir / "gunicorn-ceiling.log")
 
-    def __enter__(self) -> "Ceiling":
+    def __enter__(self) -> Ceiling:
         self.server.start()
         return self
 

@@ -34,9 +34,9 @@ def create_app(config: dict | None = None) -> Flask:
     # First, so its request hooks run before (and its response hooks after) everyone else's.
     ops.init_app(app)
 
-    from .extensions import csrf, db, login_manager, migrate
     from .database.engine import configure_engine
     from .database.schema_upgrade import MIGRATIONS_DIR, ensure_schema
+    from .extensions import csrf, db, login_manager, migrate
 
     db.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS_DIR)

@@ -10,8 +10,8 @@ from . import keys, queue, users
 from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
 from .models import Role
-from .patterns import PRIORITY_LABELS, Priority
 from .ops import purge
+from .patterns import PRIORITY_LABELS, Priority
 
 
 def _fail(error: QueueError) -> None:

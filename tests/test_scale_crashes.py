@@ -9,9 +9,22 @@ from datetime import datetime, timedelta
 import pytest
 
 from queuelog import queue
-from tests.support.scale import (CTX, Processes, app_on, claim_and_hang, create_keys, enqueue_batches,
-                                 enqueue_through_crashes, event_histories, flask_command, fresh_database_url,
-                                 jobs_by_id, read_rows, server_env, session_for)
+from tests.support.scale import (
+    CTX,
+    Processes,
+    app_on,
+    claim_and_hang,
+    create_keys,
+    enqueue_batches,
+    enqueue_through_crashes,
+    event_histories,
+    flask_command,
+    fresh_database_url,
+    jobs_by_id,
+    read_rows,
+    server_env,
+    session_for,
+)
 from tests.support.server import running_server
 
 HELD = 5

@@ -24,8 +24,15 @@ from queuelog.database.schema_upgrade import schema_is_current
 from tests.conftest import app_config, test_db_kind
 from tests.support.api import bearer
 from tests.support.pg_cluster import free_port, throwaway_cluster
-from tests.support.scale import (CTX, Processes, create_keys, enqueue_through_crashes, jobs_by_id, server_env,
-                                 session_for)
+from tests.support.scale import (
+    CTX,
+    Processes,
+    create_keys,
+    enqueue_through_crashes,
+    jobs_by_id,
+    server_env,
+    session_for,
+)
 from tests.support.server import _live_members, running_server
 
 CLIENTS = 4

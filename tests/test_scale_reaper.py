@@ -12,9 +12,19 @@ import time
 
 import pytest
 
-from tests.support.scale import (CTX, Processes, create_keys, enqueue_batches, event_histories,
-                                 fresh_database_url, jobs_by_id, read_rows, reap_in_a_loop, server_env,
-                                 work_with_short_leases)
+from tests.support.scale import (
+    CTX,
+    Processes,
+    create_keys,
+    enqueue_batches,
+    event_histories,
+    fresh_database_url,
+    jobs_by_id,
+    read_rows,
+    reap_in_a_loop,
+    server_env,
+    work_with_short_leases,
+)
 from tests.support.server import running_server
 
 JOBS = 90

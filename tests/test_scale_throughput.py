@@ -12,10 +12,19 @@ from collections import Counter
 
 import pytest
 
-from tests.support.scale import (ConnectionSampler, Processes, claim_and_complete_until_empty, create_keys,
-                                 enqueue_batches, event_histories, fresh_database_url, jobs_by_id, read_rows,
-                                 server_env)
 from tests.conftest import test_db_kind
+from tests.support.scale import (
+    ConnectionSampler,
+    Processes,
+    claim_and_complete_until_empty,
+    create_keys,
+    enqueue_batches,
+    event_histories,
+    fresh_database_url,
+    jobs_by_id,
+    read_rows,
+    server_env,
+)
 from tests.support.server import running_server
 
 JOBS = 5000

@@ -24,8 +24,17 @@ from queuelog.api import openapi_schemas
 from queuelog.clock import utcnow
 from queuelog.errors import StateConflict
 from queuelog.ops import metrics
-from queuelog.states import (BY_ACTION, EVENT_NAMES, STATUS_NAMES, TRANSITIONS, Actor, Event, JobStatus,
-                             Transition, names)
+from queuelog.states import (
+    BY_ACTION,
+    EVENT_NAMES,
+    STATUS_NAMES,
+    TRANSITIONS,
+    Actor,
+    Event,
+    JobStatus,
+    Transition,
+    names,
+)
 from tests.support.factories import assert_problem, event_rows, key_id
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -6,8 +6,8 @@ from flask import abort
 from ..errors import InvalidRequest, LongPollsFull, QueueError
 from ..queries import max_job_id
 from . import bp
-from .problems import PROBLEM_TYPE_BASE, problem
 from .body import MalformedJSON, NotJSONMediaType
+from .problems import PROBLEM_TYPE_BASE, problem
 
 
 @bp.errorhandler(QueueError)

@@ -9,8 +9,18 @@ from ..models import Role
 from . import bp
 from .auth import current_caller, require_role
 from .errors import queue_refused
-from .schemas import (parse_claim, parse_complete, parse_complete_batch, parse_empty, parse_enqueue,
-                      parse_enqueue_batch, parse_fail, parse_heartbeat, parse_list_query, parse_release)
+from .schemas import (
+    parse_claim,
+    parse_complete,
+    parse_complete_batch,
+    parse_empty,
+    parse_enqueue,
+    parse_enqueue_batch,
+    parse_fail,
+    parse_heartbeat,
+    parse_list_query,
+    parse_release,
+)
 from .serialize import event_json, job_json, may_read_error
 
 PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.value

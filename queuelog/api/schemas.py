@@ -14,8 +14,16 @@ from flask import current_app, request
 
 from ..clock import parse_rfc3339
 from ..errors import InvalidRequest
-from ..patterns import (IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT, JOB_TYPE, JOB_TYPE_HINT, PRIORITY_BY_LABEL,
-                        PRIORITY_LABELS, Priority, one_of)
+from ..patterns import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_HINT,
+    JOB_TYPE,
+    JOB_TYPE_HINT,
+    PRIORITY_BY_LABEL,
+    PRIORITY_LABELS,
+    Priority,
+    one_of,
+)
 from ..queue import NewJob
 from ..states import STATUS_NAMES
 from .body import Fields, json_body

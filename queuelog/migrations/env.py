@@ -2,11 +2,10 @@ import logging
 from logging.config import fileConfig
 
 import sqlalchemy as sa
+from alembic import context
 from flask import current_app
 
 from queuelog.database.schema_upgrade import upgrading_in_process
-
-from alembic import context
 
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.

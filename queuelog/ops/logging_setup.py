@@ -17,7 +17,7 @@ import re
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import g, has_request_context, request
 from flask.logging import default_handler
@@ -148,7 +148,7 @@ _RENDERED_MAX = 4096
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, tz=timezone.utc)
+    moment = datetime.fromtimestamp(record.created, tz=UTC)
     second = moment.replace(microsecond=0)
     global _last_second
     cached = _last_second  # one read: another thread may replace it meanwhile

@@ -25,8 +25,7 @@ import time
 from datetime import datetime
 
 from flask import current_app, g, request
-from prometheus_client import (CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest,
-                               values)
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from flask_wtf import FlaskForm
-from wtforms import (Form, HiddenField, PasswordField, SelectField, SelectMultipleField, StringField,
-                     SubmitField)
+from wtforms import Form, HiddenField, PasswordField, SelectField, SelectMultipleField, StringField, SubmitField
 from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
 
 from ..models import Role

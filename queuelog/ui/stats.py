@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Row, and_, func, select
 
@@ -109,7 +109,7 @@ def _minute_of(column, dialect: str):
 def _as_minute(value) -> datetime:
     if isinstance(value, str):
         value = datetime.strptime(value, "%Y-%m-%d %H:%M")
-    return value.replace(second=0, microsecond=0, tzinfo=timezone.utc)
+    return value.replace(second=0, microsecond=0, tzinfo=UTC)
 
 
 def throughput(now: datetime, minutes: int = CHART_MINUTES) -> list[Minute]:
@@ -199,6 +199,6 @@ def workers() -> list[WorkerSummary]:
             summary.completed = count
         else:
             summary.failed = count
-    never = datetime.min.replace(tzinfo=timezone.utc)
+    never = datetime.min.replace(tzinfo=UTC)
     # Busy workers first, then the most recently seen: the one that matters at 3 a.m. is on top.
     return sorted(summaries.values(), key=lambda s: (-len(s.held), -(s.last_seen or never).timestamp(), s.name))

@@ -24,7 +24,7 @@ def assert_problem(response, status: int) -> dict:
     assert response.status_code == status, (response.status_code, response.data[:500])
     assert response.mimetype == "application/problem+json", response.headers.get("Content-Type")
     body = response.get_json(force=True)
-    assert PROBLEM_FIELDS <= set(body), body
+    assert set(body) >= PROBLEM_FIELDS, body
     assert body["status"] == status
     assert all(isinstance(body[name], str) and body[name] for name in ("type", "title", "detail")), body
     text = response.get_data(as_text=True)

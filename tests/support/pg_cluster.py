@@ -31,8 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 #: OS user that owns the server processes when we are root.
 SERVER_OS_USER = "postgres"

@@ -10,7 +10,6 @@ Create Date: 2026-12-01 09:00:00
 """
 from alembic import op
 
-
 # revision identifiers, used by Alembic.
 revision = '0a8b0dc1f6c5'
 down_revision = '5dea55fca977'

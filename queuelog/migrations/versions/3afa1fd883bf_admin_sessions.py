@@ -9,9 +9,8 @@ Revises: 0a8b0dc1f6c5
 Create Date: 2026-12-01 10:00:00
 
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '3afa1fd883bf'

@@ -11,7 +11,6 @@ Create Date: 2026-11-29 12:00:00
 """
 from alembic import op
 
-
 # revision identifiers, used by Alembic.
 revision = '5dea55fca977'
 down_revision = '67e517ba2dd3'

@@ -5,9 +5,8 @@ Revises:
 Create Date: 2026-11-29 10:29:36.408962
 
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '67e517ba2dd3'
