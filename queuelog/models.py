@@ -38,7 +38,7 @@ class UTCDateTime(TypeDecorator):
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     PRODUCER = "producer"
     WORKER = "worker"
     ADMIN = "admin"

@@ -13,8 +13,11 @@ import enum
 from dataclasses import dataclass
 
 
-class JobStatus(str, enum.Enum):
-    """A job's state, and who moves it on (see TRANSITIONS for the exact moves)."""
+class JobStatus(enum.StrEnum):
+    """A job's state, and who moves it on (see TRANSITIONS for the exact moves).
+
+    A StrEnum, so f-strings and templates show the plain name (``pending``).
+    """
 
     PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel
     RUNNING = "running"      # left by: the holding worker (complete, fail, release), an admin's give-back,
@@ -23,11 +26,8 @@ class JobStatus(str, enum.Enum):
     FAILED = "failed"        # left by: an admin's retry
     CANCELLED = "cancelled"  # left by: an admin's retry
 
-    def __str__(self) -> str:  # f-strings and templates show the plain name
-        return self.value
 
-
-class Event(str, enum.Enum):
+class Event(enum.StrEnum):
     """A line of a job's event log: what happened to it."""
 
     ENQUEUED = "enqueued"
@@ -40,11 +40,8 @@ class Event(str, enum.Enum):
     CANCELLED = "cancelled"
     RETRIED = "retried"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Actor(str, enum.Enum):
+class Actor(enum.StrEnum):
     """Who may ask for a transition."""
 
     PRODUCER = "producer"       # the key that enqueued the job
