@@ -127,7 +127,8 @@ def _count(number: int, noun: str) -> str:
 
 
 @click.command("reap")
-@click.option("--older-than", type=click.IntRange(min=1), help="Also reap jobs claimed more than this many seconds ago.")
+@click.option("--older-than", type=click.IntRange(min=1),
+              help="Also reap jobs claimed more than this many seconds ago.")
 @click.option("--dry-run", is_flag=True, help="Say what would be reaped, change nothing.")
 def reap_command(older_than, dry_run):
     """Give back running jobs whose worker died (lease expired); safe to run from cron every minute."""
@@ -149,11 +150,12 @@ def purge_command(older_than, statuses, batch):
     try:
         age = purge.parse_duration(current_app.config["RETENTION"] if older_than is None else older_than)
     except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="QUEUELOG_RETENTION" if older_than is None else "--older-than")
+        hint = "QUEUELOG_RETENTION" if older_than is None else "--older-than"
+        raise click.BadParameter(str(error), param_hint=hint) from error
     try:
         chosen = purge.parse_statuses(statuses)
     except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--status")
+        raise click.BadParameter(str(error), param_hint="--status") from error
     report = purge.purge(age, chosen, batch)
     click.echo(f"purged {report.jobs} jobs ({report.events} events)")
 

@@ -62,7 +62,8 @@ def _refuse_scraper() -> Response | None:
     scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret:
-        return problem(401, "Unauthenticated", "send an admin API key or the metrics token as 'Authorization: Bearer …'",
+        return problem(401, "Unauthenticated",
+                       "send an admin API key or the metrics token as 'Authorization: Bearer …'",
                        headers={"WWW-Authenticate": 'Bearer realm="queuelog"'})
     token = current_app.config["METRICS_TOKEN"]
     # Constant-time comparison, so response timing tells a guesser nothing about the token.

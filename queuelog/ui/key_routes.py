@@ -35,7 +35,8 @@ def create_api_key():
         secret = keys.create_key(form.name.data, form.role.data, form.max_priority.data or None, types or None)
     except InvalidRequest as error:
         for problem in error.errors:
-            field = form[problem["pointer"].strip("/")] if problem["pointer"].strip("/") in form else form.name
+            name = problem["pointer"].strip("/")
+            field = form[name] if name in form else form.name  # noqa: SIM401 - a wtforms Form has no .get()
             field.errors = [*field.errors, problem["detail"]]
         return _render(form, 400)
     except QueueError as error:

@@ -1,7 +1,7 @@
 """initial schema: jobs, their event log, API keys, admin users, login attempts
 
 Revision ID: 67e517ba2dd3
-Revises: 
+Revises:
 Create Date: 2026-11-29 10:29:36.408962
 
 """
@@ -82,9 +82,13 @@ def upgrade():
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         # The claim reads this index in claim order (priority DESC, oldest first) and stops at the
         # first due job, so claiming stays O(log n) however deep the queue grows.
-        batch_op.create_index('ix_jobs_claim_order', [sa.text('priority DESC'), 'id'], unique=False, sqlite_where=sa.text("status = 'pending'"), postgresql_where=sa.text("status = 'pending'"))
+        batch_op.create_index('ix_jobs_claim_order', [sa.text('priority DESC'), 'id'], unique=False,
+                              sqlite_where=sa.text("status = 'pending'"),
+                              postgresql_where=sa.text("status = 'pending'"))
         batch_op.create_index('ix_jobs_producer_id', ['producer_key_id', 'id'], unique=False)
-        batch_op.create_index('ix_jobs_running_lease', ['lease_expires_at'], unique=False, sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
+        batch_op.create_index('ix_jobs_running_lease', ['lease_expires_at'], unique=False,
+                              sqlite_where=sa.text("status = 'running'"),
+                              postgresql_where=sa.text("status = 'running'"))
         batch_op.create_index('ix_jobs_status_id', ['status', 'id'], unique=False)
         batch_op.create_index('ix_jobs_status_updated', ['status', 'updated_at'], unique=False)
         batch_op.create_index('ix_jobs_type_status', ['type', 'status'], unique=False)
@@ -121,7 +125,8 @@ def downgrade():
         batch_op.drop_index('ix_jobs_type_status')
         batch_op.drop_index('ix_jobs_status_updated')
         batch_op.drop_index('ix_jobs_status_id')
-        batch_op.drop_index('ix_jobs_running_lease', sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
+        batch_op.drop_index('ix_jobs_running_lease', sqlite_where=sa.text("status = 'running'"),
+                            postgresql_where=sa.text("status = 'running'"))
         batch_op.drop_index('ix_jobs_producer_id')
         batch_op.drop_index('ix_jobs_claim_order')
 
