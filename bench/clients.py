@@ -182,7 +182,7 @@ def drain_batch_worker(arg: dict, go: Callable[[], float]) -> dict:
         if done_resp is None or done_resp.status_code != 200:
             continue
         outcomes = batch_outcomes(done_resp.json())
-        for item, outcome in zip(items, outcomes):  # outcomes come in request order
+        for item, outcome in zip(items, outcomes, strict=False):  # in request order; a short answer is noted below
             if _outcome_ok(outcome) and outcome.get("id") == item["id"]:
                 done.append(item["id"])
             else:

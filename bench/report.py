@@ -84,7 +84,7 @@ def _ratio(metrics: dict[str, dict], failed: set[tuple[str, str]],
     m_num, m_den = metrics.get(num[0], {}), metrics.get(den[0], {})
     r_num, r_den = m_num.get(f"{num[1]}_repeats"), m_den.get(f"{den[1]}_repeats")
     if r_num and r_den and len(r_num) == len(r_den):
-        per_round = [a / b for a, b in zip(r_num, r_den) if b]
+        per_round = [a / b for a, b in zip(r_num, r_den, strict=True) if b]
         return statistics.median(per_round) if per_round else None
     a, b = m_num.get(num[1]), m_den.get(den[1])
     return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None

@@ -91,10 +91,9 @@ class GunicornServer:
         cmd = [sys.executable, "-m", "gunicorn", "-w", str(GUNICORN_WORKERS),
                "-b", f"127.0.0.1:{self.port}", self.app_spec]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self.env,
-                                     stdout=log, stderr=subprocess.STDOUT)
-        log.close()  # the child holds its own descriptor
+        with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
+            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self.env,
+                                         stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready(ready_path, timeout)
         return self
 
@@ -160,9 +159,8 @@ class RedisServer:
                "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
                "--daemonize", "no"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         client = redis.Redis.from_url(self.url)
         while time.monotonic() < deadline:
