@@ -16,7 +16,9 @@ import math
 import random
 import sys
 import tempfile
-from datetime import timedelta
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,9 @@ from queuelog.queue import NewJob  # noqa: E402
 
 ADMIN, PASSWORD = "night-owl", "correct horse battery staple"
 JOB_TYPES = ["send-email", "render-report", "resize-image", "sync-crm", "deliver-webhook"]
+TYPE_WEIGHTS = [50, 8, 18, 12, 12]
+WORKER_FOR = {"send-email": ["mailer-1", "mailer-2"], "render-report": ["reports-1"], "resize-image": ["media-1"],
+              "sync-crm": ["integrations-1"], "deliver-webhook": ["integrations-1"]}
 ERRORS = {
     "send-email": "SMTPRecipientsRefused: 550 5.1.1 <billing@example.org>: Recipient address rejected: "
                   "mailbox unavailable",
@@ -70,6 +75,14 @@ def per_minute_load(minutes_ago: int, rng: random.Random) -> tuple[int, int]:
 
 def seed(app, rng: random.Random) -> None:
     """Fill the queue with an hour of work and the current state of a busy night."""
+    scene = _Scene(rng, *_seed_keys())
+    _seed_the_hour(scene)
+    backlog, stalled = _seed_the_present(scene)
+    _spread_over_the_hour(scene, backlog, stalled)
+
+
+def _seed_keys() -> tuple[dict, object]:
+    """The admin, the producers and the worker keys; returns (workers by name, the storefront producer)."""
     users.create_user(ADMIN, PASSWORD)
     keys.create_key("billing", "producer", "high")
     keys.create_key("web-signup", "producer")
@@ -81,76 +94,92 @@ def seed(app, rng: random.Random) -> None:
         secret = keys.create_key(name, "worker", types=types)
         workers[name] = keys.authenticate(secret)
     producer = keys.authenticate(keys.create_key("storefront", "producer", "critical"))
-    old_key = keys.create_key("legacy-cron", "producer")
+    keys.create_key("legacy-cron", "producer")
     keys.revoke_key("legacy-cron")
-    del old_key
+    return workers, producer
 
-    worker_for = {"send-email": ["mailer-1", "mailer-2"], "render-report": ["reports-1"],
-                  "resize-image": ["media-1"], "sync-crm": ["integrations-1"],
-                  "deliver-webhook": ["integrations-1"]}
-    weights = [50, 8, 18, 12, 12]
-    counter = iter(range(1, 1_000_000))
-    now = utcnow()
-    shifts: list[tuple[int, timedelta]] = []
 
-    def new_jobs(count: int, **extra) -> list:
+@dataclass
+class _Scene:
+    """What the seeding steps share: the random source, the keys, and the jobs to move back in time."""
+
+    rng: random.Random
+    workers: dict
+    producer: object
+    now: datetime = field(default_factory=utcnow)
+    counter: Iterator[int] = field(default_factory=lambda: iter(range(1, 1_000_000)))
+    shifts: list[tuple[int, timedelta]] = field(default_factory=list)   # (job id, how far back)
+
+    def new_jobs(self, count: int, **extra) -> list:
         batch = []
         for _ in range(count):
-            job_type = rng.choices(JOB_TYPES, weights)[0]
-            priority = rng.choices([Priority.LOW, Priority.MEDIUM, Priority.HIGH, Priority.CRITICAL],
-                                   [40, 40, 15, 5])[0]
-            batch.append(NewJob(type=job_type, payload=payload_for(job_type, next(counter)),
+            job_type = self.rng.choices(JOB_TYPES, TYPE_WEIGHTS)[0]
+            priority = self.rng.choices([Priority.LOW, Priority.MEDIUM, Priority.HIGH, Priority.CRITICAL],
+                                        [40, 40, 15, 5])[0]
+            batch.append(NewJob(type=job_type, payload=payload_for(job_type, next(self.counter)),
                                 priority=int(priority), max_retries=3, **extra))
-        return [row for row, _ in queue.enqueue(producer, batch)]
+        return [row for row, _ in queue.enqueue(self.producer, batch)]
 
-    def run_one(row, outcome: str, age: timedelta) -> None:
-        worker = workers[rng.choice(worker_for[row.type])]
+    def worker_for(self, row):
+        return self.workers[self.rng.choice(WORKER_FOR[row.type])]
+
+    def run_one(self, row, outcome: str, age: timedelta) -> None:
+        worker = self.worker_for(row)
         [claimed] = _claim_exact(worker, row)
         if outcome == "completed":
-            queue.complete(worker, claimed.id, claimed.claim_token, {"ok": True, "ms": rng.randint(40, 900)})
+            queue.complete(worker, claimed.id, claimed.claim_token, {"ok": True, "ms": self.rng.randint(40, 900)})
         else:
             queue.fail(worker, claimed.id, claimed.claim_token, ERRORS[row.type], retryable=False)
-        shifts.append((row.id, age))
+        self.shifts.append((row.id, age))
 
+
+def _seed_the_hour(scene: _Scene) -> None:
+    """Each minute of the last hour: its jobs enqueued, claimed, completed or failed."""
     for minutes_ago in range(59, -1, -1):
-        completed, failed = per_minute_load(minutes_ago, rng)
-        rows = new_jobs(completed + failed)
+        completed, failed = per_minute_load(minutes_ago, scene.rng)
+        rows = scene.new_jobs(completed + failed)
         for index, row in enumerate(rows):
-            age = timedelta(minutes=minutes_ago, seconds=rng.randint(0, 59))
+            age = timedelta(minutes=minutes_ago, seconds=scene.rng.randint(0, 59))
             if index < failed:
                 row = _retype(row, "send-email" if 18 <= minutes_ago <= 23 else row.type)
-            run_one(row, "completed" if index >= failed else "failed", age)
+            scene.run_one(row, "completed" if index >= failed else "failed", age)
 
-    # The present: a backlog, work in flight, a worker that died holding jobs, a quarantined job.
-    backlog = new_jobs(140)
-    new_jobs(12, run_at=now + timedelta(minutes=30))
+
+def _seed_the_present(scene: _Scene) -> tuple[list, list]:
+    """A backlog, work in flight, a worker that died holding jobs, a quarantined job; returns (backlog, stalled)."""
+    backlog = scene.new_jobs(140)
+    scene.new_jobs(12, run_at=scene.now + timedelta(minutes=30))
     for row in backlog[:4]:
         queue.cancel(row.id, "key:storefront")
     for row in backlog[4:12]:
-        worker = workers[rng.choice(worker_for[row.type])]
-        _claim_exact(worker, row)
+        _claim_exact(scene.worker_for(row), row)
     stalled = backlog[12:15]
     for row in stalled:
-        _claim_exact(workers["mailer-2"], _retype(row, "send-email"))
+        _claim_exact(scene.workers["mailer-2"], _retype(row, "send-email"))
     poison = backlog[15]
-    _claim_exact(workers["media-1"], _retype(poison, "resize-image"))
-    expired = now - timedelta(minutes=7)
+    _claim_exact(scene.workers["media-1"], _retype(poison, "resize-image"))
+    expired = scene.now - timedelta(minutes=7)
     with write_transaction() as conn:
         conn.execute(update(jobs_t).where(jobs_t.c.id == poison.id).values(
             lease_expires_at=expired, stall_count=2))
-    queue.reap(now=now)  # its workers died three times holding it: quarantined
+    queue.reap(now=scene.now)  # its workers died three times holding it: quarantined
     with write_transaction() as conn:
         # mailer-2 stopped heartbeating seven minutes ago; nobody has reaped its jobs yet.
         conn.execute(update(jobs_t).where(jobs_t.c.id.in_([r.id for r in stalled]))
                      .values(lease_expires_at=expired, heartbeat_at=expired - timedelta(minutes=5),
                              claimed_at=expired - timedelta(minutes=6)))
-    # Spread the hour's work back over the hour (in Python: SQLite has no interval arithmetic).
+    return backlog, stalled
+
+
+def _spread_over_the_hour(scene: _Scene, backlog: list, stalled: list) -> None:
+    """Move the hour's work back over the hour (in Python: SQLite has no interval arithmetic)."""
+    stalled_ids = {r.id for r in stalled}
     with write_transaction() as conn:
-        for job_id, age in shifts:
+        for job_id, age in scene.shifts:
             _shift(conn, job_id, age)
         for index, row in enumerate(backlog):
-            if row.id not in {r.id for r in stalled}:
-                _shift(conn, row.id, timedelta(seconds=rng.randint(5, 400) if index > 20 else 300 + index * 30),
+            if row.id not in stalled_ids:
+                _shift(conn, row.id, timedelta(seconds=scene.rng.randint(5, 400) if index > 20 else 300 + index * 30),
                        events=("enqueued",))
 
 
