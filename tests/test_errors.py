@@ -75,7 +75,7 @@ def test_422_lists_each_wrong_type_with_a_pointer(client, producer):
 
 
 def test_422_for_a_missing_field(client, producer, worker, make_job):
-    assert_problem(client.post("/jobs", json={}, headers=producer), 422)["errors"] == [
+    assert assert_problem(client.post("/jobs", json={}, headers=producer), 422)["errors"] == [
         {"pointer": "/type", "detail": "is required"}]
     job_id = make_job(status="running")
     assert pointers(client.post(f"/jobs/{job_id}/complete", json={}, headers=worker)) == {"/claim_token"}
