@@ -184,7 +184,8 @@ def test_users_unlock_clears_the_failed_sign_ins_of_that_user(runner, client):
     assert runner.invoke(args=["users", "list"]).stdout.splitlines()[1].endswith("\t0")
 
 
-@pytest.mark.parametrize("args", [["delete", "nobody"], ["unlock", "nobody"], ["set-password", "nobody", "--password-stdin"]])
+@pytest.mark.parametrize("args", [["delete", "nobody"], ["unlock", "nobody"],
+                                  ["set-password", "nobody", "--password-stdin"]])
 def test_users_commands_on_an_unknown_user_fail_with_a_clear_message(runner, args):
     result = runner.invoke(args=["users", *args], input="a long passphrase\n")
     assert result.exit_code == 1

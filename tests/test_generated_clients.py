@@ -185,7 +185,7 @@ def test_the_generated_python_client_runs_a_batch_through_claim_and_complete(dat
         completions = [CompleteRequest.from_dict({"claim_token": job["claim_token"],
                                                   "result": {"sent": job["payload"]["n"]}}) for job in held]
         completed = [complete_job.sync_detailed(job_id=job["id"], client=as_worker, body=completion)
-                     for job, completion in zip(held, completions)]
+                     for job, completion in zip(held, completions, strict=True)]
         stored = [get_job.sync(job_id=job["id"], client=as_producer).to_dict() for job in held]
 
     assert [response.status_code for response in completed] == [200, 200]
@@ -201,7 +201,7 @@ def test_openapi_typescript_generates_without_a_single_warning(typescript_genera
     # Its banner and the one line saying what it wrote; a warning would be a line of its own.
     expected = [r"✨ openapi-typescript [0-9.]+", r"🚀 spec\.json → schema\.d\.ts \[[0-9.]+m?s\]"]
     assert len(lines) == len(expected), "\n".join(lines)
-    assert all(re.fullmatch(pattern, line) for pattern, line in zip(expected, lines)), "\n".join(lines)
+    assert all(re.fullmatch(pattern, line) for pattern, line in zip(expected, lines, strict=True)), "\n".join(lines)
 
 
 def test_the_typescript_types_have_every_operation(document, workdir, typescript_generation):

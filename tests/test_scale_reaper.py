@@ -9,6 +9,7 @@ worker's late ``complete`` gets 409).
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_nothing_happens_to_a_job_after_it_is_completed(raced):
     broken = {}
     for job_id, history in raced["events"].items():
         events = [event for event, _, _ in history]
-        steps_ok = all(later in NEXT_EVENTS[earlier] for earlier, later in zip(events, events[1:]))
+        steps_ok = all(later in NEXT_EVENTS[earlier] for earlier, later in pairwise(events))
         if events[0] != "enqueued" or events[-1] != "completed" or not steps_ok:
             broken[job_id] = events
     assert broken == {}

@@ -231,16 +231,16 @@ def test_v05_a_stale_token_after_reap_and_reclaim_can_never_finish_the_new_attem
 
 def test_v06_racing_claimers_never_share_a_job(app, client, producer, make_key):
     secrets = [make_key("worker", f"racer-{n}") for n in range(6)]
+
+    def race(secret, start, codes):
+        own = app.test_client()
+        start.wait(timeout=10)
+        codes.append(own.post("/jobs/claim", headers=bearer(secret)).status_code)
+
     for _ in range(8):
         job_id = client.post("/jobs", json={"type": "noop"}, headers=producer).get_json()["id"]
         start, codes = threading.Barrier(len(secrets)), []
-
-        def race(secret):
-            own = app.test_client()
-            start.wait(timeout=10)
-            codes.append(own.post("/jobs/claim", headers=bearer(secret)).status_code)
-
-        threads = [threading.Thread(target=race, args=(s,)) for s in secrets]
+        threads = [threading.Thread(target=race, args=(s, start, codes)) for s in secrets]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -288,13 +288,15 @@ def test_v07_a_long_error_is_trimmed_before_it_is_stored(client, worker, make_jo
 # --- V-08: injection -----------------------------------------------------------------------------
 
 HOSTILE = [
-    "'; DROP TABLE jobs;--", "\" OR 1=1 --", "Robert'); DROP TABLE api_keys;--", "%_\\%", "' UNION SELECT digest FROM x --",
+    "'; DROP TABLE jobs;--", "\" OR 1=1 --", "Robert'); DROP TABLE api_keys;--", "%_\\%",
+    "' UNION SELECT digest FROM x --",
     "Zoë 🚀 日本語 مرحبا \u202e", "<script>alert(1)</script>", "{{7*7}} ${7*7}", "line\nbreak\ttab \u2028",
 ]
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
-def test_v08_hostile_strings_are_stored_and_returned_verbatim(client, producer, worker, admin, claim, read_job, hostile):
+def test_v08_hostile_strings_are_stored_and_returned_verbatim(client, producer, worker, admin, claim, read_job,
+                                                             hostile):
     job = client.post("/jobs", json={"type": "email", "payload": {"s": hostile, hostile: [hostile]}},
                       headers=producer).get_json()
     assert job["payload"] == {"s": hostile, hostile: [hostile]}
@@ -365,7 +367,8 @@ def test_v09_a_producer_lists_only_its_own_jobs(client, producer, other_producer
     ("login with PASSWORD: 'correct horse'", "correct horse", "login with"),
     ("fetch postgres://app:s3cr3t-pw@db.internal:5432/q refused", "s3cr3t-pw", "db.internal"),
     ("GET https://bob:hunter22@api.example.com/v1 → 500", "hunter22", "api.example.com"),
-    ("upstream said 401 to Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def", "eyJhbGciOiJIUzI1NiJ9", "upstream said 401"),
+    ("upstream said 401 to Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def", "eyJhbGciOiJIUzI1NiJ9",
+     "upstream said 401"),
     ("config api_key=AKIAIOSFODNN7EXAMPLE loaded", "AKIAIOSFODNN7EXAMPLE", "loaded"),
 ])
 def test_v10_error_text_is_scrubbed_before_it_is_stored(client, worker, admin, make_job, read_job, raw, secret, kept):

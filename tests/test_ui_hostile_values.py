@@ -56,10 +56,7 @@ def _not_a_server_error(response, what: str) -> None:
 def test_no_admin_path_value_is_a_500(signed_in, rule, method):
     for value in HOSTILE_VALUES:
         path = _with_value(rule, value)
-        if method == "GET":
-            response = signed_in.get(path)
-        else:
-            response = post_form(signed_in, path, page="/admin/keys")
+        response = signed_in.get(path) if method == "GET" else post_form(signed_in, path, page="/admin/keys")
         _not_a_server_error(response, f"{method} {path[:80]}")
 
 

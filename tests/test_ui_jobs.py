@@ -100,7 +100,8 @@ def test_a_bad_cursor_shows_the_newest_jobs_with_a_note(signed_in, make_job):
 def test_bad_filters_are_a_readable_400(signed_in):
     for query, message in (("status=exploded", "Status: Not a valid choice"),
                            ("priority=urgent", "Priority: Not a valid choice"),
-                           ("q=" + "x" * 201, "Job id or idempotency key: Field cannot be longer than 200 characters.")):
+                           ("q=" + "x" * 201,
+                            "Job id or idempotency key: Field cannot be longer than 200 characters.")):
         response = signed_in.get(f"/admin/jobs?{query}")
         assert response.status_code == 400, query
         assert message in html.unescape(text_of(response)), query

@@ -205,12 +205,12 @@ def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url,
         for _ in range(3):
             result = {}
 
-            def wait_for_job():
+            def wait_for_job(result):
                 result["response"] = requests.post(waiting_server.url + "/jobs/claim", json={"wait": 10},
                                                    headers=bearer(worker_key), timeout=20)
                 result["at"] = time.monotonic()
 
-            thread = threading.Thread(target=wait_for_job)
+            thread = threading.Thread(target=wait_for_job, args=(result,))
             thread.start()
             time.sleep(0.7)
             assert thread.is_alive()
