@@ -47,7 +47,7 @@ def on_driver(conn: Connection, sql: str, params, work):
         # Not contextlib.suppress: no context manager on this path. A cursor that cannot close holds nothing.
         try:  # noqa: SIM105
             cursor.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -70,7 +70,7 @@ class Claim(enum.StrEnum):
 class Leave(NamedTuple):
     """The values of a move out of running (FINISH, TAKE_BACK): each column a move does not set keeps its value."""
 
-    status: str
+    status: JobStatus       # where the move takes the job
     now: datetime
     claim: Claim
     retries_spent: int = 0           # 1 when this attempt counts against max_retries
