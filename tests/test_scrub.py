@@ -88,7 +88,6 @@ ORDINARY_ERRORS = [
     "send-invoice failed",
     "https://deploy-bot@ci.example.com/job/42 timed out",
     "tool --password-file /run/secrets/db not found",
-    "psql --no-password failed: fe_sendauth",
     "-----BEGIN CERTIFICATE----- is not a key",
 ]
 
