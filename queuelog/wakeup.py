@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 import weakref
+
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
