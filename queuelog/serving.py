@@ -6,7 +6,8 @@ worker serves its first request (gunicorn's ``post_worker_init`` hook). It
 - tells long-polls how many threads the process answers requests with, so waiting claims can be
   capped below that (``longpoll.waiting_limit``);
 - makes a threaded (gthread) worker a ``HeadFirstThreadWorker``: a thread is given a request only
-  once its head has arrived, so clients that send half a head and stop cannot hold the threads.
+  once its head has arrived, so clients that send half a head and stop cannot hold the threads,
+  and a body that has not arrived in time is refused.
 
 gunicorn picks its gthread class by itself when ``--threads`` is above 1, and a ``worker_class``
 setting would also replace the sync worker where it is 1; so the worker becomes ours here, where
@@ -30,6 +31,9 @@ from . import longpoll
 HEAD_TIMEOUT_SECONDS = 10.0
 #: A longer head is refused (431). nginx's default limit is 32 KiB (4 buffers of 8 KiB).
 MAX_HEAD_BYTES = 64 * 1024
+#: A request body must be in this many seconds after its head (the largest, a batch of 500 jobs, is
+#: at most 1 MiB): the app reads it on its thread, so this bounds how long a slow body holds one.
+BODY_TIMEOUT_SECONDS = 30.0
 _END_OF_HEAD = b"\r\n\r\n"
 
 
@@ -61,8 +65,9 @@ class HeadFirstThreadWorker(ThreadWorker):
     gunicorn's poller, as its idle keep-alive connections do, holding no thread. gunicorn closes a
     connection silent there for its keep-alive time (``--keep-alive``, 2 s); a head still
     incomplete ``HEAD_TIMEOUT_SECONDS`` after its first byte is answered 408, one longer than
-    ``MAX_HEAD_BYTES`` 431. Request bodies are read by the app as before: a buffering proxy in
-    front (README, Production) keeps slow bodies off the threads too.
+    ``MAX_HEAD_BYTES`` 431. The body is read by the app on its thread, as before, but within
+    ``BODY_TIMEOUT_SECONDS`` of the head; a buffering proxy in front (README, Production) keeps
+    slow bodies off the threads altogether.
 
     TLS, HTTP/2 and the PROXY protocol are left to gunicorn as they are: their first bytes are not
     an HTTP/1 head.
@@ -74,6 +79,19 @@ class HeadFirstThreadWorker(ThreadWorker):
             if refusal is not None:
                 return refusal
         return super().handle(conn)
+
+    def handle_request(self, req, conn):
+        """Serve a parsed request, its body read against ``BODY_TIMEOUT_SECONDS``."""
+        if not self._collects_heads(conn):
+            return super().handle_request(req, conn)
+        unreader = conn.parser.unreader
+        reads_from = unreader.sock
+        unreader.sock = _ReadDeadline(reads_from, time.monotonic() + BODY_TIMEOUT_SECONDS)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            unreader.sock = reads_from
+            reads_from.settimeout(None)   # blocking again, as gunicorn left it
 
     def _collects_heads(self, conn) -> bool:
         cfg = self.cfg
@@ -114,6 +132,24 @@ class HeadFirstThreadWorker(ThreadWorker):
         conn.init()
         conn.parser.unreader.unread(head)
         return None
+
+
+class _ReadDeadline:
+    """The connection as the request's body reader sees it: every read ends by one deadline.
+
+    The app reads a body on its thread; a client sending it slowly (or not at all) gets a timeout
+    there, which the app answers like a client that went away (400), and the thread is free.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self._sock, self._deadline = sock, deadline
+
+    def recv(self, size: int) -> bytes:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request body took too long")
+        self._sock.settimeout(remaining)
+        return self._sock.recv(size)
 
 
 def _end_of_head(head: bytes) -> int:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from queuelog.serving import HEAD_TIMEOUT_SECONDS, MAX_HEAD_BYTES
+from queuelog.serving import BODY_TIMEOUT_SECONDS, HEAD_TIMEOUT_SECONDS, MAX_HEAD_BYTES
 from tests.conftest import JOB_TYPES
 from tests.support.latency import allowed_p99, enqueue_steadily
 from tests.support.server import running_server
@@ -93,3 +93,16 @@ def test_a_request_head_over_64_kib_is_refused_with_431(server, make_key):
     with open_slow_client(server, b"GET /jobs HTTP/1.1\r\nHost: x\r\n" + headers) as sock:
         answer = answer_or_close(sock, timeout=10)
     assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_request_body_unfinished_30_s_after_its_head_is_refused_and_frees_its_thread(server, make_key):
+    head = (f"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {make_key('producer', 'slow-body')}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n").encode()
+    with open_slow_client(server, head + b'{"type": "') as sock:   # and never the rest
+        started = time.monotonic()
+        sock.settimeout(BODY_TIMEOUT_SECONDS + 10)
+        answer = sock.recv(65536)
+        answered_after = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"application/problem+json" in answer
+    assert BODY_TIMEOUT_SECONDS - 1 <= answered_after < BODY_TIMEOUT_SECONDS + 5
