@@ -15,6 +15,7 @@ we can see which class gunicorn chose.
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ class HeadFirstThreadWorker(ThreadWorker):
             return super().handle_request(req, conn)
         finally:
             unreader.sock = reads_from
-            reads_from.settimeout(None)   # blocking again, as gunicorn left it
+            with contextlib.suppress(OSError):   # closed already, after a failed response
+                reads_from.settimeout(None)   # blocking again, as gunicorn left it
 
     def _collects_heads(self, conn) -> bool:
         cfg = self.cfg
