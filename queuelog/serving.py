@@ -5,6 +5,8 @@ worker serves its first request (gunicorn's ``post_worker_init`` hook). It
 
 - tells long-polls how many threads the process answers requests with, so waiting claims can be
   capped below that (``longpoll.waiting_limit``);
+- makes the worker's graceful-stop signal (SIGTERM) also end its waiting claims at once
+  (``wakeup.stop_waiting``), so a restart is not held up for the rest of their ``wait``;
 - makes a threaded (gthread) worker a ``HeadFirstThreadWorker``: a thread is given a request only
   once its head has arrived, so clients that send half a head and stop cannot hold the threads,
   and a body that has not arrived in time is refused.
@@ -16,6 +18,7 @@ we can see which class gunicorn chose.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
-from . import longpoll
+from . import longpoll, wakeup
 
 #: A request head must be complete this many seconds after its first byte (nginx allows 60 by
 #: default, but nginx holds no thread meanwhile; behind it, heads arrive at once).
@@ -43,8 +46,23 @@ def adopt_worker(worker) -> None:
     threads = request_threads(worker)
     if threads is not None:
         longpoll.serve_from_threads(threads)
+    _stop_waiting_on_graceful_stop()
     if type(worker) is ThreadWorker:
         worker.__class__ = HeadFirstThreadWorker
+
+
+def _stop_waiting_on_graceful_stop() -> None:
+    """Chain ``wakeup.stop_waiting`` before the worker's own SIGTERM handler (installed by gunicorn before
+    this hook runs, in the main thread, where this hook runs too)."""
+    graceful_stop = signal.getsignal(signal.SIGTERM)
+    if not callable(graceful_stop):
+        return
+
+    def stop_waiting_then_stop(signum, frame):
+        wakeup.stop_waiting()
+        graceful_stop(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop_waiting_then_stop)
 
 
 def request_threads(worker) -> int | None:
