@@ -14,7 +14,8 @@ in). The master reads this file before it loads the app or starts a worker, so h
 Counts of a worker that died stay in the sum, as they should: its requests happened.
 
 Every worker also hands itself to ``queuelog.serving.adopt_worker`` once it is ready (``post_worker_init``):
-long-polls learn how many threads it serves requests with, and cap how many of them may wait for a job.
+long-polls learn how many threads it serves requests with, and cap how many of them may wait for a job; a
+threaded worker gives a thread a request only once the request's head has arrived (slow clients).
 """
 import glob
 import os
@@ -81,7 +82,7 @@ def child_exit(server, worker):
 
 
 def post_worker_init(worker):
-    """A worker process is ready to serve: size its cap on waiting claims from its threads."""
+    """A worker process is ready to serve: size its cap on waiting claims, keep slow clients off its threads."""
     from queuelog import serving
 
     serving.adopt_worker(worker)

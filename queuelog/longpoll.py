@@ -20,7 +20,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from flask import current_app, request
 
@@ -28,7 +28,7 @@ from . import sql
 from .clock import utcnow
 from .errors import LongPollsFull
 from .extensions import db
-from .wakeup import shutting_down, waker_for_current_app
+from .wakeup import Waker, shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
 
@@ -68,8 +68,10 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
 
 def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, limit: int) -> list:
     """A claim over the cap: take what is due now, or be told when to come back (no waiting)."""
-    # The due-check is a read: refusals, possibly many, never take SQLite's write lock.
-    rows = claim_once() if _something_due(types) else []
+    # The due-check is a read, often answered from memory: refusals, dozens a second when many
+    # workers are idle, neither take SQLite's write lock nor each cost a query.
+    waker = waker_for_current_app()
+    rows = [] if _nothing_due.lately(types, waker) or not _something_due(types, waker) else claim_once()
     if not rows:
         raise LongPollsFull(
             f"this server process is holding as many waiting claims as it can ({limit}) "
@@ -95,7 +97,7 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         # (a read) whether anything it could claim is still due: the first takes the job, the
         # others see it gone, instead of each running a write that finds nothing.
         with _claiming_turn:
-            if _something_due(types):
+            if _something_due(types, waker):
                 rows = claim_once()
     return rows
 
@@ -103,13 +105,50 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
 _claiming_turn = threading.Lock()
 
 
-def _something_due(types: Sequence[str] | None) -> bool:
+def _something_due(types: Sequence[str] | None, waker: Waker) -> bool:
     """Read-only, lock-free: is any job of these types claimable? (Saves a write lock per poll.)
 
     The same condition as the claim's own (CLAIMABLE in queuelog.sql), so the two cannot disagree.
     """
+    generation, asked_at = waker.generation, time.monotonic()
     with db.engine.connect() as conn:
-        return sql.something_due(conn, utcnow(), types)
+        due = sql.something_due(conn, utcnow(), types)
+    if not due:
+        _nothing_due.note(types, generation, asked_at)
+    return due
+
+
+class _NothingDue:
+    """Recent answers "nothing of these types is due", trusted until the next wake-up or recheck.
+
+    Nothing becomes claimable unannounced except what the waiters' own recheck is for (a job whose
+    run_at comes, and on SQLite one enqueued by another process), so an answer holds for as long as
+    a waiter would go without asking again: the refusals of a large idle fleet reuse the answers
+    the waiting claims get anyway.
+    """
+
+    MAX_TYPE_SETS = 1000
+
+    def __init__(self):
+        self._answers: dict[frozenset | None, tuple[int, float]] = {}
+
+    def lately(self, types: Sequence[str] | None, waker: Waker) -> bool:
+        """Was "nothing due" the answer since the last wake-up, within a recheck interval?"""
+        answer = self._answers.get(_type_set(types))
+        return (answer is not None and answer[0] == waker.generation
+                and time.monotonic() - answer[1] < waker.current_recheck())
+
+    def note(self, types: Sequence[str] | None, generation: int, asked_at: float) -> None:
+        if len(self._answers) >= self.MAX_TYPE_SETS:
+            self._answers.clear()
+        self._answers[_type_set(types)] = (generation, asked_at)
+
+
+def _type_set(types: Sequence[str] | None) -> frozenset | None:
+    return None if types is None else frozenset(types)
+
+
+_nothing_due = _NothingDue()
 
 
 # --- the client's connection ---------------------------------------------------------------------
@@ -206,8 +245,3 @@ def _warn_uncapped(environ) -> None:
         _warned_uncapped = True
         log.warning("waiting claims are not capped: start gunicorn from the repository root (or with "
                     "-c gunicorn.conf.py), or set QUEUELOG_LONGPOLL_MAX_WAITING")
-
-
-def waiting_now() -> int:
-    """How many claims are waiting in this process."""
-    return _waiting.count

@@ -47,6 +47,23 @@ SCRUB_RULES: tuple[ScrubRule, ...] = (
               re.compile(r"(?i)(?<![\w.-])([\w.-]{0,64}?(?:" + _SECRET_WORDS + r")(?:[_.-][\w.-]{0,64})?"
                          r"[\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"),
               r"\1" + REDACTED),
+    # A token alone as a URL's user (https://ghp_…@github.com/…): a user name is short and plain, a token is long.
+    ScrubRule("url-token-user",
+              re.compile(r"(?i)(?<![\w+.-])([a-z][a-z0-9+.-]{0,31}://)[A-Za-z0-9_-]{20,}+@"),
+              r"\1" + REDACTED + "@"),
+    # Secrets passed as command-line options with a space: `mysql --password hunter2`, `--api-key abc`.
+    ScrubRule("command-line-option",
+              re.compile(r"(?i)(?<![\w-])(--(?:[a-z0-9]{1,32}-){0,3}(?:password|passwd|pwd|secret|token|api-key"
+                         r"|access-key)\s+)(\"[^\"]*\"|'[^']*'|[^\s\"'-]\S*+)"),
+              r"\1" + REDACTED),
+    # AWS access key ids carry no name in front of them in most tracebacks.
+    ScrubRule("aws-access-key-id",
+              re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"),
+              REDACTED),
+    # A PEM private key pasted into an error: keep the BEGIN line, drop the key material.
+    ScrubRule("private-key-block",
+              re.compile(r"(-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----)[A-Za-z0-9+/=\s]*+"),
+              r"\1 " + REDACTED + " "),
     # queuelog's own API keys wherever they appear
     ScrubRule("queuelog-api-key",
               re.compile(r"(?<![\w-])ql_[A-Za-z0-9_-]{16,}"),

@@ -12,27 +12,26 @@ Who wakes a waiting claim:
   ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
 
 Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
-The waiting itself (how many may wait, a client that hung up) is ``longpoll``'s. When a gunicorn
-worker is told to stop (SIGTERM), its waiting claims answer 204 at once, so a restart is not held up
-for the rest of their ``wait``.
+The waiting itself (how many may wait, a client that hung up) is ``longpoll``'s; the PostgreSQL
+LISTEN thread is ``pg_listener``'s. When a gunicorn worker is told to stop (SIGTERM), ``serving`` calls
+``stop_waiting`` and its waiting claims answer 204 at once, so a restart is not held up for the rest
+of their ``wait``.
 """
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
-import time
 import weakref
+
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from . import pg_listener
 from .extensions import db
 
 log = logging.getLogger("queuelog.wakeup")
 
-CHANNEL = "queuelog_jobs"
-LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
 #: How often a waiter re-checks by itself: jobs enqueued by another process, or coming due by run_at.
 SQLITE_RECHECK_SECONDS = 0.5
 #: With a live LISTEN connection only jobs coming due by run_at need the re-check.
@@ -84,7 +83,7 @@ class Waker:
 def jobs_ready(conn: Connection) -> None:
     """Announce, from inside a write transaction, that it makes jobs claimable once it commits."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+        conn.exec_driver_sql(f"NOTIFY {pg_listener.CHANNEL}")
     _watch_checkins(conn.engine)
     conn.info[_READY_MARK] = True
 
@@ -135,48 +134,13 @@ def waker_for(engine: Engine) -> Waker:
             waker = Waker(postgres)
             _wakers[key] = waker
             if postgres:
-                _start_listener(engine, waker)
+                pg_listener.start(engine, waker)
     _watch_checkins(engine)
     return waker
 
 
 def _key_for_url(url) -> str:
     return url.render_as_string(hide_password=False)
-
-
-def _start_listener(engine: Engine, waker: Waker) -> None:
-    conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-    thread = threading.Thread(target=_listen_forever, args=(conninfo, waker),
-                              name="queuelog-listen", daemon=True)
-    thread.start()
-
-
-def _listen_forever(conninfo: str, waker: Waker) -> None:
-    """The listener thread: LISTEN on a dedicated connection, wake waiters, reconnect with backoff."""
-    import psycopg
-
-    delay = 0.5
-    while True:
-        try:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
-                                 application_name=LISTENER_NAME) as conn:
-                conn.execute(f"LISTEN {CHANNEL}")
-                waker.listening = True
-                delay = 0.5
-                # Anything announced while we were away is picked up by this first wake-up.
-                waker.signal()
-                while True:
-                    for _ in conn.notifies(timeout=30.0):
-                        waker.signal()
-                    conn.execute("SELECT 1")  # a quiet half-open connection raises here
-        except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
-            if waker.listening:
-                log.warning("LISTEN connection lost (%s); waiting claims poll until it is back",
-                            exc.__class__.__name__)
-        waker.listening = False
-        waker.signal()
-        time.sleep(delay)
-        delay = min(delay * 2, 10.0)
 
 
 # --- a server stopping ---------------------------------------------------------------------------
@@ -194,26 +158,3 @@ def stop_waiting() -> None:
     _shutting_down.set()
     for waker in list(_wakers.values()):
         waker.signal()
-
-
-def _chain_gunicorn_stop() -> None:
-    """Under gunicorn, run ``stop_waiting`` when a worker process gets its graceful-stop signal.
-
-    gunicorn installs its worker's signal handlers before it loads the app, in the main thread;
-    only that exact situation is touched, anything else (flask run, tests, --preload) is left as is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    current = signal.getsignal(signal.SIGTERM)
-    owner = getattr(current, "__self__", None)
-    if owner is None or not type(owner).__module__.startswith("gunicorn.workers."):
-        return
-
-    def on_graceful_stop(signum, frame):
-        stop_waiting()
-        current(signum, frame)
-
-    signal.signal(signal.SIGTERM, on_graceful_stop)
-
-
-_chain_gunicorn_stop()

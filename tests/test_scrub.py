@@ -49,6 +49,22 @@ EXAMPLES = {
          'token endpoint refused {"client_secret": [redacted], "client_id": "web"}'),
         ("GET /v1/charges x-api-key: 3f9a1c77 → 403", "GET /v1/charges x-api-key: [redacted] → 403"),
     ],
+    "url-token-user": [
+        ("git clone https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/acme/app.git failed",
+         "git clone https://[redacted]@github.com/acme/app.git failed"),
+    ],
+    "command-line-option": [
+        ("mysql --password hunter2 -h db: access denied", "mysql --password [redacted] -h db: access denied"),
+        ("deploy --api-key 3f9a1c77b2 --env prod exited 1", "deploy --api-key [redacted] --env prod exited 1"),
+        ("psql --db-password 'a b c' failed", "psql --db-password [redacted] failed"),
+    ],
+    "aws-access-key-id": [
+        ("InvalidAccessKeyId: AKIAIOSFODNN7EXAMPLE does not exist", "InvalidAccessKeyId: [redacted] does not exist"),
+    ],
+    "private-key-block": [
+        ("bad key: -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\nq9w+Lk==\n-----END RSA PRIVATE KEY-----",
+         "bad key: -----BEGIN RSA PRIVATE KEY----- [redacted] -----END RSA PRIVATE KEY-----"),
+    ],
     "queuelog-api-key": [
         ("retrying with ql_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg failed", "retrying with ql_[redacted] failed"),
     ],
@@ -70,6 +86,9 @@ ORDINARY_ERRORS = [
     "Basic authentication failed for user bob",
     "timeout=30s after 3 retries",
     "send-invoice failed",
+    "https://deploy-bot@ci.example.com/job/42 timed out",
+    "tool --password-file /run/secrets/db not found",
+    "-----BEGIN CERTIFICATE----- is not a key",
 ]
 
 EXAMPLE_CASES = [pytest.param(rule, raw, stored, id=f"{rule}: {raw[:40]}")

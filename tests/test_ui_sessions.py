@@ -119,6 +119,26 @@ def test_deleting_a_user_ends_their_sessions(app, admin_user, runner):
     assert db.session.execute(select(func.count()).select_from(AdminSession)).scalar_one() == 0
 
 
+def test_v_cookie_replay_signing_in_again_ends_the_session_the_browser_held_before(app, admin_user):
+    admin = signed_in_browser(app)
+    stolen_before = copy_of_the_cookie(app, admin)
+    # The same browser signs in again without signing out (a sign-in form left open in another tab).
+    again = post_form(admin, "/admin/login", {"username": ADMIN_NAME, "password": ADMIN_PASSWORD}, page="/admin")
+    assert again.status_code == 302
+    assert is_sent_to_sign_in(stolen_before.get("/admin/keys"))
+    assert admin.get("/admin/keys").status_code == 200
+
+
+def test_a_page_request_soon_after_the_last_does_not_rewrite_the_session(app, admin_user):
+    admin = signed_in_browser(app)
+    age_sessions(last_seen=timedelta(seconds=20))
+    with db.engine.connect() as conn:
+        seen_before = conn.execute(select(AdminSession.last_seen_at)).scalar_one()
+    assert admin.get("/admin").status_code == 200
+    with db.engine.connect() as conn:
+        assert conn.execute(select(AdminSession.last_seen_at)).scalar_one() == seen_before
+
+
 # --- expiry --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("config_overrides", [{"SESSION_IDLE_MINUTES": 0.02}])  # 1.2 s

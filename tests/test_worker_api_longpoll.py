@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, text
 
-from queuelog import wakeup
+from queuelog import pg_listener, wakeup
 from queuelog.clock import rfc3339, utcnow
 from tests.conftest import test_db_kind
 from tests.support.api import bearer
@@ -234,18 +234,18 @@ def test_listener_reconnects_after_its_connection_is_killed(app, database_url):
     try:
         with engine.connect() as conn:
             def pids():
-                found = {row.pid for row in conn.execute(listener_pids, {"name": wakeup.LISTENER_NAME})}
+                found = {row.pid for row in conn.execute(listener_pids, {"name": pg_listener.LISTENER_NAME})}
                 conn.rollback()
                 return found
 
             killed = wait_until(pids, 5)
             conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                              " WHERE application_name = :name"), {"name": wakeup.LISTENER_NAME})
+                              " WHERE application_name = :name"), {"name": pg_listener.LISTENER_NAME})
             conn.commit()
             wait_until(lambda: pids() and not pids() & killed, 10)
             wait_until(lambda: waker.listening, 5)
             before = waker.generation
-            conn.execute(text(f"NOTIFY {wakeup.CHANNEL}"))   # as another server process's enqueue does
+            conn.execute(text(f"NOTIFY {pg_listener.CHANNEL}"))   # as another server process's enqueue does
             conn.commit()
             wait_until(lambda: waker.generation > before, 2)
     finally:

@@ -43,7 +43,9 @@ def login():
         return render_template("login.html", form=form, error=message), 429, {"Retry-After": str(outcome.retry_after)}
     if outcome.user is None:
         return render_template("login.html", form=form, error="Wrong username or password."), 200
-    # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session.
+    # A fresh session on sign-in: nothing set before it (by anyone) survives into the admin's session,
+    # and the session this browser held before, if any, ends on the server (no copy of it stays live).
+    admin_sessions.end(session.get(SESSION_TOKEN_KEY))
     _fresh_session()
     login_user(outcome.user)
     session[SESSION_TOKEN_KEY] = outcome.session_token

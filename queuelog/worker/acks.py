@@ -195,7 +195,7 @@ class Acknowledger:
             if exc.status in (413, 422):
                 return self._refused_results(batch, exc)
             raise ServerUnavailable(str(exc), exc.status) from exc   # 401/403/…: keep the results, retry
-        for outcome, answer in zip(batch, results):
+        for outcome, answer in zip(batch, results, strict=False):
             if answer["status"] == 200:
                 self.journal.job(outcome.held, "completed", outcome)
             elif (answer["status"] == 409 and outcome.attempts > 1

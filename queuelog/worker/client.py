@@ -7,6 +7,7 @@ refused this request: 4xx with its problem+json body).
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -172,10 +173,8 @@ class Client:
         for conn in connections:
             sock = conn.sock
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def close(self) -> None:
         """Close this thread's connection."""

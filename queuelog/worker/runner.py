@@ -18,8 +18,8 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from ..patterns import JOB_TYPE
 from .acks import Acknowledger, Backoff, Held, Journal, Outcome, short_error

@@ -16,8 +16,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from tests.support.pg_cluster import free_port
 from tests.support.server import READY_PATH, REPO_ROOT, ServerError, log_shown_on_failure

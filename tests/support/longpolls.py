@@ -10,6 +10,7 @@ up it hangs up on the claims still waiting, as a worker that exits does.
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -97,10 +98,8 @@ class Crowd:
             connections = list(self.connections)
         for conn in connections:
             if conn.sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     conn.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 def main() -> None:

@@ -28,8 +28,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 import pytest
 
@@ -102,10 +102,8 @@ class ServerProcess:
             return
         if self.process.poll() is None:
             self._signal_group(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=self._stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass
         # Workers normally exit with the master; make sure none lingers.
         self.kill()
 
@@ -132,10 +130,8 @@ class ServerProcess:
     # -- internals --------------------------------------------------------
 
     def _signal_group(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the whole group may be gone already
             os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass  # the whole group is gone already
 
     def _wait_group_gone(self, timeout: float) -> None:
         """Wait until no live process is left in the server's process group.
@@ -193,7 +189,7 @@ def gunicorn_path() -> str:
     return str(Path(sys.executable).parent / "gunicorn")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _control_socket_args() -> tuple[str, ...]:
     """Arguments that turn off gunicorn's control socket, where it has one.
 

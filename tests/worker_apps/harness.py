@@ -22,10 +22,6 @@ from queuelog.worker import Client
 from tests.conftest import _wipe_postgres, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
-__all__ = ["JOB_TYPES", "LEASE_SECONDS", "config_overrides", "shared_database_url", "database_url", "shared_server",
-           "server_workers", "server", "producer_client", "start_worker",
-           "wait_until", "claim_requests", "WorkerProcess"]
-
 JOB_TYPES = ["ok", "boom", "permanent", "sleep", "other"]
 LEASE_SECONDS = 3
 WORKER_BIN = str(Path(sys.executable).parent / "queuelog-worker")
@@ -72,19 +68,6 @@ def emptied_shared_database_url(shared_database_url):
     """The module's database, emptied before each test (conftest's ``database_url`` of a marked module)."""
     _empty(shared_database_url)
     return shared_database_url
-
-
-# A module that still imports the fixtures with ``from tests.worker_apps.harness import *`` instead of the
-# marker (test_longpoll_hangup.py) overrides conftest's two fixtures with these; registered as a plugin,
-# conftest's own take precedence over them.
-@pytest.fixture
-def config_overrides(shared_server_settings):
-    return shared_server_settings
-
-
-@pytest.fixture
-def database_url(emptied_shared_database_url):
-    return emptied_shared_database_url
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,58 @@
+"""PostgreSQL's wake-up for waiting claims: one LISTEN connection per server process, on its own thread.
+
+A write transaction that makes jobs claimable sends ``NOTIFY`` on ``CHANNEL`` (``wakeup.jobs_ready``);
+PostgreSQL delivers it at commit to every listening connection, so waiting claims in every server
+process, on every app server, wake at once. The thread reconnects with backoff when the connection
+drops, and tells the waker whether it is listening, so waiters poll meanwhile.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import Engine
+
+if TYPE_CHECKING:  # the waker imports this module; only its type is needed here
+    from .wakeup import Waker
+
+log = logging.getLogger("queuelog.wakeup")
+
+CHANNEL = "queuelog_jobs"
+LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
+
+
+def start(engine: Engine, waker: Waker) -> None:
+    """Start this process's listener thread for ``engine``'s database."""
+    conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    thread = threading.Thread(target=_listen_forever, args=(conninfo, waker), name=LISTENER_NAME, daemon=True)
+    thread.start()
+
+
+def _listen_forever(conninfo: str, waker: Waker) -> None:
+    """The listener thread: LISTEN on a dedicated connection, wake waiters, reconnect with backoff."""
+    import psycopg
+
+    delay = 0.5
+    while True:
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
+                                 application_name=LISTENER_NAME) as conn:
+                conn.execute(f"LISTEN {CHANNEL}")
+                waker.listening = True
+                delay = 0.5
+                # Anything announced while we were away is picked up by this first wake-up.
+                waker.signal()
+                while True:
+                    for _ in conn.notifies(timeout=30.0):
+                        waker.signal()
+                    conn.execute("SELECT 1")  # a quiet half-open connection raises here
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
+            if waker.listening:
+                log.warning("LISTEN connection lost (%s); waiting claims poll until it is back",
+                            exc.__class__.__name__)
+        waker.listening = False
+        waker.signal()
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)
