@@ -21,7 +21,7 @@ from pathlib import Path
 import requests
 from sqlalchemy import create_engine, text
 
-from queuelog import create_app
+from queuelog import create_app, pg_listener
 from queuelog.extensions import db
 from queuelog.keys import create_key
 from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
@@ -295,9 +295,12 @@ class ConnectionSampler:
         if self._engine is None:
             return
         with self._engine.connect() as conn:
+            # LISTEN connections are not the pool's: an earlier in-process long-poll test leaves its
+            # listener thread connected to this same database for the rest of the run.
             count = conn.execute(text(
                 "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()")).scalar_one()
+                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                " AND application_name <> :listener"), {"listener": pg_listener.LISTENER_NAME}).scalar_one()
         self.most = max(self.most or 0, count)
 
     def close(self) -> None:
