@@ -14,15 +14,10 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
-
+from .. import sql
 from ..clock import utcnow
 from ..database.transactions import write_transaction
-from ..models import Job, JobEvent
 from ..states import PURGEABLE, names, spell
-
-jobs = Job.__table__
-events = JobEvent.__table__
 
 FINISHED = names(PURGEABLE)  # ('completed', 'failed', 'cancelled'): the CLI's default, in this order
 DEFAULT_BATCH = 500
@@ -85,20 +80,10 @@ def purge(older_than: timedelta, statuses: tuple[str, ...] = FINISHED, batch_siz
 
 
 def _purge_batch(status: str, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
-    """One short transaction: lock up to ``batch_size`` old jobs, delete their events, then them."""
+    """One short transaction: take up to ``batch_size`` old jobs (PURGEABLE), delete their events, then them."""
     with write_transaction() as conn:
-        # Oldest first through ix_jobs_status_updated. On PostgreSQL the rows stay locked until commit, so an
-        # admin's retry cannot turn one back into a pending job between this read and the delete (rows it
-        # holds are skipped, for the next run); on SQLite the write lock already excludes every other writer.
-        ids = conn.execute(
-            select(jobs.c.id).where(jobs.c.status == status, jobs.c.updated_at < cutoff)
-            .order_by(jobs.c.updated_at).limit(batch_size).with_for_update(skip_locked=True)
-        ).scalars().all()
+        ids = sql.purgeable(conn, status, cutoff, batch_size)
         if not ids:
             return 0, 0, 0
-        # Events first: the foreign key from job_events to jobs is not ON DELETE CASCADE in every database.
-        purged_events = conn.execute(delete(events).where(events.c.job_id.in_(ids))).rowcount
-        purged_jobs = conn.execute(
-            delete(jobs).where(jobs.c.id.in_(ids), jobs.c.status == status, jobs.c.updated_at < cutoff)
-        ).rowcount
+        purged_jobs, purged_events = sql.purge(conn, ids, status, cutoff)
     return len(ids), purged_jobs, purged_events

@@ -4,7 +4,8 @@ Where to look:
 - ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim;
   FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
-  CANCEL, RETRY, the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
+  CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`),
+  the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
@@ -20,7 +21,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from .runner import execute_plain, insert_jobs, run, scalar
+from .runner import execute_plain, insert_jobs, rowcount, run, scalar
 from .values import KEY_TIMES, Claim, JobRow, KeyRow, Leave, Log, NewJobRow
 
 __all__ = ["Claim", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "cancel", "claim", "execute_plain",
@@ -86,3 +87,16 @@ def find_key(conn: Connection, digest: str) -> KeyRow | None:
     """KEY_BY_DIGEST: the API key with this digest (live or revoked), or None."""
     rows = run(conn, "KEY_BY_DIGEST", {"digest": digest}, make=KeyRow, times_at=KEY_TIMES)
     return rows[0] if rows else None
+
+
+def purgeable(conn: Connection, status: str, cutoff: datetime, limit: int) -> list[int]:
+    """PURGEABLE: up to ``limit`` ids of ``status`` jobs unchanged since before ``cutoff``, oldest first."""
+    return run(conn, "PURGEABLE", {"status": status, "cutoff": cutoff, "limit": limit},
+               make=lambda job_id: job_id, times_at=())
+
+
+def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -> tuple[int, int]:
+    """PURGE_EVENTS then PURGE_JOBS for ``ids``: (jobs deleted, events deleted)."""
+    events = rowcount(conn, "PURGE_EVENTS", {"ids": ids})
+    jobs = rowcount(conn, "PURGE_JOBS", {"ids": ids, "status": status, "cutoff": cutoff})
+    return jobs, events

@@ -118,5 +118,13 @@ STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED")
 CLAIMED_BEFORE = "OR claimed_at < %(claimed_before)s"
 
+#: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since cutoff, a batch at a
+#: time, locked until commit so an admin's retry cannot turn one back into a pending job before the
+#: delete (a job it holds is skipped, for the next run); then their events, then the jobs, re-checked.
+PURGEABLE = ("SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(cutoff)s"
+             " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED")
+PURGE_EVENTS = "DELETE FROM job_events WHERE job_id = ANY(%(ids)s)"
+PURGE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s) AND status = %(status)s AND updated_at < %(cutoff)s"
+
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = %(digest)s"

@@ -79,6 +79,19 @@ def scalar(conn: Connection, name: str, values: dict):
     return on_driver(conn, sql, params, lambda cursor: cursor.execute(sql, params).fetchone()[0])
 
 
+def rowcount(conn: Connection, name: str, values: dict) -> int:
+    """Send write ``name`` (no RETURNING, no event: a DELETE) and return how many rows it touched."""
+    dialect = conn.dialect.name
+    params, lists, filled = _bind(dialect, values, _times_for(conn))
+    sql = _text(dialect, name, lists, filled, False)
+
+    def work(cursor) -> int:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+    return on_driver(conn, sql, params, work)
+
+
 def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
     """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``."""
     dialect = conn.dialect.name

@@ -110,5 +110,12 @@ STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < :now {claimed_before}) ORDER BY id")
 CLAIMED_BEFORE = "OR claimed_at < :claimed_before"
 
+#: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since :cutoff, a batch at a
+#: time; then their events (first: not every database cascades the foreign key), then the jobs, each
+#: re-checked so a job retried in between stays. The purge's transaction holds the write lock throughout.
+PURGEABLE = "SELECT id FROM jobs WHERE status = :status AND updated_at < :cutoff ORDER BY updated_at LIMIT :limit"
+PURGE_EVENTS = "DELETE FROM job_events WHERE job_id IN (:ids)"
+PURGE_JOBS = "DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff"
+
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"
