@@ -1,4 +1,5 @@
-"""The tables: jobs, their event log, API keys, admin users, their sessions and failed sign-ins.
+"""The tables: jobs, their event log, API keys, admin users, their sessions and failed sign-ins; and flow
+control per job type (its settings, their history, and the claims a rate limit counts).
 
 Models hold data only. Every change of a job's state goes through ``queuelog.queue``.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 import enum
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import DateTime, TypeDecorator
 
@@ -70,6 +71,12 @@ class Job(db.Model):
     result: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The tenant (or any group) the job belongs to, for fairness and per-key limits; '' is "no key" (the API
+    # shows null). Stored as '' rather than NULL so that one equality finds a group in the indexes below.
+    concurrency_key: Mapped[str] = mapped_column(String(200), default="", server_default=text("''"))
+    # The job's turn among the jobs of its priority: claims go by priority, then fair_tag, then id. Set at
+    # enqueue so that concurrency keys take turns (queue/enqueueing.py says how); unchanged afterwards.
+    fair_tag: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.
@@ -78,7 +85,30 @@ class Job(db.Model):
         Index(
             "ix_jobs_claim_order",
             text("priority DESC"),
+            "fair_tag",
             "id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # The same order within one type: a claim under flow control takes each type's next jobs with
+        # one seek per type, never walking past the jobs of a paused or full type. Its first entry for a
+        # (type, priority) is that queue's head, where a new concurrency key's first job is placed.
+        Index(
+            "ix_jobs_type_claim_order",
+            "type",
+            text("priority DESC"),
+            "fair_tag",
+            "id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # One concurrency key's pending jobs of a type and priority, by turn: enqueue reads its last turn.
+        Index(
+            "ix_jobs_type_key_turns",
+            "type",
+            "concurrency_key",
+            "priority",
+            "fair_tag",
             sqlite_where=text("status = 'pending'"),
             postgresql_where=text("status = 'pending'"),
         ),
@@ -194,4 +224,57 @@ class LoginAttempt(db.Model):
         Index("ix_login_attempts_addr_at", "remote_addr", "at"),
         # One guessing address's failures for one account, however many addresses share the account's.
         Index("ix_login_attempts_username_addr_at", "username", "remote_addr", "at"),
+    )
+
+
+class TypeSettings(db.Model):
+    """Flow control of one job type (one queue): paused, and its limits. No row: no limits, not paused.
+
+    Read by every claim of a type that has one (queuelog/sql, CLAIM); written only by
+    ``queue.flow.update_type``, which also writes the change to ``type_changes``.
+    """
+
+    __tablename__ = "type_settings"
+
+    type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    concurrency_limit: Mapped[int | None] = mapped_column(Integer)       # running jobs of the type, at most
+    rate_limit_jobs: Mapped[int | None] = mapped_column(Integer)         # claims in any window of ...
+    rate_limit_seconds: Mapped[int | None] = mapped_column(Integer)      # ... this many seconds, at most
+    key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)   # running jobs per concurrency key
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TypeChange(db.Model):
+    """One admin change of a type's settings: who, when, and each field's old and new value (JSON)."""
+
+    __tablename__ = "type_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(100))
+    actor: Mapped[str] = mapped_column(String(120))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    changes: Mapped[str] = mapped_column(Text)   # {"field": {"old": …, "new": …}, …}
+
+    __table_args__ = (
+        Index("ix_type_changes_type_id", "type", "id"),
+    )
+
+
+class TypeClaim(db.Model):
+    """A claim of a rate-limited type, counted against its limit until ``expires_at`` (claim time + window).
+
+    Written by the claim that took the jobs, in its transaction; rows past their window are deleted by
+    the next claim of the type. Only rate-limited types have rows.
+    """
+
+    __tablename__ = "type_claims"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(100))
+    jobs: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_type_claims_type_expires", "type", "expires_at"),
     )
