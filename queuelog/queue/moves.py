@@ -13,6 +13,7 @@ from ..errors import JobNotFound, QueueError, StateConflict
 from ..ops import observe_changes
 from ..sql import Claim, JobRow, Leave, Log
 from ..states import BY_ACTION, Actor, JobStatus, Transition, spell
+from . import flow
 
 ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim", "heartbeat", "complete"))
 FAIL_RETRY, FAIL_FINAL, RELEASE = (BY_ACTION[a] for a in ("fail_retry", "fail_final", "release"))
@@ -52,12 +53,15 @@ def event_row(transition: Transition, actor: str, now: datetime, error: str | No
 
 
 def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log) -> None:
-    """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs."""
+    """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs,
+    and for the room a limited type's finished jobs leave."""
     if not rows:
         return
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
     if transition.to_status is JobStatus.PENDING:
         wakeup.jobs_ready(conn)
+    else:
+        flow.slots_freed(conn, rows, log.from_status)
 
 
 def refuse(conn: Connection, job_id: int, verb: str, transition: Transition,

@@ -15,13 +15,15 @@ from sqlalchemy.engine import Connection
 
 from .. import sql
 from ..clock import utcnow
-from ..database.transactions import write_transaction
+from ..database.transactions import read_connection, write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
 from ..keys import Caller
+from ..ops.metrics import count_refusals
 from ..queries import max_job_id
 from ..scrub import scrub_error
 from ..sql import Claim, JobRow, Leave
 from ..states import JobStatus
+from . import flow
 from .moves import (
     CANCEL,
     CLAIM,
@@ -70,7 +72,8 @@ class ReapReport:
 
 def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
           lease_seconds: int | None = None) -> list[JobRow]:
-    """Atomically take up to ``limit`` due jobs, highest priority first, then oldest."""
+    """Atomically take up to ``limit`` due jobs: highest priority first, concurrency keys taking turns,
+    oldest first within a key; nothing of a paused type, nothing past a type's limits."""
     if types is not None:
         refused = [t for t in types if not caller.may_use_type(t)]
         if refused:
@@ -81,11 +84,37 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
     log = event_row(CLAIM, caller.actor, now)
+    controlled = flow.controlled()
+    to_lock = controlled.limited_among(wanted)
     with write_transaction() as conn:
+        # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
+        # before it did; the statement gives a limited type it did not lock no room.
+        held = sql.lock_flow(conn, to_lock) if to_lock else []
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
-                         token=secrets.token_urlsafe(24), limit=limit, types=wanted, log=log)
+                         token=secrets.token_urlsafe(24), limit=limit, types=wanted,
+                         locked_types=[row.type for row in held], log=log)
+        _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
-    return sorted(rows, key=lambda row: (-row.priority, row.id))
+    if len(rows) < limit and controlled.any_among(wanted):
+        _count_refusals(wanted, now)
+    return sorted(rows, key=lambda row: (-row.priority, row.fair_tag, row.id))
+
+
+def _record_rate_limited(conn: Connection, held: list[sql.FlowRow], rows: list[JobRow], now: datetime) -> None:
+    """Count the claimed jobs of rate-limited types against their window (in the claim's transaction)."""
+    for limits in held:
+        if limits.rate_limit_jobs is None:
+            continue
+        claimed = sum(1 for row in rows if row.type == limits.type)
+        if claimed:
+            sql.record_claims(conn, limits.type, claimed, now, now + timedelta(seconds=limits.rate_limit_seconds))
+
+
+def _count_refusals(types: tuple[str, ...] | None, now: datetime) -> None:
+    """A claim came back short while flow control is on: count which types held due jobs back, and why."""
+    with read_connection() as conn:
+        refusals = sql.flow_refusals(conn, now, types)
+    count_refusals(refusals)
 
 
 def complete(caller: Caller, job_id: int, token: str, result: dict | None = None) -> JobRow:

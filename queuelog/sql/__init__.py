@@ -1,7 +1,9 @@
 """Every statement about jobs, one named statement per dialect, and the one runner that sends them.
 
 Where to look:
-- ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim;
+- ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim,
+  flow control included (FLOW_LOCK before it, RECORD_CLAIMS / FORGET_CLAIMS after it for a rate limit,
+  FLOW_REFUSALS to say why a claim came back short); FAIR_TAGS places new jobs in their keys' turns;
   FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
   CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`),
@@ -16,24 +18,52 @@ transaction. Which transition, which values, which event: that is the queue's to
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
 from .runner import execute_plain, insert_jobs, rowcount, run, scalar
-from .values import KEY_TIMES, Claim, JobRow, KeyRow, Leave, Log, NewJobRow
+from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, Refusal
 
-__all__ = ["Claim", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "cancel", "claim", "execute_plain",
-           "find_key", "finish", "insert_jobs", "job", "jobs_by_key", "retry", "something_due", "stalled",
-           "take_back"]
+__all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "Refusal", "cancel", "claim",
+           "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job", "jobs_by_key",
+           "lock_flow", "record_claims", "retry", "something_due", "stalled", "take_back"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
-          types: Sequence[str] | None, log: Log) -> list[JobRow]:
-    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``."""
+          types: Sequence[str] | None, locked_types: Sequence[str], log: Log) -> list[JobRow]:
+    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``.
+
+    Flow control applies: nothing of a paused type, nothing past a limit; a limited type is claimed only
+    when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
+    """
     return run(conn, "CLAIM", {"now": now, "lease_until": lease_until, "worker": worker, "token": token,
-                               "limit": limit, "types": types}, log)
+                               "limit": limit, "types": types, "locked_types": list(locked_types)}, log)
+
+
+def lock_flow(conn: Connection, types: Sequence[str] | None) -> list[FlowRow]:
+    """FLOW_LOCK: the limits of the limited types among ``types`` (None: all), held until the transaction ends."""
+    return run(conn, "FLOW_LOCK", {"types": types}, make=FlowRow, times_at=())
+
+
+def record_claims(conn: Connection, job_type: str, jobs: int, now: datetime, expires_at: datetime) -> None:
+    """RECORD_CLAIMS and FORGET_CLAIMS: ``jobs`` claims of a rate-limited type counted until ``expires_at``;
+    the type's claims whose window has passed are deleted."""
+    rowcount(conn, "FORGET_CLAIMS", {"type": job_type, "now": now})
+    rowcount(conn, "RECORD_CLAIMS", {"type": job_type, "jobs": jobs, "expires_at": expires_at})
+
+
+def flow_refusals(conn: Connection, now: datetime, types: Sequence[str] | None) -> list[Refusal]:
+    """FLOW_REFUSALS: the types of ``types`` (None: any) whose due jobs flow control holds back now, and why."""
+    return run(conn, "FLOW_REFUSALS", {"now": now, "types": types, "limit": 1}, make=Refusal, times_at=())
+
+
+def fair_tags(conn: Connection, groups: Sequence[tuple[str, str, int]]) -> list[int]:
+    """FAIR_TAGS: for each (type, concurrency key, priority), the turn its next new job takes."""
+    return run(conn, "FAIR_TAGS", {"groups": json.dumps([list(group) for group in groups])},
+               make=lambda tag: tag, times_at=())
 
 
 def finish(conn: Connection, ids: Sequence[int], worker: str, token: str, leave: Leave,
@@ -63,8 +93,8 @@ def retry(conn: Connection, ids: Sequence[int], from_status: str, now: datetime,
 
 
 def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:
-    """SOMETHING_DUE: is any job of ``types`` (None: any) claimable at ``now``?"""
-    return bool(scalar(conn, "SOMETHING_DUE", {"now": now, "types": types}))
+    """SOMETHING_DUE: is any job of ``types`` (None: any) claimable at ``now``, flow control considered?"""
+    return bool(scalar(conn, "SOMETHING_DUE", {"now": now, "types": types, "limit": 1}))
 
 
 def job(conn: Connection, job_id: int) -> JobRow | None:

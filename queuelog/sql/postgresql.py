@@ -12,7 +12,7 @@ How to read them:
 from __future__ import annotations
 
 from ..states import BY_ACTION, HELD, RETRYABLE
-from .values import JOB_LIST, KEY_LIST, status_in
+from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
@@ -50,25 +50,146 @@ LEAVE_RUNNING = """
 #: New pending jobs, one row per job. Values are named (%(v0)s, …) because LOGGED names its own.
 ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
 
+# --- flow control: what a claim may take of each type --------------------------------------------
+
+#: A type with a limit: its claims count running jobs or recent claims, so they must take turns (FLOW_LOCK).
+LIMITED = limited()
+#: A type under flow control: paused, or limited. Without one among a claim's types the claim is the plain
+#: walk of ix_jobs_claim_order it always was.
+CONTROLLED = f"(paused OR {LIMITED})"
+
+
+def _flow(held: bool) -> str:
+    """The CTEs that say what a claim may take of each type, when some type it asks for is under control.
+
+    - ``controlled``: is any type of this claim paused or limited? (one look at the small type_settings)
+    - ``queues``: the types with pending jobs, each found with one seek of ix_jobs_type_claim_order (a
+      loose index scan), so a claim never walks past the pending jobs of a paused or full type;
+    - ``limits`` and ``flow``: each type's ``room``, how many of its jobs may be claimed now (0 when paused,
+      ``%(limit)s`` when unlimited): the concurrency limit less its running jobs (a running job whose lease
+      ran out counts until it is reaped), the rate limit less the claims still inside the window
+      (type_claims). With ``held``, a limited type the caller did not lock (``%(locked_types)s``, see
+      FLOW_LOCK) gets room 0: counting its jobs without holding its lock could race another claim;
+    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit.
+    Every type without a type_settings row keeps room ``%(limit)s``.
+    """
+    unheld = f"({limited('s')} AND NOT q.type = ANY(%(locked_types)s))" if held else "false"
+    return f"""WITH RECURSIVE
+controlled(yes) AS (
+    SELECT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})),
+queues(type) AS (
+    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' {{types}})
+     WHERE (SELECT yes FROM controlled)
+    UNION ALL
+    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' AND type > queues.type {{types}})
+      FROM queues WHERE queues.type IS NOT NULL),
+limits AS (
+    SELECT q.type, coalesce(s.paused, false) AS paused, coalesce({unheld}, false) AS unheld,
+           s.key_concurrency_limit AS key_limit,
+           CASE WHEN s.concurrency_limit IS NOT NULL THEN s.concurrency_limit - (
+               SELECT count(*) FROM jobs r WHERE r.type = q.type AND r.status = 'running') END AS concurrency_room,
+           CASE WHEN s.rate_limit_jobs IS NOT NULL THEN s.rate_limit_jobs - (
+               SELECT coalesce(sum(c.jobs), 0) FROM type_claims c WHERE c.type = q.type AND c.expires_at > %(now)s)
+           END AS rate_room
+      FROM queues q LEFT JOIN type_settings s ON s.type = q.type
+     WHERE q.type IS NOT NULL),
+flow AS (
+    SELECT type, key_limit,
+           CASE WHEN paused OR unheld THEN 0
+                ELSE LEAST(concurrency_room, rate_room, %(limit)s) END AS room
+      FROM limits),
+running_keys AS (
+    SELECT r.type, r.concurrency_key, count(*) AS running
+      FROM flow f JOIN jobs r ON r.type = f.type AND r.status = 'running'
+     WHERE f.key_limit IS NOT NULL
+     GROUP BY r.type, r.concurrency_key)"""
+
+
+#: A pending job ``p`` of flow row ``f`` that its concurrency key's limit does not hold back.
+_KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
+                 " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)")
+
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
+#: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
 #: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows instead of queueing behind
 #: them, and no row is locked by two claimers. The pick is a MATERIALIZED CTE, run exactly once: as a
 #: plain ``IN (subquery)`` the planner may choose a nested-loop semi join that re-runs the LIMIT
 #: subquery for every pending row; each rerun skips the rows this statement already updated and
 #: yields the next one, so a single claim of one job marked every due job running. The UPDATE
 #: re-checks the status itself, so a job can never be handed out twice.
+#:
+#: Without flow control among the claim's types (``controlled`` false, a one-time filter) the pick is the
+#: plain walk of ix_jobs_claim_order (``fast``). With it, each type's next jobs are taken with one seek per
+#: type (``by_type``, a LATERAL over ix_jobs_type_claim_order), at most its room, skipping the jobs of keys
+#: at their limit; ``picked`` then drops the jobs beyond a key's remaining room and keeps the first
+#: %(limit)s in claim order.
+#:
+#: Why no claim can run a 4th job of a type limited to 3: under READ COMMITTED every statement reads a
+#: snapshot taken when it starts, and two claims counting running jobs at once would both see room for
+#: one more. So a claim of a limited type first locks the type's type_settings row (FLOW_LOCK, its own
+#: statement, FOR UPDATE: it waits for any other claim holding it to commit), and only then runs this
+#: statement, whose snapshot therefore holds every job the previous holder claimed. A limited type the
+#: claim did not lock has room 0 here (``unheld``). Locking inside this statement would not do: a row
+#: lock waited for in mid-statement re-reads that one row, not the counts.
 CLAIM = f"""
-WITH picked AS MATERIALIZED (
+{_flow(held=True)},
+fast AS (
     SELECT id FROM jobs
-     WHERE {CLAIMABLE}
-     ORDER BY priority DESC, id
+     WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled)
+     ORDER BY priority DESC, fair_tag, id
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED)
+       FOR UPDATE SKIP LOCKED),
+by_type AS (
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.fair_tag, f.key_limit
+      FROM flow f CROSS JOIN LATERAL (
+           SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM}
+            ORDER BY p.priority DESC, p.fair_tag, p.id
+            LIMIT f.room
+              FOR UPDATE OF p SKIP LOCKED) j
+     WHERE f.room > 0),
+picked AS MATERIALIZED (
+    SELECT id FROM fast
+    UNION ALL
+    (SELECT b.id FROM (
+         SELECT b.*, coalesce(k.running, 0) AS key_running,
+                row_number() OVER (PARTITION BY b.type, b.concurrency_key
+                                   ORDER BY b.priority DESC, b.fair_tag, b.id) AS nth_of_key
+           FROM by_type b LEFT JOIN running_keys k ON k.type = b.type AND k.concurrency_key = b.concurrency_key) b
+      WHERE b.key_limit IS NULL OR b.nth_of_key <= b.key_limit - b.key_running
+      ORDER BY b.priority DESC, b.fair_tag, b.id
+      LIMIT %(limit)s))
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s, updated_at = %(now)s
  WHERE {status_in(_CLAIM.from_statuses)} AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""
+
+#: The limits of a claim's limited types (``{types}``: of those it may take), locked for the rest of the
+#: claim's transaction, in one order so that two claims never wait for each other in a circle. Sent
+#: before CLAIM, which then counts with a snapshot taken after the lock was granted (see CLAIM).
+FLOW_LOCK = (f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
+             f" FROM type_settings WHERE {LIMITED} {{types}} ORDER BY type FOR UPDATE")
+
+#: A claim of a rate-limited type, counted until expires_at; and the claims whose window has passed.
+RECORD_CLAIMS = "INSERT INTO type_claims (type, jobs, expires_at) VALUES (%(type)s, %(jobs)s, %(expires_at)s)"
+FORGET_CLAIMS = "DELETE FROM type_claims WHERE type = %(type)s AND expires_at <= %(now)s"
+
+#: Where a new job's turn starts, for each (type, concurrency key, priority) of an enqueue (groups, a JSON
+#: list of [type, key, priority]): right after that key's last pending job of the type and priority; for a
+#: key with none pending, at the head of its type's queue at that priority (so it is taken within a round of
+#: the keys waiting there), else at the head of the priority across types, else 0. One seek each.
+FAIR_TAGS = """
+WITH asked AS (
+    SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority
+      FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
+SELECT COALESCE(
+    (SELECT max(fair_tag) + 1 FROM jobs WHERE status = 'pending'
+        AND type = a.type AND concurrency_key = a.concurrency_key AND priority = a.priority),
+    (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = a.type AND priority = a.priority),
+    (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND priority = a.priority),
+    0)
+  FROM asked a ORDER BY a.n"""
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
 FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {HELD_BY}\nRETURNING {JOB_LIST}"
@@ -102,8 +223,28 @@ LOGGED = ("WITH changed AS ({statement}), "
 
 # --- the reads the operations decide by ---------------------------------------------------------------
 
-#: Is anything claimable? Asked by a waiting claim before it runs the claim.
-SOMETHING_DUE = f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE})"
+#: Is anything claimable? Asked by a waiting claim before it runs the claim. Under flow control, a job
+#: is claimable only where its type has room and its key too, so a waiting claim sleeps through a pause or
+#: a full limit instead of claiming nothing every second.
+SOMETHING_DUE = f"""
+{_flow(held=False)}
+SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled))
+    OR EXISTS (SELECT 1 FROM flow f WHERE f.room > 0 AND EXISTS (
+           SELECT 1 FROM jobs p
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM}))"""
+
+#: After a claim that came back short: each type of the claim with due jobs that flow control held back,
+#: and the first reason that held them (for queuelog_claims_limited_total).
+FLOW_REFUSALS = f"""
+{_flow(held=False)}
+SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THEN 'concurrency'
+                    WHEN l.rate_room <= 0 THEN 'rate' ELSE 'key_concurrency' END AS reason
+  FROM limits l JOIN flow f ON f.type = l.type
+ WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (l.key_limit IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM jobs p
+             WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM})))
+   AND EXISTS (SELECT 1 FROM jobs p WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= %(now)s)
+ ORDER BY l.type"""
 
 #: One job, to explain a refusal or to weigh a failure against its retries.
 JOB = f"SELECT {JOB_LIST} FROM jobs WHERE id = %(id)s"

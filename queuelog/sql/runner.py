@@ -161,7 +161,7 @@ def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, tuple]
 
 
 #: The values that are lists: ``IN (:ids)`` on SQLite, ``= ANY(%(ids)s)`` on PostgreSQL.
-_LISTS = ("ids", "types", "keys")
+_LISTS = ("ids", "types", "keys", "locked_types")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,9 +1,9 @@
 """Every statement queuelog sends to SQLite about jobs, by name; postgresql.py holds the same names.
 
 How to read them:
-- values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)`` are lists the runner spells out per
-  call (``:ids_0, :ids_1, …``); ``{types}`` and ``{claimed_before}`` are optional pieces the runner fills
-  with TYPES and CLAIMED_BEFORE when the caller gives those values, and leaves empty when not;
+- values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)``, ``(:locked_types)`` are lists the runner
+  spells out per call (``:ids_0, :ids_1, …``); ``{types}`` and ``{claimed_before}`` are optional pieces the
+  runner fills with TYPES and CLAIMED_BEFORE when the caller gives those values, and leaves empty when not;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner then records its event rows with
   LOG_EVENTS in the same transaction. That transaction began IMMEDIATE (``write_transaction``): each
@@ -12,7 +12,7 @@ How to read them:
 from __future__ import annotations
 
 from ..states import BY_ACTION, HELD, RETRYABLE
-from .values import JOB_LIST, KEY_LIST, status_in
+from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
@@ -51,20 +51,136 @@ LEAVE_RUNNING = """
 #: scanning the statement's list of names, so a 500-job batch (7,000 names) took 72 ms to bind, not 0.5 ms.
 ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
 
-#: The claim: pick the next due jobs in claim order and mark them running, in one statement. SQLite's
+# --- flow control: what a claim may take of each type --------------------------------------------
+
+#: A type with a limit: its claims count running jobs or recent claims, so they must take turns (FLOW_LOCK).
+LIMITED = limited()
+#: A type under flow control: paused, or limited. Without one among a claim's types the claim is the plain
+#: walk of ix_jobs_claim_order it always was.
+CONTROLLED = f"(paused OR {LIMITED})"
+
+
+def _flow(held: bool) -> str:
+    """The CTEs that say what a claim may take of each type, when some type it asks for is under control.
+
+    - ``controlled``: is any type of this claim paused or limited? (one look at the small type_settings)
+    - ``queues``: the types with pending jobs, each found with one seek of ix_jobs_type_claim_order (a
+      loose index scan), so a claim never walks past the pending jobs of a paused or full type;
+    - ``limits`` and ``flow``: each type's ``room``, how many of its jobs may be claimed now (0 when paused,
+      ``:limit`` when unlimited): the concurrency limit less its running jobs (a running job whose lease ran
+      out counts until it is reaped), the rate limit less the claims still inside the window (type_claims).
+      With ``held``, a limited type the caller did not lock (``:locked_types``, see FLOW_LOCK) gets room 0:
+      its limits were set after the caller last looked, and it is claimable again on its next look;
+    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit.
+    Every type without a type_settings row keeps room ``:limit``.
+    """
+    unheld = f"({limited('s')} AND q.type NOT IN (:locked_types))" if held else "0"
+    return f"""WITH RECURSIVE
+controlled(yes) AS (
+    SELECT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})),
+queues(type) AS (
+    SELECT (SELECT min(type) FROM jobs INDEXED BY ix_jobs_type_claim_order WHERE status = 'pending' {{types}})
+     WHERE (SELECT yes FROM controlled)
+    UNION ALL
+    SELECT (SELECT min(type) FROM jobs INDEXED BY ix_jobs_type_claim_order
+             WHERE status = 'pending' AND type > queues.type {{types}})
+      FROM queues WHERE queues.type IS NOT NULL),
+limits AS (
+    SELECT q.type, coalesce(s.paused, 0) AS paused, {unheld} AS unheld, s.key_concurrency_limit AS key_limit,
+           CASE WHEN s.concurrency_limit IS NOT NULL THEN s.concurrency_limit - (
+               SELECT count(*) FROM jobs r WHERE r.type = q.type AND r.status = 'running') END AS concurrency_room,
+           CASE WHEN s.rate_limit_jobs IS NOT NULL THEN s.rate_limit_jobs - (
+               SELECT coalesce(sum(c.jobs), 0) FROM type_claims c WHERE c.type = q.type AND c.expires_at > :now)
+           END AS rate_room
+      FROM queues q LEFT JOIN type_settings s ON s.type = q.type
+     WHERE q.type IS NOT NULL),
+flow AS (
+    SELECT type, key_limit,
+           CASE WHEN paused OR unheld THEN 0
+                ELSE min(coalesce(concurrency_room, :limit), coalesce(rate_room, :limit), :limit) END AS room
+      FROM limits),
+running_keys AS (
+    SELECT r.type, r.concurrency_key, count(*) AS running
+      FROM flow f JOIN jobs r ON r.type = f.type AND r.status = 'running'
+     WHERE f.key_limit IS NOT NULL
+     GROUP BY r.type, r.concurrency_key)"""
+
+
+#: A pending job ``p`` of flow row ``f`` that its concurrency key's limit does not hold back.
+_KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
+                 " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)")
+
+#: The claim: pick the next due jobs in claim order and mark them running, in one statement.
+#: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
+#: Without flow control among the claim's types (``controlled`` false) the pick is the plain walk: SQLite's
 #: planner, left to itself, walks an index on status and sorts every pending job on each claim (a claim
-#: at 1M pending took ~40x longer than at 1k), so the pick names its index. The UPDATE re-checks
-#: the status itself, so a job can never be handed out twice.
+#: at 1M pending took ~40x longer than at 1k), so the pick names its index. With flow control, each type's
+#: next jobs are taken with one seek per type (``by_type``), at most its room, skipping the jobs of keys at
+#: their limit; ``taken`` then drops the jobs beyond a key's remaining room and keeps the first :limit in
+#: claim order. The transaction began IMMEDIATE, so the counts it reads cannot change before the UPDATE
+#: commits: no other claim can run a job past a limit in between. The UPDATE re-checks the status
+#: itself, so a job can never be handed out twice.
 CLAIM = f"""
+{_flow(held=True)},
+by_type AS (
+    SELECT j.id, j.type, j.concurrency_key, j.priority, j.fair_tag, f.room, f.key_limit,
+           row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
+      FROM flow f JOIN jobs j ON j.id IN (
+           SELECT p.id FROM jobs p INDEXED BY ix_jobs_type_claim_order
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}
+            ORDER BY p.priority DESC, p.fair_tag, p.id
+            LIMIT :limit)
+     WHERE f.room > 0),
+taken AS (
+    SELECT b.id FROM (
+        SELECT b.*, coalesce(k.running, 0) AS key_running,
+               row_number() OVER (PARTITION BY b.type, b.concurrency_key
+                                  ORDER BY b.priority DESC, b.fair_tag, b.id) AS nth_of_key
+          FROM by_type b LEFT JOIN running_keys k ON k.type = b.type AND k.concurrency_key = b.concurrency_key
+         WHERE b.nth_of_type <= b.room) b
+     WHERE b.key_limit IS NULL OR b.nth_of_key <= b.key_limit - b.key_running
+     ORDER BY b.priority DESC, b.fair_tag, b.id
+     LIMIT :limit)
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = :worker, claim_token = :token, claimed_at = :now,
        heartbeat_at = :now, lease_expires_at = :lease_until, updated_at = :now
  WHERE {status_in(_CLAIM.from_statuses)}
-   AND id IN (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
-               WHERE {CLAIMABLE}
-               ORDER BY priority DESC, id
-               LIMIT :limit)
+   AND id IN (SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
+                               WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled)
+                               ORDER BY priority DESC, fair_tag, id
+                               LIMIT :limit)
+              UNION ALL
+              SELECT id FROM taken)
 RETURNING {JOB_LIST}"""
+
+#: The limits of a claim's limited types (``{types}``: of those it may take), read in the claim's
+#: transaction before CLAIM: the caller records what a rate limit counts (RECORD_CLAIMS) by them.
+#: On SQLite the transaction's write lock already makes limited claims take turns.
+FLOW_LOCK = (f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
+             f" FROM type_settings WHERE {LIMITED} {{types}} ORDER BY type")
+
+#: A claim of a rate-limited type, counted until :expires_at; and the claims whose window has passed.
+RECORD_CLAIMS = "INSERT INTO type_claims (type, jobs, expires_at) VALUES (:type, :jobs, :expires_at)"
+FORGET_CLAIMS = "DELETE FROM type_claims WHERE type = :type AND expires_at <= :now"
+
+#: Where a new job's turn starts, for each (type, concurrency key, priority) of an enqueue (:groups, a JSON
+#: list of [type, key, priority]): right after that key's last pending job of the type and priority; for a
+#: key with none pending, at the head of its type's queue at that priority (so it is taken within a round of
+#: the keys waiting there), else at the head of the priority across types, else 0. One seek each.
+FAIR_TAGS = """
+WITH asked AS (
+    SELECT key AS n, json_extract(value, '$[0]') AS type, json_extract(value, '$[1]') AS concurrency_key,
+           json_extract(value, '$[2]') AS priority
+      FROM json_each(:groups))
+SELECT coalesce(
+    (SELECT max(fair_tag) + 1 FROM jobs INDEXED BY ix_jobs_type_key_turns WHERE status = 'pending'
+        AND type = a.type AND concurrency_key = a.concurrency_key AND priority = a.priority),
+    (SELECT min(fair_tag) FROM jobs INDEXED BY ix_jobs_type_claim_order WHERE status = 'pending'
+        AND type = a.type AND priority = a.priority),
+    (SELECT min(fair_tag) FROM jobs INDEXED BY ix_jobs_claim_order WHERE status = 'pending'
+        AND priority = a.priority),
+    0)
+  FROM asked a ORDER BY a.n"""
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
 FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY}\nRETURNING {JOB_LIST}"
@@ -96,8 +212,29 @@ LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, ac
 
 # --- the reads the operations decide by ---------------------------------------------------------------
 
-#: Is anything claimable? Asked by a waiting claim before it takes the write lock to claim.
-SOMETHING_DUE = f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE})"
+#: Is anything claimable? Asked by a waiting claim before it takes the write lock to claim. Under flow
+#: control, a job is claimable only where its type has room and its key too, so a waiting claim sleeps
+#: through a pause or a full limit instead of claiming nothing twice a second.
+SOMETHING_DUE = f"""
+{_flow(held=False)}
+SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled))
+    OR EXISTS (SELECT 1 FROM flow f WHERE f.room > 0 AND EXISTS (
+           SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}))"""
+
+#: After a claim that came back short: each type of the claim with due jobs that flow control held back,
+#: and the first reason that held them (for queuelog_claims_limited_total).
+FLOW_REFUSALS = f"""
+{_flow(held=False)}
+SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THEN 'concurrency'
+                    WHEN l.rate_room <= 0 THEN 'rate' ELSE 'key_concurrency' END AS reason
+  FROM limits l JOIN flow f ON f.type = l.type
+ WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (l.key_limit IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
+             WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM})))
+   AND EXISTS (SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
+                WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now)
+ ORDER BY l.type"""
 
 #: One job, to explain a refusal or to weigh a failure against its retries.
 JOB = f"SELECT {JOB_LIST} FROM jobs WHERE id = :id"

@@ -38,6 +38,13 @@ def status_in(statuses) -> str:
     return f"status = {names[0]}" if len(names) == 1 else f"status IN ({', '.join(names)})"
 
 
+def limited(table: str = "") -> str:
+    """The condition "this type_settings row sets a limit" (a claim must then take turns), on ``table``'s columns."""
+    column = f"{table}." if table else ""
+    return (f"({column}concurrency_limit IS NOT NULL OR {column}rate_limit_jobs IS NOT NULL"
+            f" OR {column}key_concurrency_limit IS NOT NULL)")
+
+
 # --- what a statement writes ----------------------------------------------------------------------
 
 class NewJobRow(NamedTuple):
@@ -57,6 +64,8 @@ class NewJobRow(NamedTuple):
     run_at: datetime
     created_at: datetime
     updated_at: datetime
+    concurrency_key: str    # '' for none
+    fair_tag: int           # its turn among the jobs of its priority (FAIR_TAGS)
 
 
 class Claim(enum.StrEnum):
@@ -89,6 +98,23 @@ class Leave(NamedTuple):
         params["status"] = getattr(self.status, "value", self.status)
         params["claim"] = self.claim.value
         return params
+
+
+class FlowRow(NamedTuple):
+    """A job type's limits as a claim holds them (FLOW_LOCK): every limit None when not set."""
+
+    type: str
+    concurrency_limit: int | None
+    rate_limit_jobs: int | None
+    rate_limit_seconds: int | None
+    key_concurrency_limit: int | None
+
+
+class Refusal(NamedTuple):
+    """A type whose due jobs a claim left where they were, and why: paused, concurrency, rate, key_concurrency."""
+
+    type: str
+    reason: str
 
 
 class Log(NamedTuple):
