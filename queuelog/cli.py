@@ -1,6 +1,8 @@
-"""``flask`` commands for operators and cron: keys, users, reap, purge. Each is options → one call → one line."""
+"""``flask`` commands for operators and cron: keys, users, types, reap, purge. Each is options → one call → one line."""
 from __future__ import annotations
 
+import getpass
+import re
 import sys
 
 import click
@@ -12,6 +14,7 @@ from .errors import InvalidRequest, QueueError
 from .models import Role
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
+from .queue import flow
 
 
 def _fail(error: QueueError) -> None:
@@ -126,6 +129,100 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+types_group = click.Group("types", help="Job types (queues): pause, resume and limit them.")
+# The bounds the API takes (queuelog/api/schemas.py), repeated rather than imported: the API package is the
+# HTTP side; these are the same numbers for the same settings.
+MAX_LIMIT, MAX_WINDOW_SECONDS = 1_000_000, 86400
+
+
+def _cli_actor() -> str:
+    """How a type's history names a change made from the command line."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):   # no user name for this uid (a bare container)
+        return "cli"
+
+
+def _show_limits(state: flow.TypeState) -> str:
+    settings = state.settings
+    rate = settings.rate_limit
+    return "\t".join([
+        state.type, "paused" if settings.paused else "active",
+        f"concurrency={settings.concurrency_limit or '-'}",
+        f"rate={f'{rate.jobs}/{rate.per_seconds}s' if rate else '-'}",
+        f"key_concurrency={settings.key_concurrency_limit or '-'}",
+        f"pending={state.pending}", f"running={state.running}",
+    ])
+
+
+def _change_type(job_type: str, wanted: dict) -> flow.TypeState:
+    try:
+        return flow.update_type(job_type, wanted, _cli_actor())
+    except QueueError as error:
+        _fail(error)
+
+
+@types_group.command("list")
+def list_types_command():
+    """List every type: name, paused or active, its limits ('-': none), pending and running jobs."""
+    for state in flow.list_types():
+        click.echo(_show_limits(state))
+
+
+@types_group.command("pause")
+@click.argument("job_type")
+def pause_type_command(job_type):
+    """Stop claims of a type: its jobs wait (enqueue still works); running jobs finish."""
+    _change_type(job_type, {"paused": True})
+    click.echo(f"paused {job_type}")
+
+
+@types_group.command("resume")
+@click.argument("job_type")
+def resume_type_command(job_type):
+    """Let a paused type's jobs be claimed again, at once."""
+    _change_type(job_type, {"paused": False})
+    click.echo(f"resumed {job_type}")
+
+
+class RateType(click.ParamType):
+    """N/S: at most N claims in any window of S seconds."""
+
+    name = "N/S"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, flow.RateLimit):
+            return value
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*s?\s*", str(value))
+        if not match:
+            self.fail(f"{value!r} is not N/S (e.g. 20/2: 20 claims in any 2 seconds)", param, ctx)
+        jobs, seconds = int(match.group(1)), int(match.group(2))
+        if not 1 <= jobs <= MAX_LIMIT:
+            self.fail(f"N must be between 1 and {MAX_LIMIT}", param, ctx)
+        if not 1 <= seconds <= MAX_WINDOW_SECONDS:
+            self.fail(f"S must be between 1 and {MAX_WINDOW_SECONDS} seconds", param, ctx)
+        return flow.RateLimit(jobs, seconds)
+
+
+@types_group.command("limit")
+@click.argument("job_type")
+@click.option("--concurrency", type=click.IntRange(1, MAX_LIMIT), help="Most jobs of the type running at once.")
+@click.option("--rate", type=RateType(), help="Most claims N in any window of S seconds, as N/S (e.g. 20/2).")
+@click.option("--key-concurrency", type=click.IntRange(1, MAX_LIMIT),
+              help="Most running jobs per concurrency key of the type.")
+@click.option("--clear", is_flag=True, help="Remove all three limits.")
+def limit_type_command(job_type, concurrency, rate, key_concurrency, clear):
+    """Set a type's limits (those not named stay as they are), or remove them all with --clear."""
+    given = {"concurrency_limit": concurrency, "rate_limit": rate, "key_concurrency_limit": key_concurrency}
+    given = {field: value for field, value in given.items() if value is not None}
+    if clear and given:
+        raise click.UsageError("--clear removes every limit: give it alone")
+    if not clear and not given:
+        raise click.UsageError("give --concurrency, --rate or --key-concurrency, or --clear")
+    wanted = dict.fromkeys(("concurrency_limit", "rate_limit", "key_concurrency_limit")) if clear else given
+    click.echo(_show_limits(_change_type(job_type, wanted)))
+
+
 @click.command("reap")
 @click.option("--older-than", type=click.IntRange(min=1),
               help="Also reap jobs claimed more than this many seconds ago.")
@@ -161,5 +258,5 @@ def purge_command(older_than, statuses, batch):
 
 
 def register_commands(app: Flask) -> None:
-    for command in (keys_group, users_group, reap_command, purge_command):
+    for command in (keys_group, users_group, types_group, reap_command, purge_command):
         app.cli.add_command(command)

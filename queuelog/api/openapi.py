@@ -22,7 +22,8 @@ JOBS, WORKERS, ADMIN_TAG, META = "jobs", "workers", "admin", "meta"
 TAGS = [
     {"name": JOBS, "description": "Enqueue jobs and follow them: producers, and admins on any job."},
     {"name": WORKERS, "description": "Claim jobs, keep their leases and report how they ended: worker keys."},
-    {"name": ADMIN_TAG, "description": f"Put {spell(RETRYABLE)} jobs back to work: admin keys."},
+    {"name": ADMIN_TAG, "description": f"Put {spell(RETRYABLE)} jobs back to work, and pause, resume and limit "
+                                       "job types: admin keys."},
     {"name": META, "description": "This document, for tools and client generators; no key needed."},
 ]
 
@@ -30,7 +31,7 @@ _ERRORS = {
     400: "The body is not valid JSON, or holds a number beyond a double's finite range (1e400).",
     401: "No API key, or an unknown or revoked one (see WWW-Authenticate).",
     403: "The key's role, type limits or priority ceiling do not allow this.",
-    404: "No such job, or one this key may not see.",
+    404: "No such job, or one this key may not see; no such job type on this server.",
     409: "The job is not in a state that allows this (job_status says which).",
     413: "The request body is larger than 1 MiB.",
     415: "A body sent with a Content-Type other than application/json (or none).",
@@ -128,6 +129,36 @@ def _job_action(tag: str, name: str, summary: str, roles: tuple[str, ...], reque
                               description=description)}
 
 
+def type_paths() -> dict[str, Any]:
+    """The /types routes: job types (queues) and their flow control, for admin keys."""
+    type_name = {"name": "job_type", "in": "path", "required": True,
+                 "description": "A job type of this server's QUEUELOG_JOB_TYPES (else 404).",
+                 "schema": {"type": "string", "pattern": s.TYPE_PATTERN}}
+    one_type = json_response("The type.", s.ref("JobType"))
+    return {
+        "/types": {"get": operation(
+            ADMIN_TAG, "listTypes", "Every job type, with its flow control.", (ADMIN,),
+            {200: json_response("Every type of QUEUELOG_JOB_TYPES, in its order.", s.closed(
+                {"types": {"type": "array", "items": s.ref("JobType")}}, required=["types"]))}, errors=())},
+        "/types/{job_type}": {
+            "get": operation(ADMIN_TAG, "getType", "One job type, with its flow control.", (ADMIN,),
+                             {200: one_type}, errors=(404,), parameters=[type_name]),
+            "patch": operation(
+                ADMIN_TAG, "updateType", "Pause or resume a type; set or clear its limits.", (ADMIN,),
+                {200: json_response("The type as it now is.", s.ref("JobType"))},
+                errors=(*_WITH_BODY, 404), request=body("TypePatchRequest"), parameters=[type_name],
+                description="Send any of the fields; null clears a limit. A paused type's jobs are not claimed "
+                            "(enqueue works, running jobs finish); limits hold across every worker and server. "
+                            "Every change is written to the type's history with who made it."),
+        },
+        "/types/{job_type}/history": {"get": operation(
+            ADMIN_TAG, "typeHistory", "Every change of the type's flow control, newest first.", (ADMIN,),
+            {200: json_response("The changes.", s.closed(
+                {"history": {"type": "array", "items": s.ref("TypeChange")}}, required=["history"]))},
+            errors=(404,), parameters=[type_name])},
+    }
+
+
 def paths() -> dict[str, Any]:
     """Every route of the api blueprint."""
     list_parameters = [
@@ -179,7 +210,9 @@ def paths() -> dict[str, Any]:
                                 {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
             errors=_WITH_BODY, request=body("ClaimRequest", required=False),
-            description="Highest priority first, then oldest; only jobs whose run_at has come. A claim "
+            description="Highest priority first; among equal priorities concurrency keys take turns, oldest "
+                        "first within a key; only jobs whose run_at has come, of types not paused and within "
+                        "their limits (a claim held back by them is answered 204 too). A claim "
                         "with wait that finds nothing due while this server process already holds as many "
                         "waiting claims as it may is answered at once: 503, type .../long-polls-full, with "
                         "Retry-After; nothing was claimed.")},
@@ -214,6 +247,7 @@ def paths() -> dict[str, Any]:
         "/jobs/{job_id}/retry": _job_action(
             ADMIN_TAG, "retry", f"Put a {spell(RETRYABLE)} job back to pending, retries reset.", (ADMIN,),
             body("EmptyRequest", required=False)),
+        **type_paths(),
     }
 
 

@@ -105,6 +105,11 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
                            "the same key with the same request answers 200 with the existing job, with a "
                            "different request 422."}),
         "run_at": nullable(time("Not claimable before this time; RFC 3339 with an offset.")),
+        "concurrency_key": nullable({
+            "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
+            "description": "The tenant (or any group) the job belongs to: 1-200 printable ASCII characters. Among "
+                           "jobs of equal priority, claims take the keys in turns (jobs without a key are one "
+                           "group), and a type's key_concurrency_limit caps the running jobs of each key."}),
     }, required=["type"])
 
 
@@ -125,6 +130,61 @@ def claim_request(max_lease: int) -> Schema:
             "description": "Long-poll: hold the request up to this many seconds until a job is claimable "
                            "(then 200), else 204."}),
     })
+
+
+def _limit(description: str) -> Schema:
+    return nullable(_integer(1, schemas.MAX_FLOW_LIMIT, description))
+
+
+def rate_limit() -> Schema:
+    """A rate limit: at most ``jobs`` claims in any window of ``per_seconds`` seconds."""
+    return closed({
+        "jobs": _integer(1, schemas.MAX_FLOW_LIMIT, "Claims allowed in any window."),
+        "per_seconds": _integer(1, schemas.MAX_RATE_WINDOW_SECONDS, "The window, in seconds."),
+    }, required=["jobs", "per_seconds"])
+
+
+def type_patch_request() -> Schema:
+    """PATCH /types/{type}: any of the four settings; null clears a limit."""
+    return closed({
+        "paused": {"type": "boolean", "description": "true: no job of the type is claimed (enqueue still works, "
+                                                     "running jobs finish); false: claimable again at once."},
+        "concurrency_limit": _limit("At most this many jobs of the type running at once, across every worker "
+                                    "and server (null: no limit). A running job whose lease ran out counts "
+                                    "until it is reaped."),
+        "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}],
+                       "description": "At most jobs claims of the type in any window of per_seconds seconds "
+                                      "(null: no limit)."},
+        "key_concurrency_limit": _limit("At most this many running jobs per concurrency key of the type (null: "
+                                        "no limit)."),
+    }, minProperties=1)
+
+
+def job_type() -> Schema:
+    """A job type (a queue) as /types shows it."""
+    properties = {
+        "type": {"type": "string", "description": "A type of QUEUELOG_JOB_TYPES."},
+        "paused": {"type": "boolean"},
+        "concurrency_limit": _limit("Most jobs of the type running at once (null: no limit)."),
+        "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}]},
+        "key_concurrency_limit": _limit("Most running jobs per concurrency key (null: no limit)."),
+        "pending": {"type": "integer", "minimum": 0, "description": "Jobs of the type waiting (due or not)."},
+        "running": {"type": "integer", "minimum": 0, "description": "Jobs of the type running now."},
+    }
+    return closed(properties, required=list(properties))
+
+
+def type_change() -> Schema:
+    """One entry of a type's history."""
+    change = closed({"old": {"description": "The value before (null: none)."},
+                     "new": {"description": "The value after (null: none)."}}, required=["old", "new"])
+    return closed({
+        "at": time("When the change was made."),
+        "actor": {"type": "string", "description": "Who made it: key:NAME for an admin key, cli:USER for flask types."},
+        "changes": {"type": "object", "additionalProperties": change,
+                    "propertyNames": {"enum": ["paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"]},
+                    "description": "Each changed field, with its old and new value."},
+    }, required=["at", "actor", "changes"])
 
 
 def token_request(**extra: Schema) -> Schema:
@@ -194,6 +254,7 @@ def _job_properties() -> dict[str, Schema]:
         "completed_at": time("When the job completed.", null=True),
         "created_at": time("When the job was enqueued."),
         "updated_at": time("The job's last change."),
+        "concurrency_key": nullable({"type": "string", "description": "The job's concurrency key, if it has one."}),
     }
 
 
@@ -276,4 +337,8 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "BatchCompleteRequest": batch_complete_request(),
         "BatchCompleteResponse": batch_complete_response(),
         "EmptyRequest": closed({}, description="No fields: an empty body or {}."),
+        "RateLimit": rate_limit(),
+        "JobType": job_type(),
+        "TypeChange": type_change(),
+        "TypePatchRequest": type_patch_request(),
     }

@@ -25,6 +25,7 @@ from ..patterns import (
     one_of,
 )
 from ..queue import NewJob
+from ..queue.flow import RateLimit
 from ..states import STATUS_NAMES
 from .body import Fields, json_body
 
@@ -35,6 +36,10 @@ MAX_BATCH_COMPLETE = 100
 MAX_CLAIM_WAIT_SECONDS = 30
 MAX_JOB_ID = 2**63 - 1
 MAX_LEASE_SECONDS = 86400
+MAX_FLOW_LIMIT = 1_000_000   # jobs: a concurrency, rate or per-key limit
+MAX_RATE_WINDOW_SECONDS = 86400
+#: A concurrency key (a tenant, a customer, …) takes what an idempotency key takes: 1-200 printable ASCII.
+CONCURRENCY_KEY, CONCURRENCY_KEY_HINT = IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 200
 
@@ -114,7 +119,7 @@ def _priority(fields: Fields) -> int:
     return PRIORITY_BY_LABEL[value.lower()]
 
 
-_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at"}
+_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key"}
 
 
 def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
@@ -145,10 +150,11 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
             run_at = parse_rfc3339(raw_run_at)
         except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
             fields.error("run_at", "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z")
+    concurrency_key = fields.string("concurrency_key", pattern=CONCURRENCY_KEY, hint=CONCURRENCY_KEY_HINT)
     if fields.errors:
         return None, fields.errors
     return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
-                  idempotency_key=key, run_at=run_at), []
+                  idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key), []
 
 
 def parse_enqueue() -> NewJob:
@@ -301,3 +307,57 @@ def parse_list_query() -> ListQuery:
     return ListQuery(status=status, type=args.get("type"), priority=priority, worker_id=args.get("worker_id"),
                      limit=limit, cursor=args.get("cursor"))
 
+
+
+def parse_type_patch() -> dict[str, Any]:
+    """PATCH /types/{type}: the fields to change, each validated (a limit is 1-1,000,000 or null)."""
+    fields = Fields(json_body(), {"paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"})
+    body = fields.body
+    wanted: dict[str, Any] = {}
+    if not body:
+        fields.errors.append({"pointer": "", "detail": "name at least one of paused, concurrency_limit, "
+                                                       "rate_limit, key_concurrency_limit"})
+    if "paused" in body:
+        if not isinstance(body["paused"], bool):
+            fields.error("paused", "must be true or false")
+        else:
+            wanted["paused"] = body["paused"]
+    for name in ("concurrency_limit", "key_concurrency_limit"):
+        if name in body:
+            wanted[name] = _limit(fields, body[name], name)
+    if "rate_limit" in body:
+        wanted["rate_limit"] = _rate_limit(fields, body["rate_limit"])
+    fields.done()
+    return wanted
+
+
+def _limit(fields: Fields, value: Any, pointer: str) -> int | None:
+    """A limit of jobs: null (none) or a whole number from 1 to MAX_FLOW_LIMIT."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)   # JSON has one number type: 3.0 is the integer 3
+    if isinstance(value, bool) or not isinstance(value, int):
+        fields.error(pointer, "must be an integer or null")
+    elif not 1 <= value <= MAX_FLOW_LIMIT:
+        fields.error(pointer, f"must be between 1 and {MAX_FLOW_LIMIT}, or null for no limit")
+    else:
+        return value
+    return None
+
+
+def _rate_limit(fields: Fields, value: Any) -> RateLimit | None:
+    """``{"jobs": N, "per_seconds": S}`` or null."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        fields.error("rate_limit", 'must be {"jobs": N, "per_seconds": S} or null')
+        return None
+    inner = Fields(value, {"jobs", "per_seconds"}, "/rate_limit")
+    for name in ("jobs", "per_seconds"):
+        if value.get(name) is None:
+            inner.error(name, "is required")
+    jobs = _limit(inner, value.get("jobs"), "jobs") if value.get("jobs") is not None else None
+    seconds = inner.integer("per_seconds", None, 1, MAX_RATE_WINDOW_SECONDS)
+    fields.errors.extend(inner.errors)
+    return RateLimit(jobs, seconds) if not inner.errors else None

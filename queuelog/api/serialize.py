@@ -8,6 +8,7 @@ from sqlalchemy import Row
 from ..clock import rfc3339
 from ..keys import Caller
 from ..models import Priority, Role
+from ..queue.flow import TypeState
 
 
 def may_read_error(caller: Caller, row: Row) -> bool:
@@ -40,10 +41,25 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
         "completed_at": rfc3339(row.completed_at),
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
+        "concurrency_key": row.concurrency_key or None,   # stored as '' when the job has none
     }
     if claim_token:
         body["claim_token"] = row.claim_token
     return body
+
+
+def type_json(state: TypeState) -> dict:
+    """A job type (a queue) as /types shows it: its flow control and how many of its jobs wait and run."""
+    settings = state.settings
+    return {
+        "type": state.type,
+        "paused": settings.paused,
+        "concurrency_limit": settings.concurrency_limit,
+        "rate_limit": settings.value("rate_limit"),
+        "key_concurrency_limit": settings.key_concurrency_limit,
+        "pending": state.pending,
+        "running": state.running,
+    }
 
 
 def event_json(row: Row, show_error: bool) -> dict:

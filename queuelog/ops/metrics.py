@@ -6,9 +6,9 @@ answered by any worker adds up every worker's counts (``gunicorn.conf.py`` sets 
 workers start). The variable must be set before ``prometheus_client`` is first imported; without it
 (``flask run``, tests, one process) the counts live in memory.
 
-The gauges — jobs by status × type × priority, the age of the oldest claimable job per type, stalled jobs —
-are not counted anywhere: they are read from the database at scrape time, so every worker reports the same
-truth. Each is one query served by an index (see ``DatabaseCollector``).
+The gauges — jobs by status × type × priority, the age of the oldest claimable job per type, stalled jobs,
+each type's pause and concurrency limit — are not counted anywhere: they are read from the database at scrape
+time, so every worker reports the same truth. Each is one query served by an index (see ``DatabaseCollector``).
 
 Reading the other workers' files races with their writing (see ``WorkerFilesCollector``): an empty file counts
 as nothing, and a read that still fails after a few tries raises ``CountersUnreadable`` (the view answers
@@ -32,10 +32,11 @@ from sqlalchemy import func, select
 
 from ..clock import utcnow
 from ..database.transactions import read_connection
-from ..models import Job, Priority
+from ..models import Job, Priority, TypeSettings
 from ..states import RETRYABLE, Event, JobStatus, spell
 
 jobs = Job.__table__
+type_settings = TypeSettings.__table__
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # prometheus-client writes a file per process there and fails if the directory is missing.
@@ -72,7 +73,10 @@ REQUEST_DURATION = Histogram("queuelog_request_duration_seconds",
                              "Time to answer an API request, by route (URL rule) and method.",
                              ["route", "method"], registry=None,
                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
-PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION]
+CLAIMS_LIMITED = Counter("queuelog_claims_limited_total",
+                         "Claims that left due jobs of a type waiting because of flow control, by type and reason "
+                         "(paused, concurrency, rate, key_concurrency).", ["type", "reason"], registry=None)
+PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION, CLAIMS_LIMITED]
 
 # A problem's status → the reason label: the slug of its problem type, as in api/problems.py (not imported
 # from there: the API package imports the queue, which imports this module).
@@ -101,6 +105,12 @@ def count_changes(entries: list[tuple]) -> None:
                       if event == Event.REAPED and (error or "").startswith("quarantined"))
     if quarantined:
         QUARANTINED.inc(quarantined)
+
+
+def count_refusals(refusals) -> None:
+    """Count the types a claim found held back by flow control: (type, reason) rows of FLOW_REFUSALS."""
+    for refusal in refusals:
+        CLAIMS_LIMITED.labels(type=refusal.type, reason=refusal.reason).inc()
 
 
 def observe_request(response) -> None:
@@ -184,6 +194,8 @@ class DatabaseCollector:
     - ``queuelog_oldest_pending_age_seconds``: for each (type, priority) that has pending jobs, MIN(run_at)
       is one seek into the same index (run_at is its last column), so it costs O(log n) however deep the queue.
     - ``queuelog_stalled_jobs``: a range over the partial ``ix_jobs_running_lease``.
+    - ``queuelog_type_paused`` (every type: 1 paused, 0 not) and ``queuelog_type_concurrency_limit`` (the
+      types that have one): the small type_settings table, read whole.
     """
 
     def __init__(self, job_types: list[str]):
@@ -213,10 +225,28 @@ class DatabaseCollector:
                 select(func.count()).select_from(jobs)
                 .where(jobs.c.status == JobStatus.RUNNING.value, jobs.c.lease_expires_at < now)
             ).scalar_one()
+            settings = conn.execute(
+                select(type_settings.c.type, type_settings.c.paused, type_settings.c.concurrency_limit)).all()
         yield self._jobs_family(counts)
+        yield from self._flow_families(settings)
         yield self._oldest_family(oldest, now, {t for t, _ in pending_groups})
         yield GaugeMetricFamily("queuelog_stalled_jobs",
                                 "Running jobs whose lease has expired (their worker probably died).", value=stalled)
+
+    def _flow_families(self, settings):
+        paused = GaugeMetricFamily("queuelog_type_paused", "1 when claims of the type are paused, else 0.",
+                                   labels=["type"])
+        limit = GaugeMetricFamily("queuelog_type_concurrency_limit",
+                                  "The most jobs of the type that may run at once (only types with a limit).",
+                                  labels=["type"])
+        by_type = {row.type: row for row in settings}
+        for job_type in sorted(set(self.job_types) | set(by_type)):
+            row = by_type.get(job_type)
+            paused.add_metric([job_type], 1.0 if row is not None and row.paused else 0.0)
+            if row is not None and row.concurrency_limit is not None:
+                limit.add_metric([job_type], row.concurrency_limit)
+        yield paused
+        yield limit
 
     def _jobs_family(self, counts) -> GaugeMetricFamily:
         family = GaugeMetricFamily("queuelog_jobs", "Jobs in the database by status, type and priority.",

@@ -1,0 +1,42 @@
+"""API views of job types (queues) and their flow control: admin keys only. Parse, one queue call, respond."""
+from __future__ import annotations
+
+from flask import jsonify
+
+from ..models import Role
+from ..queue import flow
+from . import bp
+from .auth import current_caller, require_role
+from .schemas import parse_type_patch
+from .serialize import type_json
+
+ADMIN = Role.ADMIN.value
+
+
+@bp.get("/types")
+@require_role(ADMIN)
+def list_types():
+    """Every type of QUEUELOG_JOB_TYPES with its flow control and its pending and running jobs."""
+    return jsonify({"types": [type_json(state) for state in flow.list_types()]})
+
+
+@bp.get("/types/<job_type>")
+@require_role(ADMIN)
+def get_type(job_type: str):
+    """One type (404 for a type not on QUEUELOG_JOB_TYPES)."""
+    return jsonify(type_json(flow.get_type(job_type)))
+
+
+@bp.patch("/types/<job_type>")
+@require_role(ADMIN)
+def update_type(job_type: str):
+    """Pause or resume a type, set or clear its limits; answers the type as it now is."""
+    wanted = parse_type_patch()
+    return jsonify(type_json(flow.update_type(job_type, wanted, current_caller().actor)))
+
+
+@bp.get("/types/<job_type>/history")
+@require_role(ADMIN)
+def type_history(job_type: str):
+    """Every change of the type's flow control, newest first: when, who, each field's old and new value."""
+    return jsonify({"history": [flow.change_json(change) for change in flow.history(job_type)]})
