@@ -85,17 +85,18 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
     log = event_row(CLAIM, caller.actor, now)
     controlled = flow.controlled()
+    flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
     with write_transaction() as conn:
         # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
         # before it did; the statement gives a limited type it did not lock no room.
         held = sql.lock_flow(conn, to_lock) if to_lock else []
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
-                         token=secrets.token_urlsafe(24), limit=limit, types=wanted,
+                         token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
                          locked_types=[row.type for row in held], log=log)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
-    if len(rows) < limit and controlled.any_among(wanted):
+    if len(rows) < limit and flow_on:
         _count_refusals(wanted, now)
     return sorted(rows, key=lambda row: (-row.priority, row.fair_tag, row.id))
 

@@ -1,9 +1,9 @@
 """Every statement queuelog sends to PostgreSQL about jobs, by name; sqlite.py holds the same names.
 
 How to read them:
-- values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``); ``{types}`` and
-  ``{claimed_before}`` are optional pieces the runner fills with TYPES and CLAIMED_BEFORE when the
-  caller gives those values, and leaves empty when not;
+- values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``); ``{types}``, ``{claimed_before}``
+  and ``{flow}`` / ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and
+  FLOW / FLOW_PICK when the caller gives those values, and leaves empty when not;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner sends it inside LOGGED, which writes its
   event rows in the same statement (one round trip instead of two). Under READ COMMITTED an UPDATE
@@ -54,38 +54,34 @@ ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
 
 #: A type with a limit: its claims count running jobs or recent claims, so they must take turns (FLOW_LOCK).
 LIMITED = limited()
-#: A type under flow control: paused, or limited. Without one among a claim's types the claim is the plain
-#: walk of ix_jobs_claim_order it always was.
+#: A type under flow control: paused, or limited. The claim's plain walk of ix_jobs_claim_order takes
+#: nothing while one of its types is (the caller then sends CLAIM with FLOW).
 CONTROLLED = f"(paused OR {LIMITED})"
+_NONE_CONTROLLED = f"NOT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})"
 
 
-def _flow(held: bool) -> str:
-    """The CTEs that say what a claim may take of each type, when some type it asks for is under control.
+def _rooms(held: bool) -> str:
+    """The CTEs that say how many jobs of each type a claim may take now.
 
-    - ``controlled``: is any type of this claim paused or limited? (one look at the small type_settings)
     - ``queues``: the types with pending jobs, each found with one seek of ix_jobs_type_claim_order (a
       loose index scan), so a claim never walks past the pending jobs of a paused or full type;
-    - ``limits`` and ``flow``: each type's ``room``, how many of its jobs may be claimed now (0 when paused,
-      ``%(limit)s`` when unlimited): the concurrency limit less its running jobs (a running job whose lease
-      ran out counts until it is reaped), the rate limit less the claims still inside the window
-      (type_claims). With ``held``, a limited type the caller did not lock (``%(locked_types)s``, see
-      FLOW_LOCK) gets room 0: counting its jobs without holding its lock could race another claim;
-    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit.
-    Every type without a type_settings row keeps room ``%(limit)s``.
+    - ``limits``: per type, paused or not, and the room each limit leaves: the concurrency limit less its
+      running jobs (a running job whose lease ran out counts until it is reaped), the rate limit less the
+      claims still inside its window (type_claims). With ``held``, a limited type the caller did not lock
+      (``%(locked_types)s``, see FLOW_LOCK) is ``unheld``: counting without its lock could race a claim;
+    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit;
+    - ``rooms``: per type with room, how many jobs (at most ``%(limit)s``; none when paused or unheld), and
+      the keys at their limit (``blocked``), as one array the walk of the type's jobs filters by.
+    A type without a type_settings row has room ``%(limit)s``.
     """
-    unheld = f"({limited('s')} AND NOT q.type = ANY(%(locked_types)s))" if held else "false"
-    return f"""WITH RECURSIVE
-controlled(yes) AS (
-    SELECT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})),
-queues(type) AS (
+    unheld = f"coalesce({limited('s')} AND NOT q.type = ANY(%(locked_types)s), false)" if held else "false"
+    return f"""queues(type) AS (
     SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' {{types}})
-     WHERE (SELECT yes FROM controlled)
     UNION ALL
     SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' AND type > queues.type {{types}})
       FROM queues WHERE queues.type IS NOT NULL),
 limits AS (
-    SELECT q.type, coalesce(s.paused, false) AS paused, coalesce({unheld}, false) AS unheld,
-           s.key_concurrency_limit AS key_limit,
+    SELECT q.type, coalesce(s.paused, false) AS paused, {unheld} AS unheld, s.key_concurrency_limit AS key_limit,
            CASE WHEN s.concurrency_limit IS NOT NULL THEN s.concurrency_limit - (
                SELECT count(*) FROM jobs r WHERE r.type = q.type AND r.status = 'running') END AS concurrency_room,
            CASE WHEN s.rate_limit_jobs IS NOT NULL THEN s.rate_limit_jobs - (
@@ -93,21 +89,51 @@ limits AS (
            END AS rate_room
       FROM queues q LEFT JOIN type_settings s ON s.type = q.type
      WHERE q.type IS NOT NULL),
-flow AS (
-    SELECT type, key_limit,
-           CASE WHEN paused OR unheld THEN 0
-                ELSE LEAST(concurrency_room, rate_room, %(limit)s) END AS room
-      FROM limits),
 running_keys AS (
     SELECT r.type, r.concurrency_key, count(*) AS running
-      FROM flow f JOIN jobs r ON r.type = f.type AND r.status = 'running'
-     WHERE f.key_limit IS NOT NULL
-     GROUP BY r.type, r.concurrency_key)"""
+      FROM limits l JOIN jobs r ON r.type = l.type AND r.status = 'running'
+     WHERE l.key_limit IS NOT NULL
+     GROUP BY r.type, r.concurrency_key),
+rooms AS (
+    SELECT l.type, LEAST(l.concurrency_room, l.rate_room, %(limit)s) AS room, l.key_limit,
+           ARRAY(SELECT k.concurrency_key FROM running_keys k
+                  WHERE k.type = l.type AND k.running >= l.key_limit) AS blocked
+      FROM limits l
+     WHERE NOT l.paused AND NOT l.unheld AND LEAST(l.concurrency_room, l.rate_room, %(limit)s) > 0)"""
 
 
-#: A pending job ``p`` of flow row ``f`` that its concurrency key's limit does not hold back.
-_KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
-                 " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)")
+#: A pending job ``p`` of a type with room (``f``) that its concurrency key's limit does not hold back. The
+#: key is compared as an expression (``|| ''``), not as the bare column: with the column's statistics (often
+#: one key, or none, for most jobs) the planner takes this for a filter that leaves almost no row, and
+#: then prefers reading every pending job of the type and sorting them to the ordered walk of its index.
+_KEY_HAS_ROOM = "NOT (p.concurrency_key || '') = ANY(f.blocked)"
+
+#: The flow-controlled pick, CLAIM's ``{flow}``: ``by_type`` walks each type with room along
+#: ix_jobs_type_claim_order (one seek per type; the LIMIT is the claim's own, so the planner sees a short
+#: ordered walk), passing over the jobs of keys at their limit; ``taken`` keeps the first ``room`` of each
+#: type, drops those beyond their key's remaining room, and the first %(limit)s of the rest in claim order.
+FLOW = f"""{_rooms(held=True)},
+by_type AS (
+    SELECT j.*, f.room, f.key_limit,
+           row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
+      FROM rooms f CROSS JOIN LATERAL (
+           SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
+              AND {_KEY_HAS_ROOM}
+            ORDER BY p.priority DESC, p.fair_tag, p.id
+            LIMIT %(limit)s
+              FOR UPDATE OF p SKIP LOCKED) j),
+taken AS (
+    SELECT b.id FROM (
+        SELECT b.*, coalesce(k.running, 0) AS key_running,
+               row_number() OVER (PARTITION BY b.type, b.concurrency_key
+                                  ORDER BY b.priority DESC, b.fair_tag, b.id) AS nth_of_key
+          FROM by_type b LEFT JOIN running_keys k ON k.type = b.type AND k.concurrency_key = b.concurrency_key
+         WHERE b.nth_of_type <= b.room) b
+     WHERE b.key_limit IS NULL OR b.nth_of_key <= b.key_limit - b.key_running
+     ORDER BY b.priority DESC, b.fair_tag, b.id
+     LIMIT %(limit)s),"""
+FLOW_PICK = "UNION ALL SELECT id FROM taken"
 
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
@@ -118,47 +144,28 @@ _KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type
 #: yields the next one, so a single claim of one job marked every due job running. The UPDATE
 #: re-checks the status itself, so a job can never be handed out twice.
 #:
-#: Without flow control among the claim's types (``controlled`` false, a one-time filter) the pick is the
-#: plain walk of ix_jobs_claim_order (``fast``). With it, each type's next jobs are taken with one seek per
-#: type (``by_type``, a LATERAL over ix_jobs_type_claim_order), at most its room, skipping the jobs of keys
-#: at their limit; ``picked`` then drops the jobs beyond a key's remaining room and keeps the first
-#: %(limit)s in claim order.
+#: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (a one-time
+#: filter on the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
+#: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
+#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
+#: rather than too much.
 #:
 #: Why no claim can run a 4th job of a type limited to 3: under READ COMMITTED every statement reads a
 #: snapshot taken when it starts, and two claims counting running jobs at once would both see room for
 #: one more. So a claim of a limited type first locks the type's type_settings row (FLOW_LOCK, its own
 #: statement, FOR UPDATE: it waits for any other claim holding it to commit), and only then runs this
 #: statement, whose snapshot therefore holds every job the previous holder claimed. A limited type the
-#: claim did not lock has room 0 here (``unheld``). Locking inside this statement would not do: a row
+#: claim did not lock has no room here (``unheld``). Locking inside this statement would not do: a row
 #: lock waited for in mid-statement re-reads that one row, not the counts.
 CLAIM = f"""
-{_flow(held=True)},
-fast AS (
-    SELECT id FROM jobs
-     WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled)
-     ORDER BY priority DESC, fair_tag, id
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED),
-by_type AS (
-    SELECT j.id, j.type, j.concurrency_key, j.priority, j.fair_tag, f.key_limit
-      FROM flow f CROSS JOIN LATERAL (
-           SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM}
-            ORDER BY p.priority DESC, p.fair_tag, p.id
-            LIMIT f.room
-              FOR UPDATE OF p SKIP LOCKED) j
-     WHERE f.room > 0),
+WITH RECURSIVE {{flow}}
 picked AS MATERIALIZED (
-    SELECT id FROM fast
-    UNION ALL
-    (SELECT b.id FROM (
-         SELECT b.*, coalesce(k.running, 0) AS key_running,
-                row_number() OVER (PARTITION BY b.type, b.concurrency_key
-                                   ORDER BY b.priority DESC, b.fair_tag, b.id) AS nth_of_key
-           FROM by_type b LEFT JOIN running_keys k ON k.type = b.type AND k.concurrency_key = b.concurrency_key) b
-      WHERE b.key_limit IS NULL OR b.nth_of_key <= b.key_limit - b.key_running
-      ORDER BY b.priority DESC, b.fair_tag, b.id
-      LIMIT %(limit)s))
+    SELECT id FROM (SELECT id FROM jobs
+                     WHERE {CLAIMABLE} AND {_NONE_CONTROLLED}
+                     ORDER BY priority DESC, fair_tag, id
+                     LIMIT %(limit)s
+                       FOR UPDATE SKIP LOCKED) walked
+    {{flow_pick}})
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s, updated_at = %(now)s
@@ -223,26 +230,27 @@ LOGGED = ("WITH changed AS ({statement}), "
 
 # --- the reads the operations decide by ---------------------------------------------------------------
 
-#: Is anything claimable? Asked by a waiting claim before it runs the claim. Under flow control, a job
-#: is claimable only where its type has room and its key too, so a waiting claim sleeps through a pause or
-#: a full limit instead of claiming nothing every second.
+#: Is anything claimable? Asked by a waiting claim before it runs the claim. Under flow control a job is
+#: claimable only where its type has room and its key too, so a waiting claim sleeps through a pause or a
+#: full limit instead of claiming nothing every second. (Always with the flow part: this read is not on a
+#: hot path, and it needs no copy of the settings to be right.)
 SOMETHING_DUE = f"""
-{_flow(held=False)}
-SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled))
-    OR EXISTS (SELECT 1 FROM flow f WHERE f.room > 0 AND EXISTS (
-           SELECT 1 FROM jobs p
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM}))"""
+WITH RECURSIVE {_rooms(held=False)}
+SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND {_NONE_CONTROLLED})
+    OR EXISTS (SELECT 1 FROM rooms f WHERE EXISTS (
+           SELECT 1 FROM jobs p WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
+              AND {_KEY_HAS_ROOM}))"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,
 #: and the first reason that held them (for queuelog_claims_limited_total).
 FLOW_REFUSALS = f"""
-{_flow(held=False)}
+WITH RECURSIVE {_rooms(held=False)}
 SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THEN 'concurrency'
                     WHEN l.rate_room <= 0 THEN 'rate' ELSE 'key_concurrency' END AS reason
-  FROM limits l JOIN flow f ON f.type = l.type
- WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (l.key_limit IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM jobs p
-             WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {_KEY_HAS_ROOM})))
+  FROM limits l LEFT JOIN rooms f ON f.type = l.type
+ WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (f.type IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM jobs p WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
+               AND {_KEY_HAS_ROOM})))
    AND EXISTS (SELECT 1 FROM jobs p WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= %(now)s)
  ORDER BY l.type"""
 

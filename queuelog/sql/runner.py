@@ -20,8 +20,11 @@ from . import postgresql, sqlite
 from .values import JOB_TIMES, JobRow, Log, NewJobRow, Times
 
 _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
-#: Optional pieces of a statement ({types}, …): filled from the dialect's module when the value is given.
-_OPTIONAL = {"types": "TYPES", "claimed_before": "CLAIMED_BEFORE"}
+#: Optional pieces of a statement: {slot} → (the value that asks for it, the dialect module's piece). A slot
+#: is filled when its value is given (not None), and left empty when not; in this order, so that a piece
+#: may hold later slots itself (FLOW holds {types}).
+_OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "types": ("types", "TYPES"),
+             "claimed_before": ("claimed_before", "CLAIMED_BEFORE")}
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at"})
 
 
@@ -156,7 +159,7 @@ def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, tuple]
             lists += ((key, len(items)),)
         else:
             params[key] = list(items)
-    filled = tuple(slot for slot in _OPTIONAL if values.get(slot) is not None)
+    filled = tuple(slot for slot, (value, _piece) in _OPTIONAL.items() if values.get(value) is not None)
     return params, lists, filled
 
 
@@ -170,7 +173,7 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool) ->
     PostgreSQL a logged write wrapped in LOGGED."""
     module = _DIALECTS[dialect]
     sql = getattr(module, name)
-    for slot, piece in _OPTIONAL.items():
+    for slot, (_value, piece) in _OPTIONAL.items():
         sql = sql.replace("{" + slot + "}", getattr(module, piece) if slot in filled else "")
     for key, length in lists:
         sql = sql.replace(f"(:{key})", "(" + ", ".join(f":{key}_{i}" for i in range(length)) + ")")

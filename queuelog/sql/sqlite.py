@@ -2,8 +2,9 @@
 
 How to read them:
 - values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)``, ``(:locked_types)`` are lists the runner
-  spells out per call (``:ids_0, :ids_1, …``); ``{types}`` and ``{claimed_before}`` are optional pieces the
-  runner fills with TYPES and CLAIMED_BEFORE when the caller gives those values, and leaves empty when not;
+  spells out per call (``:ids_0, :ids_1, …``); ``{types}``, ``{claimed_before}`` and ``{flow}`` /
+  ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and FLOW / FLOW_PICK when
+  the caller gives those values, and leaves empty when not;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner then records its event rows with
   LOG_EVENTS in the same transaction. That transaction began IMMEDIATE (``write_transaction``): each
@@ -55,32 +56,30 @@ ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
 
 #: A type with a limit: its claims count running jobs or recent claims, so they must take turns (FLOW_LOCK).
 LIMITED = limited()
-#: A type under flow control: paused, or limited. Without one among a claim's types the claim is the plain
-#: walk of ix_jobs_claim_order it always was.
+#: A type under flow control: paused, or limited. The claim's plain walk of ix_jobs_claim_order takes
+#: nothing while one of its types is (the caller then sends CLAIM with FLOW).
 CONTROLLED = f"(paused OR {LIMITED})"
+_NONE_CONTROLLED = f"NOT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})"
 
 
-def _flow(held: bool) -> str:
-    """The CTEs that say what a claim may take of each type, when some type it asks for is under control.
+def _rooms(held: bool) -> str:
+    """The CTEs that say how many jobs of each type a claim may take now.
 
-    - ``controlled``: is any type of this claim paused or limited? (one look at the small type_settings)
     - ``queues``: the types with pending jobs, each found with one seek of ix_jobs_type_claim_order (a
       loose index scan), so a claim never walks past the pending jobs of a paused or full type;
-    - ``limits`` and ``flow``: each type's ``room``, how many of its jobs may be claimed now (0 when paused,
-      ``:limit`` when unlimited): the concurrency limit less its running jobs (a running job whose lease ran
-      out counts until it is reaped), the rate limit less the claims still inside the window (type_claims).
-      With ``held``, a limited type the caller did not lock (``:locked_types``, see FLOW_LOCK) gets room 0:
-      its limits were set after the caller last looked, and it is claimable again on its next look;
-    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit.
-    Every type without a type_settings row keeps room ``:limit``.
+    - ``limits``: per type, paused or not, and the room each limit leaves: the concurrency limit less its
+      running jobs (a running job whose lease ran out counts until it is reaped), the rate limit less the
+      claims still inside its window (type_claims). With ``held``, a limited type the caller did not
+      take its turn for (``:locked_types``, see FLOW_LOCK) is ``unheld``: its limits are newer than the
+      caller's copy of the settings, and it is claimable again once the caller has read them;
+    - ``running_keys``: the running jobs per concurrency key of each type with a per-key limit;
+    - ``rooms``: per type with room, how many jobs (at most ``:limit``; none when paused or unheld).
+    A type without a type_settings row has room ``:limit``.
     """
-    unheld = f"({limited('s')} AND q.type NOT IN (:locked_types))" if held else "0"
+    unheld = f"coalesce({limited('s')} AND q.type NOT IN (:locked_types), 0)" if held else "0"
     return f"""WITH RECURSIVE
-controlled(yes) AS (
-    SELECT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})),
 queues(type) AS (
     SELECT (SELECT min(type) FROM jobs INDEXED BY ix_jobs_type_claim_order WHERE status = 'pending' {{types}})
-     WHERE (SELECT yes FROM controlled)
     UNION ALL
     SELECT (SELECT min(type) FROM jobs INDEXED BY ix_jobs_type_claim_order
              WHERE status = 'pending' AND type > queues.type {{types}})
@@ -94,43 +93,38 @@ limits AS (
            END AS rate_room
       FROM queues q LEFT JOIN type_settings s ON s.type = q.type
      WHERE q.type IS NOT NULL),
-flow AS (
-    SELECT type, key_limit,
-           CASE WHEN paused OR unheld THEN 0
-                ELSE min(coalesce(concurrency_room, :limit), coalesce(rate_room, :limit), :limit) END AS room
-      FROM limits),
 running_keys AS (
+    -- CROSS JOIN: SQLite then joins in this order, seeking each type's running jobs; left to itself it
+    -- scanned every job in the index of types and statuses.
     SELECT r.type, r.concurrency_key, count(*) AS running
-      FROM flow f JOIN jobs r ON r.type = f.type AND r.status = 'running'
-     WHERE f.key_limit IS NOT NULL
-     GROUP BY r.type, r.concurrency_key)"""
+      FROM limits l CROSS JOIN jobs r
+     WHERE l.key_limit IS NOT NULL AND r.type = l.type AND r.status = 'running'
+     GROUP BY r.type, r.concurrency_key),
+rooms AS (
+    SELECT type, key_limit, room FROM (
+        SELECT type, key_limit, paused, unheld,
+               min(coalesce(concurrency_room, :limit), coalesce(rate_room, :limit), :limit) AS room
+          FROM limits)
+     WHERE NOT paused AND NOT unheld AND room > 0)"""
 
 
-#: A pending job ``p`` of flow row ``f`` that its concurrency key's limit does not hold back.
+#: A pending job ``p`` of a type with room (``f``) that its concurrency key's limit does not hold back.
 _KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
                  " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)")
 
-#: The claim: pick the next due jobs in claim order and mark them running, in one statement.
-#: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
-#: Without flow control among the claim's types (``controlled`` false) the pick is the plain walk: SQLite's
-#: planner, left to itself, walks an index on status and sorts every pending job on each claim (a claim
-#: at 1M pending took ~40x longer than at 1k), so the pick names its index. With flow control, each type's
-#: next jobs are taken with one seek per type (``by_type``), at most its room, skipping the jobs of keys at
-#: their limit; ``taken`` then drops the jobs beyond a key's remaining room and keeps the first :limit in
-#: claim order. The transaction began IMMEDIATE, so the counts it reads cannot change before the UPDATE
-#: commits: no other claim can run a job past a limit in between. The UPDATE re-checks the status
-#: itself, so a job can never be handed out twice.
-CLAIM = f"""
-{_flow(held=True)},
+#: The flow-controlled pick, CLAIM's ``{flow}``: ``by_type`` walks each type with room along
+#: ix_jobs_type_claim_order (one seek per type), passing over the jobs of keys at their limit; ``taken``
+#: keeps the first ``room`` of each type, drops those beyond their key's remaining room, and the first
+#: :limit of the rest in claim order.
+FLOW = f"""{_rooms(held=True)},
 by_type AS (
     SELECT j.id, j.type, j.concurrency_key, j.priority, j.fair_tag, f.room, f.key_limit,
            row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
-      FROM flow f JOIN jobs j ON j.id IN (
+      FROM rooms f JOIN jobs j ON j.id IN (
            SELECT p.id FROM jobs p INDEXED BY ix_jobs_type_claim_order
             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}
             ORDER BY p.priority DESC, p.fair_tag, p.id
-            LIMIT :limit)
-     WHERE f.room > 0),
+            LIMIT :limit)),
 taken AS (
     SELECT b.id FROM (
         SELECT b.*, coalesce(k.running, 0) AS key_running,
@@ -140,17 +134,32 @@ taken AS (
          WHERE b.nth_of_type <= b.room) b
      WHERE b.key_limit IS NULL OR b.nth_of_key <= b.key_limit - b.key_running
      ORDER BY b.priority DESC, b.fair_tag, b.id
-     LIMIT :limit)
+     LIMIT :limit)"""
+FLOW_PICK = "UNION ALL SELECT id FROM taken"
+
+#: The claim: pick the next due jobs in claim order and mark them running, in one statement.
+#: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
+#: SQLite's planner, left to itself, walks an index on status and sorts every pending job on each claim
+#: (a claim at 1M pending took ~40x longer than at 1k), so the pick names its index. The UPDATE re-checks
+#: the status itself, so a job can never be handed out twice.
+#:
+#: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (one look at
+#: the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
+#: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
+#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
+#: rather than too much. The transaction began IMMEDIATE, so the counts the statement reads cannot change
+#: before it commits: no other claim can run a job past a limit in between.
+CLAIM = f"""
+{{flow}}
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = :worker, claim_token = :token, claimed_at = :now,
        heartbeat_at = :now, lease_expires_at = :lease_until, updated_at = :now
  WHERE {status_in(_CLAIM.from_statuses)}
    AND id IN (SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
-                               WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled)
+                               WHERE {CLAIMABLE} AND {_NONE_CONTROLLED}
                                ORDER BY priority DESC, fair_tag, id
                                LIMIT :limit)
-              UNION ALL
-              SELECT id FROM taken)
+              {{flow_pick}})
 RETURNING {JOB_LIST}"""
 
 #: The limits of a claim's limited types (``{types}``: of those it may take), read in the claim's
@@ -213,25 +222,26 @@ LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, ac
 # --- the reads the operations decide by ---------------------------------------------------------------
 
 #: Is anything claimable? Asked by a waiting claim before it takes the write lock to claim. Under flow
-#: control, a job is claimable only where its type has room and its key too, so a waiting claim sleeps
-#: through a pause or a full limit instead of claiming nothing twice a second.
+#: control a job is claimable only where its type has room and its key too, so a waiting claim sleeps
+#: through a pause or a full limit instead of claiming nothing twice a second. (Always with the flow part:
+#: this read is not on a hot path, and it needs no copy of the settings to be right.)
 SOMETHING_DUE = f"""
-{_flow(held=False)}
-SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND NOT (SELECT yes FROM controlled))
-    OR EXISTS (SELECT 1 FROM flow f WHERE f.room > 0 AND EXISTS (
+{_rooms(held=False)}
+SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND {_NONE_CONTROLLED})
+    OR EXISTS (SELECT 1 FROM rooms f WHERE EXISTS (
            SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}))"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,
 #: and the first reason that held them (for queuelog_claims_limited_total).
 FLOW_REFUSALS = f"""
-{_flow(held=False)}
+{_rooms(held=False)}
 SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THEN 'concurrency'
                     WHEN l.rate_room <= 0 THEN 'rate' ELSE 'key_concurrency' END AS reason
-  FROM limits l JOIN flow f ON f.type = l.type
- WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (l.key_limit IS NOT NULL AND NOT EXISTS (
+  FROM limits l LEFT JOIN rooms f ON f.type = l.type
+ WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (f.type IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-             WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM})))
+             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM})))
    AND EXISTS (SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
                 WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now)
  ORDER BY l.type"""
