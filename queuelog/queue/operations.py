@@ -81,9 +81,7 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         wanted: tuple[str, ...] | None = tuple(types)
     else:
         wanted = caller.allowed_types
-    now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
-    log = event_row(CLAIM, caller.actor, now)
     controlled = flow.controlled()
     flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
@@ -91,6 +89,10 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
         # before it did; the statement gives a limited type it did not lock no room.
         held = sql.lock_flow(conn, to_lock) if to_lock else []
+        # The time is read once the claim holds its turn (SQLite: the write lock; limited types: FLOW_LOCK),
+        # so claims that take turns are also timed in that order, which a rate limit's window relies on.
+        now = utcnow()
+        log = event_row(CLAIM, caller.actor, now)
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
                          token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
                          locked_types=[row.type for row in held], log=log)

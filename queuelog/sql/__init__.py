@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
 from .runner import execute_plain, insert_jobs, rowcount, run, scalar
 from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, Refusal
+
+#: How long after its window a rate-limited claim is kept (see record_claims).
+FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "Refusal", "cancel", "claim",
            "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job", "jobs_by_key",
@@ -52,8 +55,12 @@ def lock_flow(conn: Connection, types: Sequence[str] | None) -> list[FlowRow]:
 
 def record_claims(conn: Connection, job_type: str, jobs: int, now: datetime, expires_at: datetime) -> None:
     """RECORD_CLAIMS and FORGET_CLAIMS: ``jobs`` claims of a rate-limited type counted until ``expires_at``;
-    the type's claims whose window has passed are deleted."""
-    rowcount(conn, "FORGET_CLAIMS", {"type": job_type, "now": now})
+    the type's claims whose window ended more than FORGET_AFTER ago are deleted.
+
+    Not those whose window has just ended: another server's clock may be a little behind this one's, and
+    its next claim must still count them.
+    """
+    rowcount(conn, "FORGET_CLAIMS", {"type": job_type, "now": now - FORGET_AFTER})
     rowcount(conn, "RECORD_CLAIMS", {"type": job_type, "jobs": jobs, "expires_at": expires_at})
 
 

@@ -1,0 +1,140 @@
+"""Claim latency of two checkouts of queuelog on the same data, measured in turns.
+
+    .venv/bin/python -m bench.claim_compare --before /path/to/main --after . [--dialect postgresql --pg-url URL]
+
+Each checkout runs in its own child process (its own ``PYTHONPATH``), on its own database migrated by its
+own code and filled with the same pending jobs (``--pending``, one type, one priority, like the
+benchmark's fill). The parent then asks the two children for ``--claims`` single claims at a time, in
+turns (who goes first alternates), ``--rounds`` times; each claimed job is completed outside the timing.
+Timed is ``queue.claim`` in the child: the claim's own cost, without HTTP around it. Prints p50 / p90 per
+checkout and the ratio of their medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, make_url, text
+
+_FILL = {
+    "postgresql": """
+        INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,
+                          run_at, created_at, updated_at)
+        SELECT 'email', '{}', 0, 'pending', 0, 3, 0, now() AT TIME ZONE 'utc' - interval '1 minute',
+               now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc'
+        FROM generate_series(1, :total)""",
+    "sqlite": """
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :total)
+        INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,
+                          run_at, created_at, updated_at)
+        SELECT 'email', '{}', 0, 'pending', 0, 3, 0, datetime('now', '-1 minute'), datetime('now'),
+               datetime('now')
+        FROM n""",
+}
+
+
+def child(database_url: str, pending: int) -> None:
+    """Serve "claim N" lines on stdin with a JSON list of N claim latencies (ms) on stdout."""
+    import queuelog
+    from queuelog import create_app, queue
+    from queuelog.keys import authenticate, create_key
+
+    print(f"[claim_compare] measuring {queuelog.__file__} on {make_url(database_url).get_backend_name()}",
+          file=sys.stderr, flush=True)
+    app = create_app({"DATABASE_URL": database_url, "JOB_TYPES": ["email"], "SECRET_KEY": "compare",
+                      "LOG_FORMAT": "text"})
+    import logging
+
+    logging.disable(logging.INFO)
+    with app.app_context():
+        from queuelog.extensions import db
+
+        with db.engine.begin() as conn:
+            conn.execute(text(_FILL[db.engine.dialect.name]), {"total": pending})
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE")
+        caller = authenticate(create_key("compare-worker", "worker"))
+        print("ready", flush=True)
+        for line in sys.stdin:
+            count = int(line.split()[1])
+            latencies = []
+            for _ in range(count):
+                started = time.perf_counter()
+                [job] = queue.claim(caller)
+                latencies.append((time.perf_counter() - started) * 1000)
+                queue.complete(caller, job.id, job.claim_token)
+            print(json.dumps(latencies), flush=True)
+
+
+def _database(dialect: str, pg_url: str | None, name: str, directory: Path) -> str:
+    if dialect == "sqlite":
+        return f"sqlite:///{directory / (name + '.db')}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="checkout measured as the baseline")
+    parser.add_argument("--after", required=True, help="checkout measured against it")
+    parser.add_argument("--dialect", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--pg-url", help="a PostgreSQL server URL (databases are created on it)")
+    parser.add_argument("--pending", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--claims", type=int, default=50)
+    args = parser.parse_args()
+    if args.dialect == "postgresql" and not args.pg_url:
+        parser.error("--pg-url is needed for postgresql")
+
+    with tempfile.TemporaryDirectory() as directory:
+        children = {}
+        for label, checkout in (("before", args.before), ("after", args.after)):
+            url = _database(args.dialect, args.pg_url, f"claim_compare_{label}", Path(directory))
+            env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
+            # This file runs as a script in the child, so that ``queuelog`` is the checkout's (PYTHONPATH).
+            children[label] = subprocess.Popen(
+                [sys.executable, __file__, "--child", url, str(args.pending)], cwd=str(Path(checkout).resolve()),
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for label, process in children.items():
+            line = process.stdout.readline().strip()
+            if line != "ready":
+                raise SystemExit(f"{label} did not start: {line!r}")
+        samples: dict[str, list[float]] = {"before": [], "after": []}
+        order = ["before", "after"]
+        for _ in range(args.rounds):
+            for label in order:
+                process = children[label]
+                process.stdin.write(f"claim {args.claims}\n")
+                process.stdin.flush()
+                samples[label].extend(json.loads(process.stdout.readline()))
+            order.reverse()
+        for process in children.values():
+            process.stdin.close()
+            process.wait(timeout=60)
+
+    print(f"{args.dialect}, {args.pending:,} pending, {args.rounds} rounds of {args.claims} claims each, in turns")
+    for label in ("before", "after"):
+        values = sorted(samples[label])
+        p50 = statistics.median(values)
+        p90 = values[int(len(values) * 0.9)]
+        print(f"  {label:6} p50 {p50:.3f} ms  p90 {p90:.3f} ms  ({len(values)} claims)")
+    ratio = statistics.median(samples["after"]) / statistics.median(samples["before"])
+    print(f"  after / before (p50): {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()
