@@ -119,5 +119,5 @@ def test_the_claim_index_is_partial_and_in_claim_order(empty_database_url):
         sql = "SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'ix_jobs_claim_order'"
     [row] = read_rows(empty_database_url, sql)
     definition = " ".join(row.definition.replace('"', "").split()).lower()
-    assert "(priority desc, id)" in definition
+    assert "(priority desc, fair_tag, id)" in definition
     assert "where" in definition and "status" in definition and "'pending'" in definition

@@ -1,0 +1,125 @@
+"""Flow control and fair turns keep the claim an index walk, never a scan of the pending jobs.
+
+The statements checked are the ones the app really sends (captured while ``queue.claim`` or
+``queue.enqueue`` runs), explained after fresh statistics on 100,000 pending jobs of four types
+(QUEUELOG_FLOW_PLAN_PENDING sets another number, e.g. 1000000 for a look at a deep queue):
+
+- the plain claim (no type under flow control) walks ix_jobs_claim_order in (priority, turn, id) order;
+- the flow-controlled claim walks each type along ix_jobs_type_claim_order, one seek per type;
+- enqueue finds a key's next turn with seeks, not by reading the key's pending jobs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+from sqlalchemy import text
+
+from queuelog import queue
+from queuelog.database.engine import dialect_name
+from queuelog.extensions import db
+from queuelog.keys import authenticate
+from queuelog.queue import flow
+from queuelog.sql import runner
+from tests.test_scale_claim_plan import _FILL
+
+PENDING = int(os.environ.get("QUEUELOG_FLOW_PLAN_PENDING", "100000"))
+FINISHED = PENDING // 5
+
+
+@pytest.fixture
+def deep_queue(app):
+    """PENDING pending and FINISHED completed jobs of four types, with statistics gathered."""
+    flow.forget_cached()
+    with db.engine.begin() as conn:
+        conn.execute(text(_FILL[dialect_name()]), {"total": PENDING + FINISHED, "finished": FINISHED})
+        # Tenants on the jobs of one type, so the per-key indexes hold many keys.
+        conn.execute(text("UPDATE jobs SET concurrency_key = 'tenant-' || CAST(id % 50 AS TEXT) WHERE type = 'email'"))
+        conn.exec_driver_sql("ANALYZE")
+    yield
+    flow.forget_cached()
+
+
+def _captured(run, marker: str) -> tuple[str, object, float]:
+    """Run ``run()``; the statement it sent that holds ``marker``, its parameters, and how long it took."""
+    seen = []
+    send, on_driver = runner.send, runner.on_driver
+
+    def capture_send(conn, sql, params, *rest):
+        if marker in sql:
+            seen.append((sql, params))
+        return send(conn, sql, params, *rest)
+
+    def capture_read(conn, sql, params, work):
+        if marker in sql:
+            seen.append((sql, params))
+        return on_driver(conn, sql, params, work)
+
+    runner.send, runner.on_driver = capture_send, capture_read
+    try:
+        started = time.perf_counter()
+        run()
+        took = time.perf_counter() - started
+    finally:
+        runner.send, runner.on_driver = send, on_driver
+    assert seen, f"no statement with {marker!r} was sent"
+    return seen[0][0], seen[0][1], took
+
+
+def _plan(statement: str, parameters) -> str:
+    explain = "EXPLAIN " if dialect_name() == "postgresql" else "EXPLAIN QUERY PLAN "
+    with db.engine.connect() as conn:
+        rows = conn.exec_driver_sql(explain + statement, parameters).all()
+    return "\n".join(str(row[-1]) for row in rows)
+
+
+def _scans_of_jobs(plan: str) -> list[str]:
+    """Lines of the plan that read jobs other than by seeking an index (or walking the claim order)."""
+    if dialect_name() == "postgresql":
+        return [line for line in plan.splitlines()
+                if re.search(r"(Seq Scan|Bitmap Heap Scan) on jobs", line)]
+    return [line for line in plan.splitlines()
+            if re.match(r"\s*SCAN (jobs|j|p|r)\b", line) and "ix_jobs_claim_order" not in line]
+
+
+def _claim_plan(make_key, types=None) -> str:
+    caller = authenticate(make_key("worker", "plan-worker"))
+    statement, parameters, took = _captured(lambda: queue.claim(caller, types=types), "UPDATE jobs")
+    plan = _plan(statement, parameters)
+    print(f"\n[flow plan, {dialect_name()}, {PENDING:,} pending, types={types}] claim took "
+          f"{took * 1000:.1f} ms\n{plan}")
+    return plan
+
+
+def test_the_plain_claim_walks_the_claim_order_index_without_sorting(deep_queue, make_key):
+    plan = _claim_plan(make_key)
+    assert "ix_jobs_claim_order" in plan
+    assert "Sort" not in plan and "TEMP B-TREE" not in plan
+    assert _scans_of_jobs(plan) == []
+
+
+@pytest.mark.parametrize("types", [None, ["email"]])
+def test_a_flow_controlled_claim_seeks_each_types_queue(deep_queue, make_key, types):
+    flow.update_type("email", {"concurrency_limit": 1000, "key_concurrency_limit": 5}, "test")
+    flow.update_type("report", {"paused": True}, "test")
+    flow.update_type("noop", {"rate_limit": flow.RateLimit(1000, 60)}, "test")
+    plan = _claim_plan(make_key, types)
+    assert "ix_jobs_type_claim_order" in plan
+    assert _scans_of_jobs(plan) == []
+    if dialect_name() == "postgresql":
+        # Each type's jobs are read along the index in claim order, never gathered and sorted.
+        assert re.search(r"Index Scan using ix_jobs_type_claim_order on jobs p\b", plan)
+    else:
+        assert re.search(r"SEARCH p USING INDEX ix_jobs_type_claim_order \(type=\?\)", plan)
+
+
+def test_enqueue_finds_a_keys_next_turn_with_seeks(deep_queue, make_key):
+    producer = authenticate(make_key("producer", "plan-producer"))
+    job = queue.NewJob(type="email", payload={}, concurrency_key="tenant-7")
+    statement, parameters, took = _captured(lambda: queue.enqueue(producer, [job]), "fair_tag")
+    plan = _plan(statement, parameters)
+    print(f"\n[fair turns plan, {dialect_name()}, {PENDING:,} pending] enqueue took {took * 1000:.1f} ms\n{plan}")
+    assert "ix_jobs_type_key_turns" in plan
+    assert _scans_of_jobs(plan) == []
