@@ -41,7 +41,10 @@ _FILL = {
 
 
 def child(database_url: str, pending: int) -> None:
-    """Serve "claim N" lines on stdin with a JSON list of N claim latencies (ms) on stdout."""
+    """Serve "claim N" lines on stdin with a JSON list of N claim latencies (ms) on stdout.
+
+    ``pending`` 0: the database is already filled (``--reuse``).
+    """
     import queuelog
     from queuelog import create_app, queue
     from queuelog.keys import authenticate, create_key
@@ -56,11 +59,12 @@ def child(database_url: str, pending: int) -> None:
     with app.app_context():
         from queuelog.extensions import db
 
-        with db.engine.begin() as conn:
-            conn.execute(text(_FILL[db.engine.dialect.name]), {"total": pending})
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("ANALYZE")
-        caller = authenticate(create_key("compare-worker", "worker"))
+        if pending:
+            with db.engine.begin() as conn:
+                conn.execute(text(_FILL[db.engine.dialect.name]), {"total": pending})
+            with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("ANALYZE")
+        caller = authenticate(create_key(f"compare-worker-{time.time_ns()}", "worker"))
         print("ready", flush=True)
         for line in sys.stdin:
             count = int(line.split()[1])
@@ -73,14 +77,15 @@ def child(database_url: str, pending: int) -> None:
             print(json.dumps(latencies), flush=True)
 
 
-def _database(dialect: str, pg_url: str | None, name: str, directory: Path) -> str:
+def _database(dialect: str, pg_url: str | None, name: str, directory: Path, reuse: bool) -> str:
     if dialect == "sqlite":
         return f"sqlite:///{directory / (name + '.db')}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
+    if not reuse:
+        admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
     return make_url(pg_url).set(database=name).render_as_string(hide_password=False)
 
 
@@ -93,18 +98,23 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--claims", type=int, default=50)
+    parser.add_argument("--reuse", action="store_true",
+                        help="PostgreSQL: measure on the databases a previous run filled (each has fewer pending)")
     args = parser.parse_args()
     if args.dialect == "postgresql" and not args.pg_url:
         parser.error("--pg-url is needed for postgresql")
+    if args.reuse and args.dialect != "postgresql":
+        parser.error("--reuse works with postgresql only (SQLite files are temporary)")
 
     with tempfile.TemporaryDirectory() as directory:
         children = {}
         for label, checkout in (("before", args.before), ("after", args.after)):
-            url = _database(args.dialect, args.pg_url, f"claim_compare_{label}", Path(directory))
+            url = _database(args.dialect, args.pg_url, f"claim_compare_{label}", Path(directory), args.reuse)
             env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
             # This file runs as a script in the child, so that ``queuelog`` is the checkout's (PYTHONPATH).
             children[label] = subprocess.Popen(
-                [sys.executable, __file__, "--child", url, str(args.pending)], cwd=str(Path(checkout).resolve()),
+                [sys.executable, __file__, "--child", url, str(0 if args.reuse else args.pending)],
+                cwd=str(Path(checkout).resolve()),
                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for label, process in children.items():
             line = process.stdout.readline().strip()
