@@ -28,10 +28,10 @@ TYPES = "AND type = ANY(%(types)s)"
 #: The holding worker's guard: running, held by this worker key, under the claim it was given.
 HELD_BY = f"{status_in(HELD)} AND worker_id = %(worker)s AND claim_token = %(token)s"
 
-#: What a move out of running writes (a heartbeat too, which stays running): its status, the time, what
-#: becomes of the worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move
-#: sets (values.Leave). Every column it does not write keeps its value.
-LEAVE_RUNNING = "status = %(status)s, updated_at = %(now)s, {claim}{parts}"
+#: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
+#: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
+#: (values.Leave). Every column it does not write keeps its value.
+LEAVE_RUNNING = "updated_at = %(now)s, {claim}{parts}"
 #: A heartbeat: the claim stands, its lease is renewed.
 CLAIM_KEPT = "heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s"
 #: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
@@ -40,6 +40,7 @@ CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
 CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
                  " heartbeat_at = NULL")
 LEAVE_PARTS = {
+    "status": "status = %(status)s",
     "spends_retry": "retry_count = retry_count + 1",
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = %(run_at)s",

@@ -85,9 +85,11 @@ class Leave(NamedTuple):
     result: str | None = None             # JSON text
 
     def parts(self) -> tuple[str, ...]:
-        """The names of the LEAVE_PARTS this move writes besides its status and the claim, in their order."""
-        written = (("spends_retry", self.spends_retry), ("stalled", self.stalled),
-                   ("run_at", self.run_at is not None), ("error", self.sets_error), ("completes", self.completes))
+        """The names of the LEAVE_PARTS this move writes besides the time and the claim, in their order."""
+        # A heartbeat leaves the status as it is: not writing it spares every index on status an update.
+        written = (("status", self.status is not JobStatus.RUNNING), ("spends_retry", self.spends_retry),
+                   ("stalled", self.stalled), ("run_at", self.run_at is not None), ("error", self.sets_error),
+                   ("completes", self.completes))
         return tuple(name for name, writes in written if writes)
 
     def params(self) -> dict:
