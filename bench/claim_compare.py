@@ -1,13 +1,15 @@
-"""Claim latency of two checkouts of queuelog on the same data, measured in turns.
+"""Claim (or enqueue) latency of two checkouts of queuelog on the same data, measured in turns.
 
     .venv/bin/python -m bench.claim_compare --before /path/to/main --after . [--dialect postgresql --pg-url URL]
+        [--measure enqueue]
 
 Each checkout runs in its own child process (its own ``PYTHONPATH``), on its own database migrated by its
 own code and filled with the same pending jobs (``--pending``, one type, one priority, like the
 benchmark's fill). The parent then asks the two children for ``--claims`` single claims at a time, in
 turns (who goes first alternates), ``--rounds`` times; each claimed job is completed outside the timing.
-Timed is ``queue.claim`` in the child: the claim's own cost, without HTTP around it. Prints p50 / p90 per
-checkout and the ratio of their medians.
+Timed is ``queue.claim`` in the child: the claim's own cost, without HTTP around it. With ``--measure
+enqueue``, single ``queue.enqueue`` calls of one job are timed instead. Prints p50 / p90 per checkout and
+the ratio of their medians.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ _FILL = {
 
 
 def child(database_url: str, pending: int) -> None:
-    """Serve "claim N" lines on stdin with a JSON list of N claim latencies (ms) on stdout.
+    """Serve "claim N" / "enqueue N" lines on stdin with a JSON list of N latencies (ms) on stdout.
 
     ``pending`` 0: the database is already filled (``--reuse``).
     """
@@ -65,15 +67,20 @@ def child(database_url: str, pending: int) -> None:
             with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.exec_driver_sql("ANALYZE")
         caller = authenticate(create_key(f"compare-worker-{time.time_ns()}", "worker"))
+        producer = authenticate(create_key(f"compare-producer-{time.time_ns()}", "producer"))
         print("ready", flush=True)
         for line in sys.stdin:
-            count = int(line.split()[1])
+            what, count = line.split()
             latencies = []
-            for _ in range(count):
+            for _ in range(int(count)):
                 started = time.perf_counter()
-                [job] = queue.claim(caller)
-                latencies.append((time.perf_counter() - started) * 1000)
-                queue.complete(caller, job.id, job.claim_token)
+                if what == "enqueue":
+                    queue.enqueue(producer, [queue.NewJob(type="email", payload={})])
+                    latencies.append((time.perf_counter() - started) * 1000)
+                else:
+                    [job] = queue.claim(caller)
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    queue.complete(caller, job.id, job.claim_token)
             print(json.dumps(latencies), flush=True)
 
 
@@ -97,7 +104,8 @@ def main() -> None:
     parser.add_argument("--pg-url", help="a PostgreSQL server URL (databases are created on it)")
     parser.add_argument("--pending", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--claims", type=int, default=50)
+    parser.add_argument("--claims", type=int, default=50, help="calls per turn")
+    parser.add_argument("--measure", choices=("claim", "enqueue"), default="claim")
     parser.add_argument("--reuse", action="store_true",
                         help="PostgreSQL: measure on the databases a previous run filled (each has fewer pending)")
     args = parser.parse_args()
@@ -125,7 +133,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for label in order:
                 process = children[label]
-                process.stdin.write(f"claim {args.claims}\n")
+                process.stdin.write(f"{args.measure} {args.claims}\n")
                 process.stdin.flush()
                 samples[label].extend(json.loads(process.stdout.readline()))
             order.reverse()
@@ -133,12 +141,13 @@ def main() -> None:
             process.stdin.close()
             process.wait(timeout=60)
 
-    print(f"{args.dialect}, {args.pending:,} pending, {args.rounds} rounds of {args.claims} claims each, in turns")
+    print(f"{args.measure}, {args.dialect}, {args.pending:,} pending, {args.rounds} rounds of {args.claims} "
+          "calls each, in turns")
     for label in ("before", "after"):
         values = sorted(samples[label])
         p50 = statistics.median(values)
         p90 = values[int(len(values) * 0.9)]
-        print(f"  {label:6} p50 {p50:.3f} ms  p90 {p90:.3f} ms  ({len(values)} claims)")
+        print(f"  {label:6} p50 {p50:.3f} ms  p90 {p90:.3f} ms  ({len(values)} calls)")
     ratio = statistics.median(samples["after"]) / statistics.median(samples["before"])
     print(f"  after / before (p50): {ratio:.3f}")
 

@@ -75,7 +75,7 @@ class Job(db.Model):
     # shows null). Stored as '' rather than NULL so that one equality finds a group in the indexes below.
     concurrency_key: Mapped[str] = mapped_column(String(200), default="", server_default=text("''"))
     # The job's turn among the jobs of its priority: claims go by priority, then fair_tag, then id. Set at
-    # enqueue so that concurrency keys take turns (queue/enqueueing.py says how); unchanged afterwards.
+    # enqueue so that concurrency keys take turns (queue/enqueueing.py says how); never changed afterwards.
     fair_tag: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
 
     __table_args__ = (
@@ -102,16 +102,11 @@ class Job(db.Model):
             sqlite_where=text("status = 'pending'"),
             postgresql_where=text("status = 'pending'"),
         ),
-        # One concurrency key's pending jobs of a type and priority, by turn: enqueue reads its last turn.
-        Index(
-            "ix_jobs_type_key_turns",
-            "type",
-            "concurrency_key",
-            "priority",
-            "fair_tag",
-            sqlite_where=text("status = 'pending'"),
-            postgresql_where=text("status = 'pending'"),
-        ),
+        # Every job of one concurrency key and priority, by turn: enqueue reads the key's last turn. Not
+        # partial: a key's turns only ever grow, so jobs without a key (one group) keep the order they were
+        # enqueued in even when a finished one comes back (retry). None of its columns ever changes, so
+        # SQLite leaves it alone when a job moves.
+        Index("ix_jobs_key_turns", "concurrency_key", "priority", "fair_tag"),
         # The reaper looks only at running jobs, by lease end.
         Index(
             "ix_jobs_running_lease",

@@ -1,12 +1,13 @@
 """Enqueue: new jobs, all-or-nothing, and the idempotency keys that make a repeated request safe.
 
 Each new job also gets its turn (``fair_tag``): claims go by priority, then turn, then id, so that
-concurrency keys take turns. A job's turn follows the last pending job of its key (same type and priority);
-a key with nothing pending joins at the head of the queue. So a tenant enqueueing 10 jobs behind another's
-100,000 gets turns 0-9 next to the big tenant's 0-99,999: its first job is claimed within one round of the
-keys that are waiting, not after the 100,000. Jobs without a key are one group like any key. Start-time
-fair queuing, with the queue's head as its virtual time, read from the indexes (FAIR_TAGS), not kept in a
-row every enqueue would have to lock.
+concurrency keys take turns. A job's turn follows its key's last turn at its priority, and is never before
+the head of its type's queue (the turn of its first pending job): a key with nothing waiting joins at the
+head. So a tenant enqueueing 10 jobs behind another's 100,000 gets turns next to the big tenant's first
+ones: its first job is claimed within one round of the keys that are waiting, not after the 100,000. Jobs
+without a key are one group like any key, across types, so without keys the claim order is the order of
+enqueueing, as it always was. Start-time fair queuing with the queue's head as its virtual time, read from
+the indexes (FAIR_TAGS), not kept in a row every enqueue would have to lock.
 """
 from __future__ import annotations
 
@@ -167,19 +168,23 @@ def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, Jo
 
 
 def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
-    """The rows with their fair_tag: the n-th new job of a (type, key, priority) takes that group's next turn + n."""
+    """The rows with their fair_tag: each takes its key's next turn at its priority, in the order of the rows,
+    never before the head of its type's queue (FAIR_TAGS says where each (type, key, priority) may start)."""
     if not rows:
         return rows
     groups: dict[tuple[str, str, int], int] = {}
     for row in rows:
         groups.setdefault((row.type, row.concurrency_key, row.priority), len(groups))
     starts = sql.fair_tags(conn, list(groups))
-    taken = [0] * len(groups)
+    last: dict[tuple[str, int], int] = {}   # the turn a key last took in this batch, by (key, priority)
     turned = []
     for row in rows:
-        group = groups[(row.type, row.concurrency_key, row.priority)]
-        turned.append(row._replace(fair_tag=starts[group] + taken[group]))
-        taken[group] += 1
+        key = (row.concurrency_key, row.priority)
+        tag = starts[groups[(row.type, row.concurrency_key, row.priority)]]
+        if key in last:
+            tag = max(tag, last[key] + 1)
+        last[key] = tag
+        turned.append(row._replace(fair_tag=tag))
     return turned
 
 

@@ -62,12 +62,11 @@ def upgrade():
                     sqlite_where=PENDING, postgresql_where=PENDING)
     op.create_index('ix_jobs_type_claim_order', 'jobs', ['type', sa.text('priority DESC'), 'fair_tag', 'id'],
                     unique=False, sqlite_where=PENDING, postgresql_where=PENDING)
-    op.create_index('ix_jobs_type_key_turns', 'jobs', ['type', 'concurrency_key', 'priority', 'fair_tag'],
-                    unique=False, sqlite_where=PENDING, postgresql_where=PENDING)
+    op.create_index('ix_jobs_key_turns', 'jobs', ['concurrency_key', 'priority', 'fair_tag'], unique=False)
 
 
 def downgrade():
-    op.drop_index('ix_jobs_type_key_turns', table_name='jobs')
+    op.drop_index('ix_jobs_key_turns', table_name='jobs')
     op.drop_index('ix_jobs_type_claim_order', table_name='jobs')
     op.drop_index('ix_jobs_claim_order', table_name='jobs')
     op.create_index('ix_jobs_claim_order', 'jobs', [sa.text('priority DESC'), 'id'], unique=False,
