@@ -98,7 +98,7 @@ def why_not_retried(job, history) -> FailureReason | None:
         return FailureReason(NotRetried.RETRIES_SPENT,
                              f"All {spent.allowed} run{'s' if spent.allowed != 1 else ''} it was allowed "
                              f"(max_retries {job.max_retries}) failed.")
+    left = job.max_retries - job.retry_count
     return FailureReason(NotRetried.NOT_RETRYABLE,
-                         f"Its worker failed run {spent} as permanent (not retryable), "
-                         f"with {job.max_retries - job.retry_count} "
-                         f"retr{'ies' if job.max_retries - job.retry_count != 1 else 'y'} left unused.")
+                         f"Its worker reported run {spent} as a permanent failure, so the {left} "
+                         f"retr{'y' if left == 1 else 'ies'} left {'was' if left == 1 else 'were'} not used.")
