@@ -9,7 +9,7 @@ from flask import Flask, current_app
 from . import keys, queue, users
 from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
-from .models import Role
+from .models import Role, UserRole
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
 
@@ -60,29 +60,31 @@ def revoke_key_command(name):
     click.echo(f"revoked {name}")
 
 
-users_group = click.Group("users", help="Admin users of the web pages.")
+users_group = click.Group("users", help="Users of the web pages: admins, and viewers who may look but not act.")
 
 
 @users_group.command("create")
 @click.argument("username")
 @click.option("--password-stdin", is_flag=True, required=True,
               help="Read the password from standard input (never from the command line).")
-def create_user_command(username, password_stdin):
-    """Create an admin user; the password is read from stdin."""
+@click.option("--role", type=click.Choice([role.value for role in UserRole]), default=UserRole.ADMIN.value,
+              show_default=True, help="admin: sees and acts; viewer: sees every page, changes nothing.")
+def create_user_command(username, password_stdin, role):
+    """Create a user of the pages (an admin unless --role viewer); the password is read from stdin."""
     password = sys.stdin.readline().rstrip("\r\n")
     try:
-        users.create_user(username, password)
+        users.create_user(username, password, role)
     except QueueError as error:
         _fail(error)
-    click.echo(f"created admin {username}")
+    click.echo(f"created {role} {username}")
 
 
 @users_group.command("list")
 def list_users_command():
-    """List admins: a header row, then username, created, live sessions, recent failed sign-ins."""
-    click.echo("\t".join(["username", "created", "sessions", "failed_sign_ins"]))
+    """List users: a header row, then username, role, created, live sessions, recent failed sign-ins."""
+    click.echo("\t".join(["username", "role", "created", "sessions", "failed_sign_ins"]))
     for user in users.list_users():
-        click.echo("\t".join([user.username, rfc3339(user.created_at), str(user.sessions),
+        click.echo("\t".join([user.username, user.role, rfc3339(user.created_at), str(user.sessions),
                                str(user.failed_sign_ins)]))
 
 
@@ -91,7 +93,7 @@ def list_users_command():
 @click.option("--password-stdin", is_flag=True, required=True,
               help="Read the new password from standard input (never from the command line).")
 def set_password_command(username, password_stdin):
-    """Give an admin a new password (read from stdin); every session of that admin ends."""
+    """Give a user a new password (read from stdin); every session of that admin ends."""
     password = sys.stdin.readline().rstrip("\r\n")
     try:
         ended = users.set_password(username, password)

@@ -44,6 +44,13 @@ class Role(enum.StrEnum):
     ADMIN = "admin"
 
 
+class UserRole(enum.StrEnum):
+    """What a person signed in to the pages may do: an admin looks and acts, a viewer only looks."""
+
+    ADMIN = "admin"
+    VIEWER = "viewer"
+
+
 class Job(db.Model):
     __tablename__ = "jobs"
 
@@ -141,7 +148,7 @@ class ApiKey(db.Model):
 
 
 class User(db.Model):
-    """An admin who signs in to the web pages."""
+    """A person who signs in to the web pages: an admin, or a viewer who may look but not act."""
 
     __tablename__ = "users"
 
@@ -149,6 +156,9 @@ class User(db.Model):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Users made before roles existed were all admins, so the column's default keeps them admins.
+    role: Mapped[str] = mapped_column(String(16), default=UserRole.ADMIN.value,
+                                      server_default=text(f"'{UserRole.ADMIN.value}'"))
 
     # Flask-Login's protocol, kept here rather than inheriting UserMixin's extras.
     is_active = True

@@ -136,15 +136,15 @@ def test_users_list_prints_a_header_and_one_row_per_user(runner):
     result = runner.invoke(args=["users", "list"])
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
-    assert header.split("\t") == ["username", "created", "sessions", "failed_sign_ins"]
+    assert header.split("\t") == ["username", "role", "created", "sessions", "failed_sign_ins"]
     assert [row.split("\t")[0] for row in rows] == ["night-owl", "ops"]
-    assert all(re.fullmatch(r"[^\t]+\t\d{4}-\d\d-\d\dT[^\t]+Z\t0\t0", row) for row in rows), rows
+    assert all(re.fullmatch(r"[^\t]+\tadmin\t\d{4}-\d\d-\d\dT[^\t]+Z\t0\t0", row) for row in rows), rows
 
 
 def test_users_list_with_no_users_prints_only_the_header(runner):
     result = runner.invoke(args=["users", "list"])
     assert result.exit_code == 0
-    assert result.stdout == "username\tcreated\tsessions\tfailed_sign_ins\n"
+    assert result.stdout == "username\trole\tcreated\tsessions\tfailed_sign_ins\n"
 
 
 def test_users_delete_removes_the_user(runner, app):
