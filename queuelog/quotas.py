@@ -12,7 +12,8 @@ before it committed. Keys without a quota skip every statement here.
 
 - The rate is a sliding window, exact to the microsecond: the ledger (``enqueue_ledger``) keeps one row
   per enqueue with the key's running total of jobs, so the jobs in the window are two index seeks away,
-  however many enqueues it holds. Rows that left the window are deleted by the key's next enqueue.
+  however many enqueues it holds. Rows that left the window are deleted once a window's worth of them
+  has gathered, so the ledger holds under two windows of a key's enqueues.
 - Pending counts every pending job of the key, scheduled ones (``run_at`` in the future) included: they
   wait in the queue like any other, and a limit they escaped would not limit the backlog. Only this
   key's own enqueues are refused; an admin's retry or a worker's requeue may still take it past M.
@@ -24,14 +25,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, insert, literal_column, select, text
 from sqlalchemy.engine import Connection
 
+from . import sql
 from .clock import utcnow
 from .errors import QueueError
-from .models import EnqueueLedger, Job, Role
-from .sql.values import status_in
-from .states import JobStatus
+from .models import Role
 
 #: The longest rate window: a day. Longer windows are budgets, not rates.
 MAX_WINDOW_SECONDS = 86_400
@@ -45,12 +44,6 @@ PENDING_RETRY_AFTER_SECONDS = 5
 _TURN_NAMESPACE = 0x716C7174
 
 _RATE_TEXT = re.compile(r"^\s*([0-9]{1,12})\s*/\s*([0-9]{1,12})\s*$")
-
-ledger = EnqueueLedger.__table__
-jobs = Job.__table__
-# Spelled out, not a bound value: SQLite uses the partial index ix_jobs_pending_producer only for a WHERE
-# that says what the index's WHERE says.
-_PENDING = text(status_in({JobStatus.PENDING}))
 
 
 @dataclass(frozen=True)
@@ -133,11 +126,13 @@ def parse(role: str, enqueue_rate: str | None, max_pending: str | int | None) ->
 
 
 # --- the check, inside the enqueue's transaction -------------------------------------------------------
+# The statements are QUOTA_* in queuelog/sql, sent on the driver like every statement of the enqueue: built
+# with SQLAlchemy Core they cost more than the rest of the enqueue.
 
 def take_turn(conn: Connection, key_id: int) -> None:
     """Make this transaction the key's only enqueue until it ends (PostgreSQL; SQLite's write lock does it)."""
     if conn.dialect.name == "postgresql":
-        conn.execute(select(func.pg_advisory_xact_lock(_TURN_NAMESPACE, key_id)))
+        sql.quota_turn(conn, _TURN_NAMESPACE, key_id)
 
 
 def admit(conn: Connection, key_id: int, key_name: str, quota: Quota, count: int) -> None:
@@ -146,66 +141,33 @@ def admit(conn: Connection, key_id: int, key_name: str, quota: Quota, count: int
     Runs in the enqueue's transaction after :func:`take_turn`, so what it reads stays true until commit.
     """
     now = utcnow()
-    window = _window(conn, key_id, quota, now)
-    if quota.rate_limit is not None:
-        _check_rate(conn, key_id, key_name, quota, window, count, now)
+    rated = quota.rate_limit is not None
+    window = timedelta(seconds=quota.rate_seconds or 0)
+    state = sql.quota_state(conn, key_id, now - window, quota.max_pending or 0)
+    newest_total = state.newest_total or 0
+    if rated:
+        used = 0 if state.before is None else newest_total - state.before
+        _check_rate(conn, key_id, key_name, quota, newest_total, used, count, now)
     if quota.max_pending is not None:
-        _check_pending(key_name, quota.max_pending, window.pending, count)
-    if quota.rate_limit is not None:
-        # Never earlier than the newest row: the window's arithmetic needs times in ledger order, and
-        # another server's clock may be a little behind.
-        at = max(now, window.newest_at) if window.newest_at is not None else now
-        conn.execute(insert(ledger).values(key_id=key_id, at=at, jobs=count,
-                                           running_total=window.newest_total + count))
-
-
-@dataclass(frozen=True)
-class _Window:
-    newest_total: int              # the key's running total at its newest ledger row (0: none in the window)
-    newest_at: datetime | None
-    before: int                    # the running total before the window's oldest row
-    pending: int                   # the key's pending jobs, counted up to max_pending
-
-    @property
-    def used(self) -> int:
-        return self.newest_total - self.before
-
-
-def _window(conn: Connection, key_id: int, quota: Quota, now: datetime) -> _Window:
-    """One round trip: the ledger's newest and oldest rows in the window, and the pending count."""
-    columns = []
-    if quota.rate_limit is not None:
-        # Rows that left the window go first, so the oldest row left is the window's first.
-        conn.execute(delete(ledger).where(ledger.c.key_id == key_id,
-                                          ledger.c.at <= now - timedelta(seconds=quota.rate_seconds)))
-        of_key = ledger.c.key_id == key_id
-        newest = (ledger.c.at.desc(), ledger.c.running_total.desc())
-        columns += [
-            select(ledger.c.running_total).where(of_key).order_by(*newest).limit(1).scalar_subquery(),
-            select(ledger.c.at).where(of_key).order_by(*newest).limit(1).scalar_subquery(),
-            select(ledger.c.running_total - ledger.c.jobs).where(of_key)
-            .order_by(ledger.c.at, ledger.c.running_total).limit(1).scalar_subquery(),
-        ]
-    if quota.max_pending is not None:
-        # Counted up to M only: that is all the check needs, and it keeps the count's cost bounded.
-        mine = (select(literal_column("1")).where(jobs.c.producer_key_id == key_id, _PENDING)
-                .limit(quota.max_pending).subquery())
-        columns.append(select(func.count()).select_from(mine).scalar_subquery())
-    row = conn.execute(select(*columns)).one()
-    values = iter(row)
-    newest_total = newest_at = before = None
-    if quota.rate_limit is not None:
-        newest_total, newest_at, before = next(values), next(values), next(values)
-    pending = next(values) if quota.max_pending is not None else 0
-    return _Window(newest_total or 0, newest_at, before or 0, pending)
-
-
-def _check_rate(conn: Connection, key_id: int, key_name: str, quota: Quota, window: _Window, count: int,
-                now: datetime) -> None:
-    limit, seconds = quota.rate_limit, quota.rate_seconds
-    if window.used + count <= limit:
+        _check_pending(key_name, quota.max_pending, state.pending, count)
+    if not rated:
         return
-    numbers = {"quota": "enqueue_rate", "limit": limit, "window_seconds": seconds, "in_window": window.used,
+    # Never earlier than the newest row: the window's arithmetic needs times in ledger order, and
+    # another server's clock may be a little behind.
+    at = now if state.newest_at is None else max(now, state.newest_at)
+    sql.quota_record(conn, key_id, at, count, newest_total + count)
+    if state.oldest_at is not None and state.oldest_at <= now - 2 * window:
+        # Rows that left the window go once a whole window of them has gathered, not one by one on every
+        # enqueue: the ledger stays under two windows' worth, at one DELETE per window.
+        sql.quota_forget(conn, key_id, now - window)
+
+
+def _check_rate(conn: Connection, key_id: int, key_name: str, quota: Quota, newest_total: int, used: int,
+                count: int, now: datetime) -> None:
+    limit, seconds = quota.rate_limit, quota.rate_seconds
+    if used + count <= limit:
+        return
+    numbers = {"quota": "enqueue_rate", "limit": limit, "window_seconds": seconds, "in_window": used,
                "requested": count}
     rate = f"at most {_jobs(limit)} in any {seconds} s"
     if count > limit:
@@ -213,14 +175,11 @@ def _check_rate(conn: Connection, key_id: int, key_name: str, quota: Quota, wind
         raise QuotaExceeded(
             f"key {key_name!r} may enqueue {rate}; a batch of {count} can never fit, send at most {limit} at a time",
             "Enqueue rate exceeded", "enqueue-rate-exceeded", seconds, **numbers)
-    # The window frees enough once the row holding the job that must leave it is S seconds old.
-    must_reach = window.newest_total + count - limit
-    leaves_at = conn.execute(
-        select(ledger.c.at).where(ledger.c.key_id == key_id, ledger.c.running_total >= must_reach)
-        .order_by(ledger.c.at, ledger.c.running_total).limit(1)).scalar_one()
-    wait = _whole_seconds(leaves_at + timedelta(seconds=seconds) - now)
+    # It fits once the job that takes the running total past the limit has left the window.
+    entered = sql.quota_frees_at(conn, key_id, now - timedelta(seconds=seconds), newest_total + count - limit)
+    wait = _whole_seconds(entered + timedelta(seconds=seconds) - now)
     raise QuotaExceeded(
-        f"key {key_name!r} may enqueue {rate}; {window.used} were enqueued in the last {seconds} s, so "
+        f"key {key_name!r} may enqueue {rate}; {used} were enqueued in the last {seconds} s, so "
         f"{count} more would pass the limit; retry after {wait} s",
         "Enqueue rate exceeded", "enqueue-rate-exceeded", wait, **numbers)
 
