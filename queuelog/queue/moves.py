@@ -25,20 +25,20 @@ SERVER = Actor.SERVER.value   # the actor of changes the server makes by itself
 
 # --- the values of each way out of running, written once --------------------------------------------
 
-def requeued(now: datetime, error: str | None, run_at: datetime, stalls: int = 0) -> Leave:
+def requeued(now: datetime, error: str | None, run_at: datetime, stalled: bool = False) -> Leave:
     """→ pending for another try: the attempt counts against max_retries, the claim is dropped."""
-    return Leave(JobStatus.PENDING, now, Claim.DROP, retries_spent=1, stalls=stalls, run_at=run_at,
-                 error_set=True, error=error)
+    return Leave(JobStatus.PENDING, Claim.DROP, now, run_at=run_at, spends_retry=True, stalled=stalled,
+                 sets_error=True, error=error)
 
 
-def failed(now: datetime, error: str | None, stalls: int = 0) -> Leave:
+def failed(now: datetime, error: str | None, stalled: bool = False) -> Leave:
     """→ failed for good: the claim ends, who ran the job stays on its record."""
-    return Leave(JobStatus.FAILED, now, Claim.END, stalls=stalls, error_set=True, error=error)
+    return Leave(JobStatus.FAILED, Claim.END, now, stalled=stalled, sets_error=True, error=error)
 
 
 def given_back(now: datetime, run_at: datetime | None) -> Leave:
     """→ pending, no attempt counted: the claim is dropped (``run_at`` None: the job keeps its run_at)."""
-    return Leave(JobStatus.PENDING, now, Claim.DROP, run_at=run_at)
+    return Leave(JobStatus.PENDING, Claim.DROP, now, run_at=run_at)
 
 
 # --- events, refusals --------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]
 def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str, result: str | None,
                    now: datetime) -> list[JobRow]:
     """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are."""
-    leave = Leave(COMPLETE.to_status, now, Claim.END, result_set=True, result=result, completed_at=now)
+    leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=result)
     log = event_row(COMPLETE, caller.actor, now)
     rows = sql.finish(conn, job_ids, caller.name, token, leave, log)
     changed(conn, COMPLETE, rows, log)
@@ -186,7 +186,7 @@ def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None
     """Extend the lease of a job the caller holds (no event: nothing changes but the lease)."""
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
-    leave = Leave(HEARTBEAT.to_status, now, Claim.KEEP, lease_until=now + lease)
+    leave = Leave(HEARTBEAT.to_status, Claim.KEEP, now, lease_until=now + lease)
     with write_transaction() as conn:
         rows = sql.finish(conn, [job_id], caller.name, token, leave, log=None)
         if not rows:
@@ -299,9 +299,9 @@ def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | N
                 bucket.append(job.id)
                 continue
             if transition is REAP_RETRY:
-                leave = requeued(now, error, run_at=now, stalls=1)
+                leave = requeued(now, error, run_at=now, stalled=True)
             else:
-                leave = failed(now, error, stalls=1)
+                leave = failed(now, error, stalled=True)
             log = event_row(transition, actor, now, error=error)
             taken = sql.take_back(conn, [job.id], job.claim_token, leave, log)
             if taken:  # else it finished between our read and our write: left alone

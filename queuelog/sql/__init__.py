@@ -40,16 +40,12 @@ def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str
 def finish(conn: Connection, ids: Sequence[int], worker: str, token: str, leave: Leave,
            log: Log | None) -> list[JobRow]:
     """FINISH: ``leave`` applied to those of ``ids`` that ``worker`` holds under ``token``; the others stay."""
-    values = leave.params()
-    values.update(ids=ids, worker=worker, token=token)
-    return run(conn, "FINISH", values, log)
+    return run(conn, "FINISH", {"ids": ids, "worker": worker, "token": token}, log, leave=leave)
 
 
 def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Leave, log: Log) -> list[JobRow]:
     """TAKE_BACK: ``leave`` applied to those of ``ids`` still running (under ``token``, when given)."""
-    values = leave.params()
-    values.update(ids=ids, token=token)
-    return run(conn, "TAKE_BACK", values, log)
+    return run(conn, "TAKE_BACK", {"ids": ids, "token": token}, log, leave=leave)
 
 
 def cancel(conn: Connection, job_id: int, owner_key_id: int | None, now: datetime, log: Log) -> JobRow | None:

@@ -3,7 +3,8 @@
 How to read them:
 - values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``); ``{types}`` and
   ``{claimed_before}`` are optional pieces the runner fills with TYPES and CLAIMED_BEFORE when the
-  caller gives those values, and leaves empty when not;
+  caller gives those values, and leaves empty when not; ``{claim}`` and ``{parts}`` (LEAVE_RUNNING) hold
+  what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner sends it inside LOGGED, which writes its
   event rows in the same statement (one round trip instead of two). Under READ COMMITTED an UPDATE
@@ -27,23 +28,25 @@ TYPES = "AND type = ANY(%(types)s)"
 #: The holding worker's guard: running, held by this worker key, under the claim it was given.
 HELD_BY = f"{status_in(HELD)} AND worker_id = %(worker)s AND claim_token = %(token)s"
 
-#: What a move out of running (or a heartbeat, which stays) does to the row; see values.Leave. %(claim)s
-#: says what becomes of the worker's claim: 'keep' renews its lease, 'end' clears token and lease but
-#: keeps who ran the job, 'drop' clears every claim column. Columns a move leaves alone keep their value.
-LEAVE_RUNNING = """
-       status           = %(status)s,
-       retry_count      = retry_count + %(retries_spent)s,
-       stall_count      = stall_count + %(stalls)s,
-       error            = CASE WHEN %(error_set)s THEN %(error)s ELSE error END,
-       result           = CASE WHEN %(result_set)s THEN %(result)s ELSE result END,
-       completed_at     = COALESCE(%(completed_at)s, completed_at),
-       run_at           = COALESCE(%(run_at)s, run_at),
-       worker_id        = CASE %(claim)s WHEN 'drop' THEN NULL ELSE worker_id END,
-       claimed_at       = CASE %(claim)s WHEN 'drop' THEN NULL ELSE claimed_at END,
-       heartbeat_at     = CASE %(claim)s WHEN 'drop' THEN NULL WHEN 'keep' THEN %(now)s ELSE heartbeat_at END,
-       claim_token      = CASE %(claim)s WHEN 'keep' THEN claim_token ELSE NULL END,
-       lease_expires_at = CASE %(claim)s WHEN 'keep' THEN %(lease_until)s::timestamp ELSE NULL END,
-       updated_at       = %(now)s"""
+#: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
+#: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
+#: (values.Leave). Every column it does not write keeps its value.
+LEAVE_RUNNING = "updated_at = %(now)s, {claim}{parts}"
+#: A heartbeat: the claim stands, its lease is renewed.
+CLAIM_KEPT = "heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s"
+#: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
+CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
+#: Back to pending: every claim column cleared, the job is anybody's again.
+CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
+                 " heartbeat_at = NULL")
+LEAVE_PARTS = {
+    "status": "status = %(status)s",
+    "spends_retry": "retry_count = retry_count + 1",
+    "stalled": "stall_count = stall_count + 1",
+    "run_at": "run_at = %(run_at)s",
+    "error": "error = %(error)s",
+    "completes": "result = %(result)s, completed_at = %(now)s",
+}
 
 # --- the writes -------------------------------------------------------------------------------------
 

@@ -17,11 +17,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from . import postgresql, sqlite
-from .values import JOB_TIMES, JobRow, Log, NewJobRow, Times
+from .values import JOB_TIMES, Claim, JobRow, Leave, Log, NewJobRow, Times
 
 _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
 #: Optional pieces of a statement ({types}, …): filled from the dialect's module when the value is given.
 _OPTIONAL = {"types": "TYPES", "claimed_before": "CLAIMED_BEFORE"}
+#: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
+_CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at"})
 
 
@@ -57,15 +59,20 @@ def execute_plain(conn: Connection, sql: str) -> None:
 
 
 def run(conn: Connection, name: str, values: dict, log: Log | None = None, make=JobRow,
-        times_at: tuple[int, ...] = JOB_TIMES) -> list:
+        times_at: tuple[int, ...] = JOB_TIMES, leave: Leave | None = None) -> list:
     """Send statement ``name`` with ``values``; the rows it returns as ``make`` rows (JobRow by default).
 
     With ``log``, every returned job also gets its event row, in the same statement or transaction.
+    ``leave`` says what a move out of running writes (FINISH, TAKE_BACK): its values join ``values``.
     """
     dialect = conn.dialect.name
     times = _times_for(conn)
+    shape: tuple = ()
+    if leave is not None:
+        values.update(leave.params())
+        shape = (leave.claim, leave.parts())
     params, lists, filled = _bind(dialect, values, times)
-    sql = _text(dialect, name, lists, filled, log is not None)
+    sql = _text(dialect, name, lists, filled, log is not None, shape)
     if log is not None and dialect == "postgresql":
         params.update(_log_params(log, times))
     return send(conn, sql, params, log, times, make, times_at)
@@ -75,7 +82,7 @@ def scalar(conn: Connection, name: str, values: dict):
     """Send read ``name`` and return the first column of its first row."""
     dialect = conn.dialect.name
     params, lists, filled = _bind(dialect, values, _times_for(conn))
-    sql = _text(dialect, name, lists, filled, False)
+    sql = _text(dialect, name, lists, filled, False, ())
     return on_driver(conn, sql, params, lambda cursor: cursor.execute(sql, params).fetchone()[0])
 
 
@@ -165,11 +172,16 @@ _LISTS = ("ids", "types", "keys")
 
 
 @functools.lru_cache(maxsize=1024)
-def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool) -> str:
-    """The SQL sent for statement ``name``: optional pieces filled, SQLite's lists spelled out, and on
-    PostgreSQL a logged write wrapped in LOGGED."""
+def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, shape: tuple) -> str:
+    """The SQL sent for statement ``name``: what a move out of running writes (``shape``: the claim's fate
+    and the LEAVE_PARTS it sets), optional pieces filled, SQLite's lists spelled out, and on PostgreSQL a
+    logged write wrapped in LOGGED."""
     module = _DIALECTS[dialect]
     sql = getattr(module, name)
+    if shape:
+        claim, parts = shape
+        sql = sql.replace("{claim}", getattr(module, _CLAIM_PIECES[claim])).replace(
+            "{parts}", "".join(", " + module.LEAVE_PARTS[part] for part in parts))
     for slot, piece in _OPTIONAL.items():
         sql = sql.replace("{" + slot + "}", getattr(module, piece) if slot in filled else "")
     for key, length in lists:

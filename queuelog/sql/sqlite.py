@@ -4,6 +4,7 @@ How to read them:
 - values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)`` are lists the runner spells out per
   call (``:ids_0, :ids_1, …``); ``{types}`` and ``{claimed_before}`` are optional pieces the runner fills
   with TYPES and CLAIMED_BEFORE when the caller gives those values, and leaves empty when not;
+  ``{claim}`` and ``{parts}`` (LEAVE_RUNNING) hold what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner then records its event rows with
   LOG_EVENTS in the same transaction. That transaction began IMMEDIATE (``write_transaction``): each
@@ -27,23 +28,25 @@ TYPES = "AND type IN (:types)"
 #: The holding worker's guard: running, held by this worker key, under the claim it was given.
 HELD_BY = f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token"
 
-#: What a move out of running (or a heartbeat, which stays) does to the row; see values.Leave. :claim
-#: says what becomes of the worker's claim: 'keep' renews its lease, 'end' clears token and lease but
-#: keeps who ran the job, 'drop' clears every claim column. Columns a move leaves alone keep their value.
-LEAVE_RUNNING = """
-       status           = :status,
-       retry_count      = retry_count + :retries_spent,
-       stall_count      = stall_count + :stalls,
-       error            = CASE WHEN :error_set THEN :error ELSE error END,
-       result           = CASE WHEN :result_set THEN :result ELSE result END,
-       completed_at     = COALESCE(:completed_at, completed_at),
-       run_at           = COALESCE(:run_at, run_at),
-       worker_id        = CASE :claim WHEN 'drop' THEN NULL ELSE worker_id END,
-       claimed_at       = CASE :claim WHEN 'drop' THEN NULL ELSE claimed_at END,
-       heartbeat_at     = CASE :claim WHEN 'drop' THEN NULL WHEN 'keep' THEN :now ELSE heartbeat_at END,
-       claim_token      = CASE :claim WHEN 'keep' THEN claim_token ELSE NULL END,
-       lease_expires_at = CASE :claim WHEN 'keep' THEN :lease_until ELSE NULL END,
-       updated_at       = :now"""
+#: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
+#: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
+#: (values.Leave). Every column it does not write keeps its value.
+LEAVE_RUNNING = "updated_at = :now, {claim}{parts}"
+#: A heartbeat: the claim stands, its lease is renewed.
+CLAIM_KEPT = "heartbeat_at = :now, lease_expires_at = :lease_until"
+#: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
+CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
+#: Back to pending: every claim column cleared, the job is anybody's again.
+CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
+                 " heartbeat_at = NULL")
+LEAVE_PARTS = {
+    "status": "status = :status",
+    "spends_retry": "retry_count = retry_count + 1",
+    "stalled": "stall_count = stall_count + 1",
+    "run_at": "run_at = :run_at",
+    "error": "error = :error",
+    "completes": "result = :result, completed_at = :now",
+}
 
 # --- the writes -------------------------------------------------------------------------------------
 

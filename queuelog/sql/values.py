@@ -60,7 +60,8 @@ class NewJobRow(NamedTuple):
 
 
 class Claim(enum.StrEnum):
-    """What a move out of running (or a heartbeat) does to the worker's claim."""
+    """What a move out of running (or a heartbeat) does to the worker's claim: CLAIM_KEPT, CLAIM_ENDED or
+    CLAIM_DROPPED in the dialect's statements."""
 
     KEEP = "keep"   # heartbeat: the claim stands, its lease is renewed
     END = "end"     # completed or failed: token and lease cleared, who ran it (worker, times) kept
@@ -68,27 +69,33 @@ class Claim(enum.StrEnum):
 
 
 class Leave(NamedTuple):
-    """The values of a move out of running (FINISH, TAKE_BACK): each column a move does not set keeps its value."""
+    """A move out of running (FINISH, TAKE_BACK), or a heartbeat that stays: the status it leads to, what
+    becomes of the claim, and what else it writes. Every column it does not write keeps its value."""
 
-    status: JobStatus       # where the move takes the job
-    now: datetime
+    status: JobStatus
     claim: Claim
-    retries_spent: int = 0           # 1 when this attempt counts against max_retries
-    stalls: int = 0                  # 1 when the worker died holding the job (the reaper)
-    run_at: datetime | None = None   # back to pending: when it may be claimed again (None: unchanged)
-    lease_until: datetime | None = None   # Claim.KEEP: the new lease
-    error_set: bool = False          # True: ``error`` replaces the job's error (None clears it)
+    now: datetime
+    run_at: datetime | None = None        # back to pending: when it may be claimed again (None: unchanged)
+    lease_until: datetime | None = None   # Claim.KEEP: the renewed lease
+    spends_retry: bool = False            # the attempt counts against max_retries: retry_count + 1
+    stalled: bool = False                 # its worker died holding it: stall_count + 1
+    sets_error: bool = False              # error becomes ``error`` (None clears it)
     error: str | None = None
-    result_set: bool = False         # True: ``result`` (JSON text or None) is stored
-    result: str | None = None
-    completed_at: datetime | None = None
+    completes: bool = False               # result becomes ``result``, completed_at becomes now
+    result: str | None = None             # JSON text
+
+    def parts(self) -> tuple[str, ...]:
+        """The names of the LEAVE_PARTS this move writes besides the time and the claim, in their order."""
+        # A heartbeat leaves the status as it is: not writing it spares every index on status an update.
+        written = (("status", self.status is not JobStatus.RUNNING), ("spends_retry", self.spends_retry),
+                   ("stalled", self.stalled), ("run_at", self.run_at is not None), ("error", self.sets_error),
+                   ("completes", self.completes))
+        return tuple(name for name, writes in written if writes)
 
     def params(self) -> dict:
-        """The statement's values, by name, statuses and claim as their text."""
-        params = self._asdict()
-        params["status"] = getattr(self.status, "value", self.status)
-        params["claim"] = self.claim.value
-        return params
+        """The statement's values, by name."""
+        return {"status": self.status.value, "now": self.now, "lease_until": self.lease_until,
+                "run_at": self.run_at, "error": self.error, "result": self.result}
 
 
 class QuotaState(NamedTuple):
