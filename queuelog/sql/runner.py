@@ -90,7 +90,7 @@ def rowcount(conn: Connection, name: str, values: dict) -> int:
     """Send write ``name`` (no RETURNING, no event: a DELETE) and return how many rows it touched."""
     dialect = conn.dialect.name
     params, lists, filled = _bind(dialect, values, _times_for(conn))
-    sql = _text(dialect, name, lists, filled, False)
+    sql = _text(dialect, name, lists, filled, False, ())
 
     def work(cursor) -> int:
         cursor.execute(sql, params)
