@@ -12,6 +12,7 @@ from .errors import InvalidRequest, QueueError
 from .models import Role, UserRole
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
+from .quotas import Quota
 
 
 def _fail(error: QueueError) -> None:
@@ -31,10 +32,15 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 @click.option("--max-priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False),
               help="Highest priority a producer may set (default: medium).")
 @click.option("--types", help="Comma-separated job types this key is limited to.")
-def create_key_command(name, role, max_priority, types):
+@click.option("--enqueue-rate", metavar="N/S",
+              help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.")
+@click.option("--max-pending", metavar="M",
+              help="Producer quota: at most M of its jobs pending at once; more → 429.")
+def create_key_command(name, role, max_priority, types, enqueue_rate, max_pending):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:
-        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None)
+        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None,
+                                 enqueue_rate=enqueue_rate, max_pending=max_pending)
     except QueueError as error:
         _fail(error)
     click.echo(secret)
@@ -42,10 +48,13 @@ def create_key_command(name, role, max_priority, types):
 
 @keys_group.command("list")
 def list_keys_command():
-    """List keys: name, role, ceiling, types, prefix, created, last used, revoked."""
+    """List keys: name, role, ceiling, types, quotas (rate:N/S, max-pending:M; - = none), prefix, created,
+    last used, revoked."""
     for key in keys.list_keys():
+        quota = Quota.of(key) or Quota()
         click.echo("\t".join([
             key.name, key.role, Priority.label_of(key.max_priority), key.allowed_types or "*",
+            f"rate:{quota.rate or '-'}", f"max-pending:{quota.max_pending or '-'}",
             key.prefix + "…", rfc3339(key.created_at), rfc3339(key.last_used_at) or "never",
             ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",
         ]))
