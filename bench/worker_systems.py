@@ -238,7 +238,7 @@ class RqWorkers(WorkerSystem):
         starts, ends = [], []
         for chunk in range(0, len(ids), ENQUEUE_BATCH):
             for job in Job.fetch_many(ids[chunk:chunk + ENQUEUE_BATCH], connection=self.queue.connection):
-                if job is not None and job.get_status() == "finished" and job.ended_at:
+                if job is not None and job.get_status(refresh=False) == "finished" and job.ended_at:
                     starts.append(wall(job.started_at))
                     ends.append(wall(job.ended_at))
         failed = FailedJobRegistry(queue=self.queue).get_job_count(cleanup=False)
