@@ -102,7 +102,7 @@ class Check:
 QUICK = Config(jobs=200, workers=[1, 4], enqueue_clients=4, enqueue_batches=[1, 50],
                claim_limit=100, fills=[1_000], latency_samples=100, latency_warmup=10,
                latency_budget_s=15, timeout=120, repeats=1,
-               worker_levels=(2,), worker_jobs_min=50, worker_jobs_max=50, worker_warmup_jobs=0,
+               worker_levels=(2,), worker_jobs_min=20, worker_jobs_max=20, worker_warmup_jobs=0,
                pickup_samples=5, pickup_warmup=1, pickup_budget_s=10)
 
 # Full: 3 interleaved repeats of 300-job rounds (one whole batch per client:

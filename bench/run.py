@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import report, schedule, worker_report, worker_rounds
@@ -37,7 +38,7 @@ from bench.config import FULL, QUICK, Check, Config
 from bench.peers import Huey, Rq
 from bench.servers import GUNICORN_WORKERS, PRODUCTION_THREADS, REPO_ROOT, RedisServer, postgres_cluster
 from bench.targets import Ceiling, Queuelog
-from bench.worker_systems import HueyConsumer, QueuelogWorkers, RqWorkers
+from bench.worker_systems import HueyConsumer, QueuelogWorkers, RqWorkers, WorkerSystem
 
 # The throwaway cluster helper turns durability off to speed up tests; the
 # benchmark compares against SQLite at synchronous=FULL (queuelog's default)
@@ -79,8 +80,11 @@ class Runner:
         # All systems stay up for the whole run so their rounds can be
         # interleaved (see bench.schedule); idle servers cost no CPU.
         with contextlib.ExitStack() as stack:
-            systems = [s for s in self._start_all(stack) if s is not None]
-            workers = [s for s in self._start_workers(stack) if s is not None]
+            t0 = time.monotonic()
+            started = self._start_together(stack, [*self._round_systems(stack), *self._worker_systems(stack)])
+            print(f"[bench] {len(started)} systems started in {time.monotonic() - t0:.0f}s", flush=True)
+            systems = [s for s in started if not isinstance(s, WorkerSystem)]
+            workers = [s for s in started if isinstance(s, WorkerSystem)]
             if "throughput" in self.parts:
                 t0 = time.monotonic()
                 schedule.throughput(systems, self.cfg, self.metrics, self.checks)
@@ -94,48 +98,47 @@ class Runner:
                                   drain="workers" in self.parts, probe="pickup" in self.parts)
                 print(f"[bench] worker rows took {time.monotonic() - t0:.0f}s", flush=True)
 
-    def _start_all(self, stack: contextlib.ExitStack):
-        """The systems of the throughput rounds and the claim-latency probe."""
+    def _round_systems(self, stack: contextlib.ExitStack):
+        """(column, start) for the systems of the throughput rounds and the claim-latency probe."""
         rounds = "throughput" in self.parts
         if rounds:
-            yield self._start(stack, "ceiling", lambda: Ceiling(self.log_dir))
+            yield "ceiling", lambda: Ceiling(self.log_dir)
         if not (REPO_ROOT / "app.py").exists():
             self.notes.append("queuelog skipped: app.py does not exist yet.")
         elif rounds or "latency" in self.parts:
             db = self.work_dir / "bench.db"
-            yield self._start(stack, "sqlite", lambda: Queuelog("sqlite", f"sqlite:///{db}", self.log_dir))
+            yield "sqlite", lambda: Queuelog("sqlite", f"sqlite:///{db}", self.log_dir)
             if rounds:
                 # The documented faster option, side by side, so the price of FULL's fsync per commit is
                 # measured rather than guessed. Throughput only: the claim's index walk is the same.
                 relaxed = self.work_dir / "bench-normal.db"
-                yield self._start(stack, "sqlite_normal", lambda: Queuelog(
+                yield "sqlite_normal", lambda: Queuelog(
                     "sqlite_normal", f"sqlite:///{relaxed}", self.log_dir,
-                    settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"}, probe_latency=False))
+                    settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"}, probe_latency=False)
             url = self._postgresql_url(stack)
             if url is not None:
-                yield self._start(stack, "postgresql", lambda: Queuelog("postgresql", url, self.log_dir))
+                yield "postgresql", lambda: Queuelog("postgresql", url, self.log_dir)
         if not rounds:
             return
-        yield self._start(stack, "huey", lambda: Huey(self.work_dir))
+        yield "huey", lambda: Huey(self.work_dir)
         if shutil.which("redis-server") is None:
             self.notes.append("RQ skipped: redis-server is not installed.")
         else:
-            yield self._start(stack, "rq", lambda: Rq(self.work_dir, self.log_dir))
+            yield "rq", lambda: Rq(self.work_dir, self.log_dir)
 
-    def _start_workers(self, stack: contextlib.ExitStack):
-        """The worker rows' systems: each queue with its own worker command, as users run them."""
+    def _worker_systems(self, stack: contextlib.ExitStack):
+        """(column, start) for the worker rows: each queue with its own worker command, as users run them."""
         if "workers" not in self.parts and "pickup" not in self.parts:
             return
         if (REPO_ROOT / "app.py").exists():
             # Under the README's production command (gthread), on databases of their own.
-            db = self.work_dir / "bench-workers.db"
-            yield self._start_worker(stack, "ql_worker_sqlite", lambda: self._production_queuelog(
-                stack, "ql_worker_sqlite", f"sqlite:///{db}"))
+            sqlite_url = f"sqlite:///{self.work_dir / 'bench-workers.db'}"
+            yield "ql_worker_sqlite", lambda: QueuelogWorkers(self._production("ql_worker_sqlite", sqlite_url))
             base = self._postgresql_url(stack)
             if base is not None:
-                yield self._start_worker(stack, "ql_worker_postgresql", lambda: self._production_queuelog(
-                    stack, "ql_worker_postgresql", create_database(base, "bench_workers")))
-        yield self._start_worker(stack, "huey_consumer", lambda: HueyConsumer(self.work_dir))
+                yield "ql_worker_postgresql", lambda: QueuelogWorkers(self._production(
+                    "ql_worker_postgresql", create_database(base, "bench_workers")))
+        yield "huey_consumer", lambda: HueyConsumer(self.work_dir)
         if shutil.which("redis-server") is None:
             self.notes.append("rq worker rows skipped: redis-server is not installed.")
             return
@@ -147,41 +150,34 @@ class Runner:
             traceback.print_exc()
             self.notes.append(f"rq worker rows skipped: redis-server failed: {exc!r}"[:300])
             return
-        for column, redis, db, worker_class in RQ_WORKER_ROWS:
+        for column, redis, database, worker_class in RQ_WORKER_ROWS:
             server = plain if redis == "plain" else durable
-            yield self._start_worker(stack, column, lambda c=column, r=server, d=db, w=worker_class:
-                                     RqWorkers(c, r, d, w))
+            yield column, lambda c=column, r=server, d=database, w=worker_class: RqWorkers(c, r, d, w)
 
-    def _production_queuelog(self, stack: contextlib.ExitStack, column: str, url: str) -> QueuelogWorkers:
-        server = stack.enter_context(Queuelog(column, url, self.log_dir, threads=PRODUCTION_THREADS,
-                                              probe_latency=False))
-        return QueuelogWorkers(server)
+    def _production(self, column: str, url: str) -> Queuelog:
+        return Queuelog(column, url, self.log_dir, threads=PRODUCTION_THREADS, probe_latency=False)
 
-    def _start_worker(self, stack: contextlib.ExitStack, column: str, make):
-        """Make one worker system, closed with the stack; failing to is a check (queuelog) or a note."""
-        try:
-            system = make()
-        except Exception as exc:
-            traceback.print_exc()
-            if column in report.OWN_COLUMNS:
-                self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
-            else:
-                self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
-            return None
-        stack.callback(system.close)
-        return system
+    def _start_together(self, stack: contextlib.ExitStack, starters: list) -> list:
+        """Enter every system at once (their servers boot side by side), each closed with the stack.
 
-    def _start(self, stack: contextlib.ExitStack, column: str, make):
-        """Enter one system; a queuelog that cannot start is a failed check."""
-        try:
-            return stack.enter_context(make())
-        except Exception as exc:
-            traceback.print_exc()
-            if column in report.OWN_COLUMNS:
-                self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
-            else:
-                self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
-            return None
+        One that cannot start is a failed check when it is queuelog's own, otherwise a note.
+        """
+        with ThreadPoolExecutor(max_workers=max(len(starters), 1)) as pool:
+            futures = [(column, pool.submit(lambda make=make: make().__enter__())) for column, make in starters]
+        started = []
+        for column, future in futures:
+            try:
+                system = future.result()
+            except Exception as exc:
+                traceback.print_exception(exc)
+                if column in report.OWN_COLUMNS:
+                    self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
+                else:
+                    self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
+                continue
+            stack.push(system.__exit__)
+            started.append(system)
+        return started
 
     def _postgresql_url(self, stack: contextlib.ExitStack) -> str | None:
         """The throwaway cluster's URL, durable; started on first use and kept for the run."""

@@ -96,7 +96,9 @@ class GunicornServer:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, ready_path: str = "/", timeout: float = 60.0) -> GunicornServer:
+    # Generous: the runner boots every server at once, and 20 gunicorn workers importing the app on a
+    # busy 2-core machine have taken over a minute.
+    def start(self, ready_path: str = "/", timeout: float = 180.0) -> GunicornServer:
         cmd = [sys.executable, "-m", "gunicorn", "-w", str(GUNICORN_WORKERS),
                *(["--threads", str(self.threads)] if self.threads else []),
                "-b", f"127.0.0.1:{self.port}", self.app_spec]

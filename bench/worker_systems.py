@@ -105,8 +105,11 @@ class WorkerSystem:
     def clear(self) -> None:
         """Forget a finished round, so the next one starts from the same state."""
 
-    def close(self) -> None:
-        """Release connections."""
+    def __enter__(self) -> WorkerSystem:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Release connections (and stop the server a system owns)."""
 
 
 def wait_finished(system: WorkerSystem, pool: WorkerPool, ids: list, timeout: float, what: str,
@@ -127,17 +130,21 @@ def wait_finished(system: WorkerSystem, pool: WorkerPool, ids: list, timeout: fl
 
 
 class QueuelogWorkers(WorkerSystem):
-    """``queuelog-worker`` against one queuelog server (started by the runner)."""
+    """``queuelog-worker`` against its own queuelog server, started and stopped with it."""
 
     ready_marker = "worker started"
 
     def __init__(self, server: Queuelog):
-        from queuelog.worker import Client
-
         self.server = server
         self.column = server.column
-        self.producer = Client(server.server.url, server.producer)
-        self.engine = fill.engine_for(server.db_url)
+
+    def __enter__(self) -> QueuelogWorkers:
+        from queuelog.worker import Client
+
+        self.server.__enter__()
+        self.producer = Client(self.server.server.url, self.server.producer)
+        self.engine = fill.engine_for(self.server.db_url)
+        return self
 
     def argvs(self, level: int) -> list[list[str]]:
         return [[command("queuelog-worker"), "bench.queuelog_tasks:worker", "--concurrency", str(level)]]
@@ -183,8 +190,9 @@ class QueuelogWorkers(WorkerSystem):
                   f"{events.get('claimed')}/{events.get('completed')}")
         return Verdict(Check(self.column, what, ok, detail, metric), min(starts, default=None), wall(last))
 
-    def close(self) -> None:
+    def __exit__(self, *exc) -> None:
         self.engine.dispose()
+        self.server.__exit__(*exc)
 
 
 # --------------------------------------------------------------------------
@@ -257,7 +265,7 @@ class RqWorkers(WorkerSystem):
         for start in range(0, len(doomed), 1000):
             conn.delete(*doomed[start:start + 1000])
 
-    def close(self) -> None:
+    def __exit__(self, *exc) -> None:
         self.queue.connection.close()
 
 
@@ -323,5 +331,5 @@ class HueyConsumer(WorkerSystem):
     def clear(self) -> None:
         self._tasks.huey.storage.flush_results()
 
-    def close(self) -> None:
+    def __exit__(self, *exc) -> None:
         self._tasks.huey.storage.close()
