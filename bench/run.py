@@ -75,28 +75,37 @@ class Runner:
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.pg_url: str | None = None
+        self.phase_seconds: dict[str, float] = {}
 
     def run_all(self) -> None:
         # All systems stay up for the whole run so their rounds can be
         # interleaved (see bench.schedule); idle servers cost no CPU.
         with contextlib.ExitStack() as stack:
-            t0 = time.monotonic()
-            started = self._start_together(stack, [*self._round_systems(stack), *self._worker_systems(stack)])
-            print(f"[bench] {len(started)} systems started in {time.monotonic() - t0:.0f}s", flush=True)
+            with self._phase("start"):
+                started = self._start_together(stack, [*self._round_systems(stack), *self._worker_systems(stack)])
             systems = [s for s in started if not isinstance(s, WorkerSystem)]
             workers = [s for s in started if isinstance(s, WorkerSystem)]
             if "throughput" in self.parts:
-                t0 = time.monotonic()
-                schedule.throughput(systems, self.cfg, self.metrics, self.checks)
-                print(f"[bench] throughput rounds took {time.monotonic() - t0:.0f}s", flush=True)
+                with self._phase("throughput"):
+                    schedule.throughput(systems, self.cfg, self.metrics, self.checks)
             if "latency" in self.parts:
-                queuelogs = [s for s in systems if isinstance(s, Queuelog) and s.probe_latency]
-                schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
+                with self._phase("latency"):
+                    queuelogs = [s for s in systems if isinstance(s, Queuelog) and s.probe_latency]
+                    schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
             if workers:
-                t0 = time.monotonic()
-                worker_rounds.run(workers, self.cfg, self.metrics, self.checks, self.log_dir / "workers",
-                                  drain="workers" in self.parts, probe="pickup" in self.parts)
-                print(f"[bench] worker rows took {time.monotonic() - t0:.0f}s", flush=True)
+                with self._phase("workers"):
+                    worker_rounds.run(workers, self.cfg, self.metrics, self.checks, self.log_dir / "workers",
+                                      drain="workers" in self.parts, probe="pickup" in self.parts)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        """Time one phase of the run (bench.json's meta.phase_seconds): what each part costs."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phase_seconds[name] = time.monotonic() - t0
+            print(f"[bench] {name} took {self.phase_seconds[name]:.0f}s", flush=True)
 
     def _round_systems(self, stack: contextlib.ExitStack):
         """(column, start) for the systems of the throughput rounds and the claim-latency probe."""
@@ -276,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "commit": git_commit(), "python": sys.version.split()[0],
             "gunicorn_workers": GUNICORN_WORKERS, "production_threads": PRODUCTION_THREADS,
-            "parts": list(args.only), "seconds": time.monotonic() - t0}
+            "parts": list(args.only), "phase_seconds": runner.phase_seconds, "seconds": time.monotonic() - t0}
     checks = [c.as_dict() for c in runner.checks]
     text = report.write(out_dir, cfg, meta, runner.metrics, checks, runner.notes)
     print()

@@ -35,7 +35,8 @@ def rows(cfg: Config) -> list[tuple[str, str, str]]:
     for level in cfg.worker_levels:
         out += [(f"drain_c{level}", f"Drain pre-enqueued no-op jobs, {level} at once", "jobs/s"),
                 (f"drain_jobs_c{level}", f"Jobs per drain round, {level} at once", "jobs")]
-    idle = f"{min(cfg.worker_levels)} idle"
+    lowest = min(cfg.worker_levels)
+    idle = "one idle worker" if lowest == 1 else f"{lowest} idle workers"
     out += [("pickup_p50", f"Pickup p50, {idle} (enqueue request start → handler start)", "ms"),
             ("pickup_p99", f"Pickup p99, {idle} (enqueue request start → handler start)", "ms"),
             ("pickup_samples", "Pickup samples", "jobs")]
