@@ -48,12 +48,15 @@ def create_key_command(name, role, max_priority, types, enqueue_rate, max_pendin
 
 @keys_group.command("list")
 def list_keys_command():
-    """List keys: name, role, ceiling, types, quotas (rate:N/S, max-pending:M; - = none), prefix, created,
-    last used, revoked."""
+    """List keys: a header row, then name, role, priority ceiling (producers only: - for others, which it does
+    not bind), types, quotas (rate:N/S, max-pending:M; - = none), prefix, created, last used, revoked."""
+    click.echo("\t".join(["name", "role", "max_priority", "types", "enqueue_rate", "max_pending", "prefix",
+                           "created", "last_used", "state"]))
     for key in keys.list_keys():
         quota = Quota.of(key) or Quota()
+        ceiling = Priority.label_of(key.max_priority) if key.role == Role.PRODUCER.value else "-"
         click.echo("\t".join([
-            key.name, key.role, Priority.label_of(key.max_priority), key.allowed_types or "*",
+            key.name, key.role, ceiling, key.allowed_types or "*",
             f"rate:{quota.rate or '-'}", f"max-pending:{quota.max_pending or '-'}",
             key.prefix + "…", rfc3339(key.created_at), rfc3339(key.last_used_at) or "never",
             ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",

@@ -84,6 +84,20 @@ def test_keys_list_shows_the_prefix_and_never_the_secret(runner):
     assert secret not in result.stdout and secret[3:] not in result.stdout
 
 
+def test_keys_list_starts_with_a_header_row(runner):
+    _create(runner, "listed", "--role", "worker")
+    header = runner.invoke(args=["keys", "list"]).stdout.splitlines()[0]
+    assert header.split("\t") == ["name", "role", "max_priority", "types", "enqueue_rate", "max_pending",
+                                   "prefix", "created", "last_used", "state"]
+
+
+@pytest.mark.parametrize("role, ceiling", [("producer", "medium"), ("worker", "-"), ("admin", "-")])
+def test_keys_list_shows_a_priority_ceiling_only_where_it_binds(runner, role, ceiling):
+    _create(runner, "k", "--role", role)
+    line = next(line for line in runner.invoke(args=["keys", "list"]).stdout.splitlines() if line.startswith("k\t"))
+    assert line.split("\t")[2] == ceiling
+
+
 def test_keys_revoke_refuses_the_key_from_the_next_request(runner, client):
     secret = _create(runner, "leaving", "--role", "producer").stdout.strip()
     assert client.get("/jobs", headers=bearer(secret)).status_code == 200

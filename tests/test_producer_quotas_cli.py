@@ -75,7 +75,7 @@ def test_a_bad_quota_fails_with_a_clear_message_and_creates_no_key(runner, args,
     assert result.exit_code == 1
     assert message in result.output
     assert "Traceback" not in result.output and not KEY_LINE.search(result.stdout)
-    assert runner.invoke(args=["keys", "list"]).stdout == ""
+    assert runner.invoke(args=["keys", "list"]).stdout.count("\n") == 1  # the header row alone
 
 
 @pytest.mark.parametrize("role", ["worker", "admin"])
@@ -84,7 +84,7 @@ def test_only_producer_keys_take_quotas(runner, role, option, value):
     result = create(runner, "ops", "--role", role, option, value)
     assert result.exit_code == 1
     assert f"only producer keys take quotas, not {role} keys" in result.output
-    assert runner.invoke(args=["keys", "list"]).stdout == ""
+    assert runner.invoke(args=["keys", "list"]).stdout.count("\n") == 1  # the header row alone
 
 
 def test_both_bad_options_are_reported_at_once(runner):
