@@ -21,6 +21,20 @@ class Config:
     timeout: float             # upper bound for any one round, seconds
     repeats: int = 1           # interleaved passes over all rounds; figures are medians
     batch_path_enqueue: int = 100  # jobs per POST /jobs/batch on the end-to-end batch path
+    # Worker rows (bench.worker_rounds): the shipped worker and the peers' own worker commands.
+    worker_levels: tuple[int, ...] = (1, 4, 16)  # concurrency / threads / processes
+    # A drain round's jobs: this many seconds of the system's own pace, measured by a warm-up round
+    # of worker_warmup_jobs, kept within the bounds. 1.5 s rather than 2: 7 systems × 3 levels × 3
+    # repeats of rounds are most of the worker rows' time (each 0.1 s here is about 7 s of a run).
+    worker_round_s: float = 1.5
+    worker_jobs_min: int = 50
+    worker_jobs_max: int = 3_000
+    worker_warmup_jobs: int = 100  # 0: no warm-up, every round drains worker_jobs_max
+    pickup_samples: int = 100     # per system: one job at a time to an idle worker
+    pickup_warmup: int = 3
+    pickup_budget_s: float = 60.0  # all systems' probes together; at least pickup.MIN_SAMPLES each
+    pickup_idle_s: tuple[float, float] = (0.02, 0.52)  # a worker's idle time before each sample, drawn
+    # uniformly over more than SQLite's 0.5 s recheck, so no sample is in step with a poll
 
     def end_to_end_jobs(self, path: str, workers: int) -> int:
         """Jobs in one end-to-end round.
@@ -86,10 +100,13 @@ class Check:
 
 
 # Quick: a smoke test; 200 jobs over 4 clients is one batch of 50 each in the
-# enqueue-only round; batch-path rounds hold 200 and 400 jobs.
+# enqueue-only round; batch-path rounds hold 200 and 400 jobs. The worker rows
+# run at one level, 2, so queuelog-worker claims and acknowledges in batches.
 QUICK = Config(jobs=200, workers=[1, 4], enqueue_clients=4, enqueue_batches=[1, 50],
                claim_limit=100, fills=[1_000], latency_samples=100, latency_warmup=10,
-               latency_budget_s=15, timeout=120, repeats=1)
+               latency_budget_s=15, timeout=120, repeats=1,
+               worker_levels=(2,), worker_jobs_min=20, worker_jobs_max=20, worker_warmup_jobs=0,
+               pickup_samples=5, pickup_warmup=1, pickup_budget_s=10)
 
 # Full: 3 interleaved repeats of 300-job rounds (one whole batch per client:
 # 2000 jobs for enqueue batches of 500 from 4 clients, 1600 jobs for the

@@ -6,6 +6,7 @@ import json
 import statistics
 from pathlib import Path
 
+from bench import worker_report
 from bench.config import PATHS, Config, EndToEndRound, end_to_end_rounds
 
 COLUMNS = [
@@ -18,6 +19,8 @@ COLUMNS = [
 ]
 QUEUELOG_COLUMNS = [("sqlite", "SQLite"), ("sqlite_normal", "SQLite, NORMAL"), ("postgresql", "PostgreSQL")]
 QUEUELOG_KEYS = {key for key, _ in QUEUELOG_COLUMNS}
+# Columns whose correctness checks decide the exit status: queuelog's own, with its shipped worker.
+OWN_COLUMNS = QUEUELOG_KEYS | set(worker_report.SHIPPED)
 
 
 def _workers(n: int) -> str:
@@ -136,11 +139,12 @@ def failed_figures(cfg: Config, checks: list[dict]) -> set[tuple[str, str]]:
     enqueue parts of that round fail with it.
     """
     parts = {r.end_to_end: r.all() for r in end_to_end_rounds(cfg)}
+    parts["pickup_p50"] = ("pickup_p50", "pickup_p99")  # a pickup probe's check vouches for both
     return {(c["target"], key) for c in checks if not c["ok"] and c.get("metric")
             for key in parts.get(c["metric"], (c["metric"],))}
 
 
-def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, checks: list[dict],
+def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, target_rows, checks: list[dict],
              notes: list[str]) -> str:
     lines = [f"# queuelog benchmark ({meta['mode']})", "",
              f"{meta['started']} · {meta['cpus']} CPUs · commit {meta['commit']} · "
@@ -149,31 +153,50 @@ def markdown(cfg: Config, meta: dict, metrics: dict[str, dict], ratio_rows, chec
              + f"enqueue-only rounds: {cfg.enqueue_clients} clients; end-to-end rounds: "
              "as many enqueue clients as workers · "
              f"gunicorn -w {meta['gunicorn_workers']} (sync) · total {meta['seconds']:.0f}s", "",
-             "Only ratios within this one run mean anything: the machine is small and shared.", "",
-             "| What | Unit | " + " | ".join(h for _, h in COLUMNS) + " |",
-             "|---|---|" + "---:|" * len(COLUMNS)]
+             "Only ratios within this one run mean anything: the machine is small and shared."]
     # A figure whose round failed its correctness check is marked, not hidden.
     failed = failed_figures(cfg, checks)
-    for key, label, unit in rows(cfg):
-        cells = [_fmt(metrics.get(col, {}).get(key), unit) + (f" {FAILED}" if (col, key) in failed else "")
-                 for col, _ in COLUMNS]
-        if all(c.startswith("–") for c in cells):
-            continue
-        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + " |")
-    lines += ["", "| Ratio | " + " | ".join(h for _, h in QUEUELOG_COLUMNS) + " |",
-              "|---|" + "---:|" * len(QUEUELOG_COLUMNS)]
-    for label, values in ratio_rows:
-        lines.append(f"| {label} | " + " | ".join(_fmt(values.get(c), "×") for c, _ in QUEUELOG_COLUMNS) + " |")
-    own = [c for c in checks if c["target"] in QUEUELOG_KEYS]
-    others = [c for c in checks if c["target"] not in QUEUELOG_KEYS]
+    lines += _table(COLUMNS, rows(cfg), metrics, failed)
+    if any(v is not None for _, values in ratio_rows for v in values.values()):
+        lines += ["", "| Ratio | " + " | ".join(h for _, h in QUEUELOG_COLUMNS) + " |",
+                  "|---|" + "---:|" * len(QUEUELOG_COLUMNS)]
+        for label, values in ratio_rows:
+            lines.append(f"| {label} | " + " | ".join(_fmt(values.get(c), "×") for c, _ in QUEUELOG_COLUMNS)
+                         + " |")
+    worker_table = _table(worker_report.WORKER_COLUMNS, worker_report.rows(cfg), metrics, failed)
+    if worker_table:
+        lines += ["", "## Workers as users run them", "",
+                  f"queuelog under gunicorn --workers {meta['gunicorn_workers']} "
+                  f"--threads {meta.get('production_threads')} (the README's production command); "
+                  "\"N at once\": queuelog-worker --concurrency N, huey_consumer -w N threads, N rq worker "
+                  "processes."] + worker_table
+        lines += ["", "Targets (issue #14):"] + [t.line() for t in target_rows]
+    own = [c for c in checks if c["target"] in OWN_COLUMNS]
+    others = [c for c in checks if c["target"] not in OWN_COLUMNS]
     lines += ["", "Correctness (every job completed exactly once; ✗ marks a figure from a failed round):",
-              f"- queuelog: {sum(c['ok'] for c in own)}/{len(own)} checks passed "
+              f"- queuelog and queuelog-worker: {sum(c['ok'] for c in own)}/{len(own)} checks passed "
               "(these alone decide the exit status)",
               f"- peers and ceiling: {sum(c['ok'] for c in others)}/{len(others)} checks passed"]
     lines += [f"- FAILED {c['target']}: {c['what']}: {c['detail']}" for c in checks if not c["ok"]]
     notes = notes + [_sample_note(cfg, metrics)]
     lines += ["", "Notes:"] + [f"- {n}" for n in notes if n]
     return "\n".join(lines) + "\n"
+
+
+def _table(columns: list[tuple[str, str]], table_rows: list[tuple[str, str, str]], metrics: dict[str, dict],
+           failed: set[tuple[str, str]]) -> list[str]:
+    """A Markdown table of the rows with any figure (none: no lines at all)."""
+    body = []
+    for key, label, unit in table_rows:
+        cells = [_fmt(metrics.get(col, {}).get(key), unit) + (f" {FAILED}" if (col, key) in failed else "")
+                 for col, _ in columns]
+        if all(c.startswith("–") for c in cells):
+            continue
+        body.append(f"| {label} | {unit} | " + " | ".join(cells) + " |")
+    if not body:
+        return []
+    return ["", "| What | Unit | " + " | ".join(h for _, h in columns) + " |",
+            "|---|---|" + "---:|" * len(columns), *body]
 
 
 def _sample_note(cfg: Config, metrics: dict[str, dict]) -> str | None:
@@ -193,12 +216,15 @@ def _sample_note(cfg: Config, metrics: dict[str, dict]) -> str | None:
 def write(out_dir: Path, cfg: Config, meta: dict, metrics: dict, checks: list[dict],
           notes: list[str]) -> str:
     """Write ``bench.md`` and ``bench.json`` into ``out_dir``; return the Markdown."""
-    ratio_rows = ratios(cfg, metrics, failed_figures(cfg, checks))
-    text = markdown(cfg, meta, metrics, ratio_rows, checks, notes)
+    failed = failed_figures(cfg, checks)
+    ratio_rows = ratios(cfg, metrics, failed)
+    target_rows = worker_report.targets(cfg, metrics, failed, _ratio)
+    text = markdown(cfg, meta, metrics, ratio_rows, target_rows, checks, notes)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench.md").write_text(text)
     payload = {"meta": meta, "config": vars(cfg), "metrics": metrics,
                "ratios": {label: values for label, values in ratio_rows},
+               "targets": [t.as_dict() for t in target_rows],
                "checks": checks, "notes": notes}
     (out_dir / "bench.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return text

@@ -1,9 +1,13 @@
-"""Entry point: ``python -m bench.run [--quick] [--out bench/results]``.
+"""Entry point: ``python -m bench.run [--quick] [--out bench/results] [--only PARTS]``.
 
 Starts the Flask ceiling, queuelog on SQLite and on PostgreSQL, huey and RQ
 side by side, runs their throughput rounds interleaved (see bench.schedule),
-then queuelog's claim-latency probes, writes ``bench.md`` and ``bench.json``
-to the output directory and prints the table.
+then queuelog's claim-latency probes, then the worker rows: the shipped
+``queuelog-worker``, ``rq worker`` and ``huey_consumer`` draining pre-enqueued
+jobs, and their pickup latency (see bench.worker_rounds); writes ``bench.md``
+and ``bench.json`` to the output directory and prints the table.
+``--only workers,pickup`` (any of throughput, latency, workers, pickup) runs
+those parts alone, starting only the systems they need.
 
 Exit status: 1 only when one of queuelog's correctness checks fails (some
 job not completed exactly once, or a round aborted so that this could not be
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -25,13 +30,15 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import report, schedule
+from bench import report, schedule, worker_report, worker_rounds
 from bench.config import FULL, QUICK, Check, Config
 from bench.peers import Huey, Rq
-from bench.servers import GUNICORN_WORKERS, REPO_ROOT, postgres_cluster
+from bench.servers import GUNICORN_WORKERS, PRODUCTION_THREADS, REPO_ROOT, RedisServer, postgres_cluster
 from bench.targets import Ceiling, Queuelog
+from bench.worker_systems import HueyConsumer, QueuelogWorkers, RqWorkers, WorkerSystem
 
 # The throwaway cluster helper turns durability off to speed up tests; the
 # benchmark compares against SQLite at synchronous=FULL (queuelog's default)
@@ -53,74 +60,177 @@ def make_pg_durable(url: str) -> None:
         engine.dispose()
 
 
+PARTS = ("throughput", "latency", "workers", "pickup")
+
+
 class Runner:
     """Starts every system, runs the schedule, collects figures, checks, notes."""
 
-    def __init__(self, cfg: Config, work_dir: Path, log_dir: Path):
+    def __init__(self, cfg: Config, work_dir: Path, log_dir: Path, parts: tuple[str, ...] = PARTS):
         self.cfg = cfg
         self.work_dir = work_dir
         self.log_dir = log_dir
+        self.parts = parts
         self.metrics: dict[str, dict] = {}
         self.checks: list[Check] = []
         self.notes: list[str] = []
+        self.pg_url: str | None = None
+        self.phase_seconds: dict[str, float] = {}
 
     def run_all(self) -> None:
         # All systems stay up for the whole run so their rounds can be
         # interleaved (see bench.schedule); idle servers cost no CPU.
         with contextlib.ExitStack() as stack:
-            systems = [s for s in self._start_all(stack) if s is not None]
-            t0 = time.monotonic()
-            schedule.throughput(systems, self.cfg, self.metrics, self.checks)
-            print(f"[bench] throughput rounds took {time.monotonic() - t0:.0f}s", flush=True)
-            queuelogs = [s for s in systems if isinstance(s, Queuelog) and s.probe_latency]
-            schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
+            with self._phase("start"):
+                started = self._start_together(stack, [*self._round_systems(stack), *self._worker_systems(stack)])
+            systems = [s for s in started if not isinstance(s, WorkerSystem)]
+            workers = [s for s in started if isinstance(s, WorkerSystem)]
+            if "throughput" in self.parts:
+                with self._phase("throughput"):
+                    schedule.throughput(systems, self.cfg, self.metrics, self.checks)
+            if "latency" in self.parts:
+                with self._phase("latency"):
+                    queuelogs = [s for s in systems if isinstance(s, Queuelog) and s.probe_latency]
+                    schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
+            if workers:
+                with self._phase("workers"):
+                    worker_rounds.run(workers, self.cfg, self.metrics, self.checks, self.log_dir / "workers",
+                                      drain="workers" in self.parts, probe="pickup" in self.parts)
 
-    def _start_all(self, stack: contextlib.ExitStack) -> list:
-        yield self._start(stack, "ceiling", lambda: Ceiling(self.log_dir))
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        """Time one phase of the run (bench.json's meta.phase_seconds): what each part costs."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phase_seconds[name] = time.monotonic() - t0
+            print(f"[bench] {name} took {self.phase_seconds[name]:.0f}s", flush=True)
+
+    def _round_systems(self, stack: contextlib.ExitStack):
+        """(column, start) for the systems of the throughput rounds and the claim-latency probe."""
+        rounds = "throughput" in self.parts
+        if rounds:
+            yield "ceiling", lambda: Ceiling(self.log_dir)
         if not (REPO_ROOT / "app.py").exists():
             self.notes.append("queuelog skipped: app.py does not exist yet.")
-        else:
+        elif rounds or "latency" in self.parts:
             db = self.work_dir / "bench.db"
-            yield self._start(stack, "sqlite", lambda: Queuelog("sqlite", f"sqlite:///{db}", self.log_dir))
-            # The documented faster option, side by side, so the price of FULL's fsync per commit is
-            # measured rather than guessed. Throughput only: the claim's index walk is the same.
-            relaxed = self.work_dir / "bench-normal.db"
-            yield self._start(stack, "sqlite_normal", lambda: Queuelog(
-                "sqlite_normal", f"sqlite:///{relaxed}", self.log_dir,
-                settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"}, probe_latency=False))
-            yield self._start_postgresql(stack)
-        yield self._start(stack, "huey", lambda: Huey(self.work_dir))
+            yield "sqlite", lambda: Queuelog("sqlite", f"sqlite:///{db}", self.log_dir)
+            if rounds:
+                # The documented faster option, side by side, so the price of FULL's fsync per commit is
+                # measured rather than guessed. Throughput only: the claim's index walk is the same.
+                relaxed = self.work_dir / "bench-normal.db"
+                yield "sqlite_normal", lambda: Queuelog(
+                    "sqlite_normal", f"sqlite:///{relaxed}", self.log_dir,
+                    settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"}, probe_latency=False)
+            url = self._postgresql_url(stack)
+            if url is not None:
+                yield "postgresql", lambda: Queuelog("postgresql", url, self.log_dir)
+        if not rounds:
+            return
+        yield "huey", lambda: Huey(self.work_dir)
         if shutil.which("redis-server") is None:
             self.notes.append("RQ skipped: redis-server is not installed.")
         else:
-            yield self._start(stack, "rq", lambda: Rq(self.work_dir, self.log_dir))
+            yield "rq", lambda: Rq(self.work_dir, self.log_dir)
 
-    def _start(self, stack: contextlib.ExitStack, column: str, make):
-        """Enter one system; a queuelog that cannot start is a failed check."""
+    def _worker_systems(self, stack: contextlib.ExitStack):
+        """(column, start) for the worker rows: each queue with its own worker command, as users run them."""
+        if "workers" not in self.parts and "pickup" not in self.parts:
+            return
+        if (REPO_ROOT / "app.py").exists():
+            # Under the README's production command (gthread), on databases of their own.
+            sqlite_url = f"sqlite:///{self.work_dir / 'bench-workers.db'}"
+            yield "ql_worker_sqlite", lambda: QueuelogWorkers(self._production("ql_worker_sqlite", sqlite_url))
+            base = self._postgresql_url(stack)
+            if base is not None:
+                yield "ql_worker_postgresql", lambda: QueuelogWorkers(self._production(
+                    "ql_worker_postgresql", create_database(base, "bench_workers")))
+        yield "huey_consumer", lambda: HueyConsumer(self.work_dir)
+        if shutil.which("redis-server") is None:
+            self.notes.append("rq worker rows skipped: redis-server is not installed.")
+            return
         try:
-            return stack.enter_context(make())
+            plain = stack.enter_context(RedisServer(self.work_dir, self.log_dir / "redis-workers.log").start())
+            durable = stack.enter_context(RedisServer(self.work_dir, self.log_dir / "redis-aof.log",
+                                                      durable=True).start())
         except Exception as exc:
             traceback.print_exc()
-            if column in report.QUEUELOG_KEYS:
-                self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
-            else:
-                self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
-            return None
+            self.notes.append(f"rq worker rows skipped: redis-server failed: {exc!r}"[:300])
+            return
+        for column, redis, database, worker_class in RQ_WORKER_ROWS:
+            server = plain if redis == "plain" else durable
+            yield column, lambda c=column, r=server, d=database, w=worker_class: RqWorkers(c, r, d, w)
 
-    def _start_postgresql(self, stack: contextlib.ExitStack):
+    def _production(self, column: str, url: str) -> Queuelog:
+        return Queuelog(column, url, self.log_dir, threads=PRODUCTION_THREADS, probe_latency=False)
+
+    def _start_together(self, stack: contextlib.ExitStack, starters: list) -> list:
+        """Enter every system at once (their servers boot side by side), each closed with the stack.
+
+        One that cannot start is a failed check when it is queuelog's own, otherwise a note.
+        """
+        with ThreadPoolExecutor(max_workers=max(len(starters), 1)) as pool:
+            futures = [(column, pool.submit(lambda make=make: make().__enter__())) for column, make in starters]
+        started = []
+        for column, future in futures:
+            try:
+                system = future.result()
+            except Exception as exc:
+                traceback.print_exception(exc)
+                if column in report.OWN_COLUMNS:
+                    self.checks.append(Check(column, "start", False, f"could not start: {exc!r}"[:500]))
+                else:
+                    self.notes.append(f"{column} skipped: could not start: {exc!r}"[:300])
+                continue
+            stack.push(system.__exit__)
+            started.append(system)
+        return started
+
+    def _postgresql_url(self, stack: contextlib.ExitStack) -> str | None:
+        """The throwaway cluster's URL, durable; started on first use and kept for the run."""
+        if self.pg_url is not None:
+            return self.pg_url or None  # "" once it failed: noted already
         # A missing or broken throwaway cluster is the environment's fault,
-        # not queuelog's: note it and go on without the PostgreSQL column.
+        # not queuelog's: note it and go on without the PostgreSQL columns.
         try:
             url = stack.enter_context(postgres_cluster())
         except Exception as exc:
             traceback.print_exc()
             self.notes.append(f"PostgreSQL skipped: cluster failed: {exc!r}"[:300])
+            self.pg_url = ""
             return None
         if url is None:
             self.notes.append("PostgreSQL skipped: tests.support.pg_cluster unavailable.")
+            self.pg_url = ""
             return None
         make_pg_durable(url)
-        return self._start(stack, "postgresql", lambda: Queuelog("postgresql", url, self.log_dir))
+        self.pg_url = url
+        return url
+
+
+# (column, which redis-server, logical database, --worker-class): RQ's default forking worker and its
+# SimpleWorker, each on Redis without persistence and on Redis with an fsync per write.
+RQ_WORKER_ROWS = [
+    ("rq_simple", "plain", 1, "rq.worker.SimpleWorker"),
+    ("rq_simple_aof", "durable", 1, "rq.worker.SimpleWorker"),
+    ("rq_worker", "plain", 0, None),
+    ("rq_worker_aof", "durable", 0, None),
+]
+
+
+def create_database(url: str, name: str) -> str:
+    """Create database ``name`` on the cluster of ``url``; returns its URL."""
+    from sqlalchemy import create_engine, make_url, text
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
 def git_commit() -> str:
@@ -135,13 +245,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="small counts (about a minute): for CI and smoke tests")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results",
                         help="directory for bench.md, bench.json and server logs")
+    parser.add_argument("--only", type=_parts, default=PARTS, metavar="PART[,PART…]",
+                        help=f"run only these parts ({', '.join(PARTS)}; default: all); "
+                             "the table then leaves the others out")
+    parser.add_argument("--worker-levels", type=_levels, default=None, metavar="N[,N…]",
+                        help="the worker rows' levels instead of the mode's (full: 1,4,16; quick: 2)")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
+    if args.worker_levels:
+        cfg = dataclasses.replace(cfg, worker_levels=args.worker_levels)
     out_dir = args.out.resolve()
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     work_dir = Path(tempfile.mkdtemp(prefix="queuelog-bench-"))
-    runner = Runner(cfg, work_dir, out_dir / "logs")
+    runner = Runner(cfg, work_dir, out_dir / "logs", args.only)
     try:
         runner.run_all()
     finally:
@@ -163,10 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         "pending jobs bulk-inserted by SQL as copies of one job made by the API.",
         "Ratios of figures measured in the same repeats are medians of per-repeat ratios; "
         "others divide the medians. Per-round figures are in bench.json (*_repeats).",
+        *worker_report.notes(cfg),
     ]
     meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "commit": git_commit(), "python": sys.version.split()[0],
-            "gunicorn_workers": GUNICORN_WORKERS, "seconds": time.monotonic() - t0}
+            "gunicorn_workers": GUNICORN_WORKERS, "production_threads": PRODUCTION_THREADS,
+            "parts": list(args.only), "phase_seconds": runner.phase_seconds, "seconds": time.monotonic() - t0}
     checks = [c.as_dict() for c in runner.checks]
     text = report.write(out_dir, cfg, meta, runner.metrics, checks, runner.notes)
     print()
@@ -174,7 +293,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[bench] wrote {out_dir / 'bench.md'} and {out_dir / 'bench.json'}")
     # Only queuelog's own checks decide the exit status: a peer that loses a
     # job under load is a finding to report, not a reason to fail CI.
-    return 0 if all(c["ok"] for c in checks if c["target"] in report.QUEUELOG_KEYS) else 1
+    return 0 if all(c["ok"] for c in checks if c["target"] in report.OWN_COLUMNS) else 1
+
+
+def _levels(value: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(sorted({int(n) for n in value.split(",") if n.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels are numbers, e.g. 1,4; got {value!r}") from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"levels are numbers ≥ 1, e.g. 1,4; got {value!r}")
+    return levels
+
+
+def _parts(value: str) -> tuple[str, ...]:
+    parts = tuple(p.strip() for p in value.split(",") if p.strip())
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; got {value!r}")
+    return parts
 
 
 if __name__ == "__main__":

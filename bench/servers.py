@@ -22,6 +22,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The one gunicorn configuration used for both queuelog and the ceiling, so
 # the ceiling is a fair upper bound (same worker model, same worker count).
 GUNICORN_WORKERS = 4
+# The README's production command adds gthread's threads (``--threads 8``):
+# what users run, and what long-polling workers need. The worker rows use it.
+PRODUCTION_THREADS = 8
 
 
 def free_port() -> int:
@@ -77,18 +80,27 @@ def rss_bytes(pid: int) -> int:
 
 
 class GunicornServer:
-    """A gunicorn master serving ``app_spec`` with the shared settings."""
+    """A gunicorn master serving ``app_spec`` with the shared settings.
 
-    def __init__(self, app_spec: str, env: dict[str, str] | None, log_path: Path):
+    ``threads`` None runs gunicorn's default sync workers; a number runs the
+    gthread workers of the README's production command.
+    """
+
+    def __init__(self, app_spec: str, env: dict[str, str] | None, log_path: Path,
+                 threads: int | None = None):
         self.app_spec = app_spec
+        self.threads = threads
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self, ready_path: str = "/", timeout: float = 60.0) -> GunicornServer:
+    # Generous: the runner boots every server at once, and 20 gunicorn workers importing the app on a
+    # busy 2-core machine have taken over a minute.
+    def start(self, ready_path: str = "/", timeout: float = 180.0) -> GunicornServer:
         cmd = [sys.executable, "-m", "gunicorn", "-w", str(GUNICORN_WORKERS),
+               *(["--threads", str(self.threads)] if self.threads else []),
                "-b", f"127.0.0.1:{self.port}", self.app_spec]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
@@ -141,23 +153,41 @@ class GunicornServer:
 
 
 class RedisServer:
-    """A throwaway, non-persistent redis-server for the RQ peer."""
+    """A throwaway redis-server for the RQ peer.
 
-    def __init__(self, workdir: Path, log_path: Path):
+    By default it persists nothing, as RQ's own docs run it. ``durable`` turns
+    on the append-only file with an fsync before every reply
+    (``appendonly yes``, ``appendfsync always``): the durability queuelog
+    promises, for the durable comparison.
+    """
+
+    def __init__(self, workdir: Path, log_path: Path, durable: bool = False):
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.workdir = workdir
         self.log_path = log_path
+        self.durable = durable
         self.proc: subprocess.Popen | None = None
+
+    def url_for(self, db: int) -> str:
+        """The URL of logical database ``db`` on this server."""
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def _persistence_args(self) -> list[str]:
+        if not self.durable:
+            # No RDB snapshots, no AOF: RQ's default deployment keeps data in
+            # memory and this benchmark must not write dump files anywhere.
+            return ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        # Its own directory: the AOF files live there and go with the work dir.
+        aof_dir = self.workdir / f"redis-aof-{self.port}"
+        aof_dir.mkdir(parents=True, exist_ok=True)
+        return ["--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", str(aof_dir)]
 
     def start(self, timeout: float = 20.0) -> RedisServer:
         import redis  # imported here: only the RQ peer needs it
 
-        # No RDB snapshots, no AOF: RQ's default deployment keeps data in
-        # memory and this benchmark must not write dump files anywhere.
         cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-               "--daemonize", "no"]
+               *self._persistence_args(), "--daemonize", "no"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

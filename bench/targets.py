@@ -41,12 +41,13 @@ class Queuelog(System):
     drain_paths = frozenset({"single", "batch"})
 
     def __init__(self, column: str, db_url: str, log_dir: Path, settings: dict[str, str] | None = None,
-                 probe_latency: bool = True):
+                 probe_latency: bool = True, threads: int | None = None):
         self.column = column
         self.db_url = db_url
         self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop", **(settings or {})}
         self.probe_latency = probe_latency
-        self.server = GunicornServer("app:app", self.env, log_dir / f"gunicorn-{column}.log")
+        # threads: gunicorn's gthread workers, as the README's production command runs them.
+        self.server = GunicornServer("app:app", self.env, log_dir / f"gunicorn-{column}.log", threads)
         self.producer = self.worker = ""
         self.total_enqueued = 0
 

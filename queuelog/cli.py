@@ -11,10 +11,11 @@ from flask import Flask, current_app
 from . import keys, queue, users
 from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
-from .models import Role
+from .models import Role, UserRole
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
 from .queue import flow
+from .quotas import Quota
 
 
 def _fail(error: QueueError) -> None:
@@ -34,10 +35,15 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 @click.option("--max-priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False),
               help="Highest priority a producer may set (default: medium).")
 @click.option("--types", help="Comma-separated job types this key is limited to.")
-def create_key_command(name, role, max_priority, types):
+@click.option("--enqueue-rate", metavar="N/S",
+              help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.")
+@click.option("--max-pending", metavar="M",
+              help="Producer quota: at most M of its jobs pending at once; more → 429.")
+def create_key_command(name, role, max_priority, types, enqueue_rate, max_pending):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:
-        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None)
+        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None,
+                                 enqueue_rate=enqueue_rate, max_pending=max_pending)
     except QueueError as error:
         _fail(error)
     click.echo(secret)
@@ -45,10 +51,16 @@ def create_key_command(name, role, max_priority, types):
 
 @keys_group.command("list")
 def list_keys_command():
-    """List keys: name, role, ceiling, types, prefix, created, last used, revoked."""
+    """List keys: a header row, then name, role, priority ceiling (producers only: - for others, which it does
+    not bind), types, quotas (rate:N/S, max-pending:M; - = none), prefix, created, last used, revoked."""
+    click.echo("\t".join(["name", "role", "max_priority", "types", "enqueue_rate", "max_pending", "prefix",
+                           "created", "last_used", "state"]))
     for key in keys.list_keys():
+        quota = Quota.of(key) or Quota()
+        ceiling = Priority.label_of(key.max_priority) if key.role == Role.PRODUCER.value else "-"
         click.echo("\t".join([
-            key.name, key.role, Priority.label_of(key.max_priority), key.allowed_types or "*",
+            key.name, key.role, ceiling, key.allowed_types or "*",
+            f"rate:{quota.rate or '-'}", f"max-pending:{quota.max_pending or '-'}",
             key.prefix + "…", rfc3339(key.created_at), rfc3339(key.last_used_at) or "never",
             ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",
         ]))
@@ -63,29 +75,31 @@ def revoke_key_command(name):
     click.echo(f"revoked {name}")
 
 
-users_group = click.Group("users", help="Admin users of the web pages.")
+users_group = click.Group("users", help="Users of the web pages: admins, and viewers who may look but not act.")
 
 
 @users_group.command("create")
 @click.argument("username")
 @click.option("--password-stdin", is_flag=True, required=True,
               help="Read the password from standard input (never from the command line).")
-def create_user_command(username, password_stdin):
-    """Create an admin user; the password is read from stdin."""
+@click.option("--role", type=click.Choice([role.value for role in UserRole]), default=UserRole.ADMIN.value,
+              show_default=True, help="admin: sees and acts; viewer: sees every page, changes nothing.")
+def create_user_command(username, password_stdin, role):
+    """Create a user of the pages (an admin unless --role viewer); the password is read from stdin."""
     password = sys.stdin.readline().rstrip("\r\n")
     try:
-        users.create_user(username, password)
+        users.create_user(username, password, role)
     except QueueError as error:
         _fail(error)
-    click.echo(f"created admin {username}")
+    click.echo(f"created {role} {username}")
 
 
 @users_group.command("list")
 def list_users_command():
-    """List admins: a header row, then username, created, live sessions, recent failed sign-ins."""
-    click.echo("\t".join(["username", "created", "sessions", "failed_sign_ins"]))
+    """List users: a header row, then username, role, created, live sessions, recent failed sign-ins."""
+    click.echo("\t".join(["username", "role", "created", "sessions", "failed_sign_ins"]))
     for user in users.list_users():
-        click.echo("\t".join([user.username, rfc3339(user.created_at), str(user.sessions),
+        click.echo("\t".join([user.username, user.role, rfc3339(user.created_at), str(user.sessions),
                                str(user.failed_sign_ins)]))
 
 
@@ -94,7 +108,7 @@ def list_users_command():
 @click.option("--password-stdin", is_flag=True, required=True,
               help="Read the new password from standard input (never from the command line).")
 def set_password_command(username, password_stdin):
-    """Give an admin a new password (read from stdin); every session of that admin ends."""
+    """Give a user a new password (read from stdin); every session of that admin ends."""
     password = sys.stdin.readline().rstrip("\r\n")
     try:
         ended = users.set_password(username, password)

@@ -18,6 +18,8 @@ from .errors import InvalidRequest, QueueError
 from .extensions import db
 from .models import ApiKey, Role
 from .patterns import PRIORITY_LABELS, Priority, one_of
+from .quotas import Quota
+from .quotas import parse as parse_quota
 from .sql import find_key
 
 KEY_PREFIX = "ql_"
@@ -37,6 +39,7 @@ class Caller:
     role: str
     max_priority: int
     allowed_types: tuple[str, ...] | None
+    quota: Quota | None = None    # a producer's enqueue limits (queuelog/quotas.py); None: none
 
     def may_use_type(self, job_type: str) -> bool:
         return self.allowed_types is None or job_type in self.allowed_types
@@ -51,9 +54,13 @@ def digest_of(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_key(name: str, role: str, max_priority: str | None = None,
-               types: list[str] | None = None) -> str:
-    """Issue a key and return its secret, which is never stored and cannot be shown again."""
+def create_key(name: str, role: str, max_priority: str | None = None, types: list[str] | None = None,
+               enqueue_rate: str | None = None, max_pending: str | int | None = None) -> str:
+    """Issue a key and return its secret, which is never stored and cannot be shown again.
+
+    ``enqueue_rate`` ("N/S": at most N jobs in any S seconds) and ``max_pending`` (M) limit a producer key;
+    None or empty text: no such limit.
+    """
     problems = []
     if not _NAME_PATTERN.match(name or ""):
         problems.append({"pointer": "/name", "detail": "use 1-100 letters, digits, '.', '_' or '-'"})
@@ -75,9 +82,14 @@ def create_key(name: str, role: str, max_priority: str | None = None,
         problems.append({"pointer": "/types", "detail": f"not on this server's QUEUELOG_JOB_TYPES: "
                                                         f"{', '.join(unknown)} (allowed: "
                                                         f"{', '.join(current_app.config['JOB_TYPES'])})"})
+    quota, quota_problems = parse_quota(role, enqueue_rate, max_pending)
+    problems += quota_problems
     if problems:
         raise InvalidRequest(problems)
 
+    # Quota columns only when there is a quota: a key without one is the same row as before quotas existed.
+    limits = {} if quota is None else {"enqueue_rate_limit": quota.rate_limit,
+                                       "enqueue_rate_seconds": quota.rate_seconds, "max_pending": quota.max_pending}
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     with write_transaction() as conn:
         if conn.execute(select(keys_table.c.id).where(keys_table.c.name == name)).first():
@@ -85,7 +97,7 @@ def create_key(name: str, role: str, max_priority: str | None = None,
         conn.execute(insert(keys_table).values(
             name=name, role=role, max_priority=int(ceiling),
             allowed_types=json.dumps(clean_types) if clean_types else None,
-            prefix=secret[: len(KEY_PREFIX) + 6], digest=digest_of(secret), created_at=utcnow(),
+            prefix=secret[: len(KEY_PREFIX) + 6], digest=digest_of(secret), created_at=utcnow(), **limits,
         ))
     return secret
 
@@ -105,7 +117,7 @@ def authenticate(secret: str) -> Caller | None:
     if row.last_used_at is None or now - row.last_used_at > _LAST_USED_RESOLUTION:
         _touch(row.id, now)
     types = json.loads(row.allowed_types) if row.allowed_types else None
-    return Caller(row.id, row.name, row.role, row.max_priority, tuple(types) if types else None)
+    return Caller(row.id, row.name, row.role, row.max_priority, tuple(types) if types else None, Quota.of(row))
 
 
 def _touch(key_id: int, now) -> None:

@@ -1,5 +1,6 @@
-"""The tables: jobs, their event log, API keys, admin users, their sessions and failed sign-ins; and flow
-control per job type (its settings, their history, and the claims a rate limit counts).
+"""The tables: jobs, their event log, API keys and their enqueue ledger, admin users, their sessions and
+failed sign-ins; and flow control per job type (its settings, their history, and the claims a rate limit
+counts).
 
 Models hold data only. Every change of a job's state goes through ``queuelog.queue``.
 """
@@ -43,6 +44,13 @@ class Role(enum.StrEnum):
     PRODUCER = "producer"
     WORKER = "worker"
     ADMIN = "admin"
+
+
+class UserRole(enum.StrEnum):
+    """What a person signed in to the pages may do: an admin looks and acts, a viewer only looks."""
+
+    ADMIN = "admin"
+    VIEWER = "viewer"
 
 
 class Job(db.Model):
@@ -119,6 +127,14 @@ class Job(db.Model):
         # pending job of one type and priority is a single seek (the /metrics gauges, the dashboard).
         Index("ix_jobs_type_status_priority", "type", "status", "priority", "run_at"),
         Index("ix_jobs_producer_id", "producer_key_id", "id"),
+        # A producer key's max-pending quota counts its pending jobs; without this index that count would
+        # walk every job the key ever enqueued (ix_jobs_producer_id) or every pending job of every key.
+        Index(
+            "ix_jobs_pending_producer",
+            "producer_key_id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
         # AUTOINCREMENT: SQLite must never hand a purged job's id to a new job (links, logs, alerts).
@@ -163,10 +179,36 @@ class ApiKey(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Producer quotas (queuelog/quotas.py); NULL = no such limit. The rate is "at most
+    # enqueue_rate_limit jobs in any enqueue_rate_seconds seconds": both set, or neither.
+    enqueue_rate_limit: Mapped[int | None] = mapped_column(Integer)
+    enqueue_rate_seconds: Mapped[int | None] = mapped_column(Integer)
+    max_pending: Mapped[int | None] = mapped_column(Integer)
+
+
+class EnqueueLedger(db.Model):
+    """One enqueue of a key with a rate quota: when, how many jobs, and the key's running total.
+
+    ``running_total`` counts the key's jobs up to and including this row, so the jobs in a window are
+    the newest row's total minus the total before the window's oldest row: two index seeks, however
+    many enqueues the window holds. Rows that left the window are deleted by the next enqueue.
+    """
+
+    __tablename__ = "enqueue_ledger"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    jobs: Mapped[int] = mapped_column(Integer)
+    running_total: Mapped[int] = mapped_column(BigInteger)
+
+    __table_args__ = (
+        Index("ix_enqueue_ledger_key_at", "key_id", "at", "running_total"),
+    )
 
 
 class User(db.Model):
-    """An admin who signs in to the web pages."""
+    """A person who signs in to the web pages: an admin, or a viewer who may look but not act."""
 
     __tablename__ = "users"
 
@@ -174,6 +216,9 @@ class User(db.Model):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Users made before roles existed were all admins, so the column's default keeps them admins.
+    role: Mapped[str] = mapped_column(String(16), default=UserRole.ADMIN.value,
+                                      server_default=text(f"'{UserRole.ADMIN.value}'"))
 
     # Flask-Login's protocol, kept here rather than inheriting UserMixin's extras.
     is_active = True

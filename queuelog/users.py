@@ -1,4 +1,5 @@
-"""Admin users of the web pages: creating, listing and deleting them, their passwords, and unlocking them.
+"""Users of the web pages (admins, and viewers who may look but not act): creating, listing and deleting
+them, their passwords, and unlocking them.
 
 A new password or deleting a user ends every session of that user (``admin_sessions``).
 """
@@ -17,7 +18,7 @@ from .clock import utcnow
 from .database.transactions import read_connection, write_transaction
 from .errors import InvalidRequest, QueueError
 from .extensions import db
-from .models import User
+from .models import User, UserRole
 
 users = User.__table__
 
@@ -27,17 +28,19 @@ MIN_PASSWORD_LENGTH = 12
 _DUMMY_HASH = generate_password_hash("queuelog-timing-equaliser", method="scrypt")
 
 
-def create_user(username: str, password: str) -> User:
-    """Create an admin; passwords are stored as scrypt hashes only."""
+def create_user(username: str, password: str, role: str = UserRole.ADMIN.value) -> User:
+    """Create a user (an admin unless ``role`` says viewer); passwords are stored as scrypt hashes only."""
     problems = []
     if not _USERNAME.match(username or ""):
         problems.append({"pointer": "/username", "detail": "use 1-100 letters, digits, '.', '_', '@' or '-'"})
+    if role not in [r.value for r in UserRole]:
+        problems.append({"pointer": "/role", "detail": f"use {' or '.join(UserRole)}"})
     problems += _password_problems(password)
     if problems:
         raise InvalidRequest(problems)
     if db.session.execute(db.select(User).filter_by(username=username)).scalar_one_or_none():
         raise QueueError(f"a user named {username!r} already exists")
-    user = User(username=username, password_hash=_hash(password), created_at=utcnow())
+    user = User(username=username, password_hash=_hash(password), created_at=utcnow(), role=role)
     db.session.add(user)
     db.session.commit()
     return user
@@ -54,21 +57,24 @@ def verify_password(username: str, password: str) -> User | None:
 
 @dataclass(frozen=True)
 class UserSummary:
-    """One admin as ``flask users list`` shows it."""
+    """One user as ``flask users list`` shows it."""
 
     username: str
+    role: str
     created_at: datetime
     sessions: int  # live sessions
     failed_sign_ins: int  # within the throttle's window, from any address
 
 
 def list_users() -> list[UserSummary]:
-    """Every admin, by username, with their live sessions and recent failed sign-ins."""
+    """Every user, by username, with their role, live sessions and recent failed sign-ins."""
     with read_connection() as conn:
-        rows = conn.execute(select(users.c.id, users.c.username, users.c.created_at).order_by(users.c.username)).all()
+        rows = conn.execute(select(users.c.id, users.c.username, users.c.role, users.c.created_at)
+                            .order_by(users.c.username)).all()
         sessions = admin_sessions.live_counts(conn)
         failures = login_throttle.recent_failure_counts(conn)
-    return [UserSummary(row.username, row.created_at, sessions.get(row.id, 0), failures.get(row.username, 0))
+    return [UserSummary(row.username, row.role, row.created_at, sessions.get(row.id, 0),
+                        failures.get(row.username, 0))
             for row in rows]
 
 

@@ -84,6 +84,20 @@ def test_keys_list_shows_the_prefix_and_never_the_secret(runner):
     assert secret not in result.stdout and secret[3:] not in result.stdout
 
 
+def test_keys_list_starts_with_a_header_row(runner):
+    _create(runner, "listed", "--role", "worker")
+    header = runner.invoke(args=["keys", "list"]).stdout.splitlines()[0]
+    assert header.split("\t") == ["name", "role", "max_priority", "types", "enqueue_rate", "max_pending",
+                                   "prefix", "created", "last_used", "state"]
+
+
+@pytest.mark.parametrize("role, ceiling", [("producer", "medium"), ("worker", "-"), ("admin", "-")])
+def test_keys_list_shows_a_priority_ceiling_only_where_it_binds(runner, role, ceiling):
+    _create(runner, "k", "--role", role)
+    line = next(line for line in runner.invoke(args=["keys", "list"]).stdout.splitlines() if line.startswith("k\t"))
+    assert line.split("\t")[2] == ceiling
+
+
 def test_keys_revoke_refuses_the_key_from_the_next_request(runner, client):
     secret = _create(runner, "leaving", "--role", "producer").stdout.strip()
     assert client.get("/jobs", headers=bearer(secret)).status_code == 200
@@ -136,15 +150,15 @@ def test_users_list_prints_a_header_and_one_row_per_user(runner):
     result = runner.invoke(args=["users", "list"])
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
-    assert header.split("\t") == ["username", "created", "sessions", "failed_sign_ins"]
+    assert header.split("\t") == ["username", "role", "created", "sessions", "failed_sign_ins"]
     assert [row.split("\t")[0] for row in rows] == ["night-owl", "ops"]
-    assert all(re.fullmatch(r"[^\t]+\t\d{4}-\d\d-\d\dT[^\t]+Z\t0\t0", row) for row in rows), rows
+    assert all(re.fullmatch(r"[^\t]+\tadmin\t\d{4}-\d\d-\d\dT[^\t]+Z\t0\t0", row) for row in rows), rows
 
 
 def test_users_list_with_no_users_prints_only_the_header(runner):
     result = runner.invoke(args=["users", "list"])
     assert result.exit_code == 0
-    assert result.stdout == "username\tcreated\tsessions\tfailed_sign_ins\n"
+    assert result.stdout == "username\trole\tcreated\tsessions\tfailed_sign_ins\n"
 
 
 def test_users_delete_removes_the_user(runner, app):

@@ -31,9 +31,10 @@ def test_keys_are_listed_with_role_ceiling_types_prefix_dates_and_state(signed_i
     post_form(signed_in, "/admin/keys/old-worker/revoke", page="/admin/keys")
     body = text_of(signed_in.get("/admin/keys"))
     row = key_row(body, "billing")
-    assert row.startswith("billing producer high email, report " + secret[:9] + "…")
+    assert row.startswith("billing producer high email, report none " + secret[:9] + "…")
     assert "never" in row and "active" in row
     assert "revoked" in key_row(body, "old-worker")
+    assert key_row(body, "old-worker").startswith("old-worker worker does not apply any")
     assert secret not in body  # only the prefix is ever shown
 
 

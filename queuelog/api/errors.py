@@ -5,6 +5,7 @@ from flask import abort
 
 from ..errors import InvalidRequest, LongPollsFull, QueueError
 from ..queries import max_job_id
+from ..quotas import QuotaExceeded
 from . import bp
 from .body import MalformedJSON, NotJSONMediaType
 from .problems import PROBLEM_TYPE_BASE, problem
@@ -19,6 +20,10 @@ def queue_refused(error: QueueError):
     if isinstance(error, LongPollsFull):
         # A type of its own, so a worker can tell "come back later" from a database that is down.
         extra["type"] = PROBLEM_TYPE_BASE + "long-polls-full"
+        headers = {"Retry-After": str(error.retry_after)}
+    elif isinstance(error, QuotaExceeded):
+        # One type per limit (enqueue-rate-exceeded, max-pending-reached); the numbers ride along as members.
+        extra["type"] = PROBLEM_TYPE_BASE + error.problem
         headers = {"Retry-After": str(error.retry_after)}
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
 

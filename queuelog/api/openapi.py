@@ -36,16 +36,25 @@ _ERRORS = {
     413: "The request body is larger than 1 MiB.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
+    429: "The key's producer quota refuses these jobs: over its enqueue rate (type .../enqueue-rate-exceeded) "
+         "or at its most pending jobs (.../max-pending-reached). Nothing was stored; a batch is refused whole. "
+         "quota, limit, requested and in_window or pending give the numbers; retry after Retry-After seconds.",
     500: "An unexpected error; it has been logged (never a traceback in the body).",
     503: "The database is not answering; retry after Retry-After seconds.",
 }
 _HEADER_NOTES = {
     401: {"WWW-Authenticate": "Bearer challenge."},
+    429: {"Retry-After": "Whole seconds to wait: until the rate's window has room, or a fixed 5 s hint for "
+                         "max-pending (workers decide when a pending job leaves)."},
     503: {"Retry-After": "Seconds to wait before retrying."},
 }
 # Every authenticated route can answer these.
 _ALWAYS = (401, 403, 500, 503)
 _WITH_BODY = (400, 413, 415, 422)
+# An enqueue can also meet its key's producer quota.
+_ENQUEUE_ERRORS = (*_WITH_BODY, 429)
+_QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending): a request "
+           "that would pass one is refused whole with 429. Only new jobs count; an idempotent replay does not.")
 _HOLDER = ("Only the worker holding the job under this claim token may do this; a stale token, another "
            "worker or a job no longer running answers 409.")
 
@@ -192,7 +201,8 @@ def paths() -> dict[str, Any]:
                 {201: json_response("Created.", s.ref("Job"), location) | {"links": enqueued},
                  200: json_response("The idempotency key replayed an earlier, identical request: that job.",
                                     s.ref("Job"), location) | {"links": enqueued}},
-                errors=_WITH_BODY, request=body("EnqueueRequest"), parameters=[idempotency_header]),
+                errors=_ENQUEUE_ERRORS, request=body("EnqueueRequest"), parameters=[idempotency_header],
+                description=_QUOTAS),
             "get": operation(
                 JOBS, "listJobs", "List jobs, newest first.", (PRODUCER, ADMIN),
                 {200: json_response("A page of jobs.", job_page)}, errors=(422,), parameters=list_parameters,
@@ -202,8 +212,8 @@ def paths() -> dict[str, Any]:
             JOBS, "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
             {201: json_response("At least one job was created.", batch_jobs),
              200: json_response("Every item replayed an earlier job.", batch_jobs)},
-            errors=_WITH_BODY, request=body("BatchEnqueueRequest"),
-            description="Each item has its own idempotency-key semantics.")},
+            errors=_ENQUEUE_ERRORS, request=body("BatchEnqueueRequest"),
+            description="Each item has its own idempotency-key semantics. " + _QUOTAS)},
         "/jobs/claim": {"post": operation(
             WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",

@@ -313,6 +313,15 @@ def problem() -> Schema:
             },
             "job_status": {"type": "string", "enum": list(STATUSES),
                            "description": "On 409: the state that refused the action."},
+            "quota": {"type": "string", "enum": ["enqueue_rate", "max_pending"],
+                      "description": "On 429: the producer quota that refused the jobs."},
+            "limit": {"type": "integer", "minimum": 1, "description": "On 429: the quota's N (rate) or M (pending)."},
+            "window_seconds": {"type": "integer", "minimum": 1, "description": "On 429 for the rate: its S."},
+            "in_window": {"type": "integer", "minimum": 0,
+                          "description": "On 429 for the rate: jobs the key enqueued in the last S seconds."},
+            "pending": {"type": "integer", "minimum": 0,
+                        "description": "On 429 for max-pending: the key's pending jobs (counted up to limit)."},
+            "requested": {"type": "integer", "minimum": 1, "description": "On 429: the new jobs the request held."},
         },
     }
 

@@ -1,4 +1,5 @@
-"""Enqueue: new jobs, all-or-nothing, and the idempotency keys that make a repeated request safe.
+"""Enqueue: new jobs, all-or-nothing, the idempotency keys that make a repeated request safe, and the
+producer quotas that may refuse them (queuelog/quotas.py).
 
 Each new job also gets its turn (``fair_tag``): claims go by priority, then turn, then id, so that
 concurrency keys take turns. A job's turn follows its key's last turn at its priority, and is never before
@@ -20,7 +21,7 @@ from typing import NamedTuple
 from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
-from .. import sql
+from .. import quotas, sql
 from ..clock import rfc3339, utcnow
 from ..database.transactions import write_transaction
 from ..errors import Forbidden, IdempotencyConflict, InvalidRequest
@@ -115,15 +116,25 @@ class _AsItem(NamedTuple):
 
 
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
-    """One transaction: find the jobs the request's idempotency keys already name, insert the rest."""
+    """One transaction: find the jobs the request's idempotency keys already name, insert the rest.
+
+    A key with a quota takes its turn first, so a replay racing its original finds the original's job
+    (instead of being counted as new), and the quota's check sees every job committed before it.
+    """
     now = utcnow()
     keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
     with write_transaction() as conn:
+        if caller.quota is not None:
+            quotas.take_turn(conn, caller.id)
         earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
         steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
-        inserts = _with_turns(conn, [step.row for step in steps if isinstance(step, _Insert)])
+        inserts = [step.row for step in steps if isinstance(step, _Insert)]
         made: list[JobRow] = []
+        if inserts and caller.quota is not None:
+            # Only new jobs count; refused, the transaction rolls back and nothing is stored.
+            quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
         if inserts:
+            inserts = _with_turns(conn, inserts)
             log = event_row(ENQUEUE, caller.actor, now)
             made = sql.insert_jobs(conn, inserts, log)
             changed(conn, ENQUEUE, made, log)

@@ -6,7 +6,7 @@ Where to look:
   FLOW_REFUSALS to say why a claim came back short); FAIR_TAGS places new jobs in their keys' turns;
   FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
-  CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`),
+  CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`), the producer quotas' QUOTA_*,
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
@@ -25,14 +25,15 @@ from datetime import datetime, timedelta
 from sqlalchemy.engine import Connection
 
 from .runner import execute_plain, insert_jobs, rowcount, run, scalar
-from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, Refusal
+from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, QuotaState, Refusal
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
-__all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "Refusal", "cancel", "claim",
-           "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job", "jobs_by_key",
-           "lock_flow", "record_claims", "retry", "something_due", "stalled", "take_back"]
+__all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "QuotaState", "Refusal", "cancel",
+           "claim", "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job",
+           "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn",
+           "record_claims", "retry", "something_due", "stalled", "take_back"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -135,3 +136,34 @@ def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -
     events = rowcount(conn, "PURGE_EVENTS", {"ids": ids})
     jobs = rowcount(conn, "PURGE_JOBS", {"ids": ids, "status": status, "cutoff": cutoff})
     return jobs, events
+
+
+# --- producer quotas ---------------------------------------------------------------------------------
+
+def quota_turn(conn: Connection, namespace: int, key_id: int) -> None:
+    """QUOTA_TURN (PostgreSQL only): this transaction is the key's only enqueue until it ends."""
+    scalar(conn, "QUOTA_TURN", {"namespace": namespace, "key": key_id})
+
+
+def quota_state(conn: Connection, key_id: int, cutoff: datetime, most_pending: int) -> QuotaState:
+    """QUOTA_STATE: the key's rate window (ledger rows after ``cutoff``) and pending jobs (up to ``most_pending``)."""
+    [state] = run(conn, "QUOTA_STATE", {"key": key_id, "cutoff": cutoff, "most": most_pending}, make=QuotaState,
+                  times_at=(1, 3))
+    return state
+
+
+def quota_frees_at(conn: Connection, key_id: int, cutoff: datetime, total: int) -> datetime:
+    """QUOTA_FREES_AT: when the window's ledger row holding the key's ``total``-th job was written."""
+    [at] = run(conn, "QUOTA_FREES_AT", {"key": key_id, "cutoff": cutoff, "total": total}, make=lambda at: at,
+               times_at=(0,))
+    return at
+
+
+def quota_record(conn: Connection, key_id: int, at: datetime, jobs: int, total: int) -> None:
+    """QUOTA_RECORD: ``jobs`` enqueued by the key at ``at``, its running total now ``total``."""
+    rowcount(conn, "QUOTA_RECORD", {"key": key_id, "at": at, "jobs": jobs, "total": total})
+
+
+def quota_forget(conn: Connection, key_id: int, cutoff: datetime) -> None:
+    """QUOTA_FORGET: the key's ledger rows written at or before ``cutoff``."""
+    rowcount(conn, "QUOTA_FORGET", {"key": key_id, "cutoff": cutoff})

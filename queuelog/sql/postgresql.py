@@ -12,7 +12,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, HELD, RETRYABLE
+from ..states import BY_ACTION, HELD, RETRYABLE, JobStatus
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -283,3 +283,36 @@ PURGE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s) AND status = %(status)s A
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = %(digest)s"
+
+# --- producer quotas (queuelog/quotas.py) ----------------------------------------------------------------
+# Sent only for a key with a quota, inside its enqueue's transaction, after QUOTA_TURN. Every ledger read
+# is an index seek on (key_id, at, running_total); rows up to cutoff have left the rate's window.
+
+#: The key's enqueues take turns: a transaction-scoped advisory lock on (namespace, key id), taken before
+#: the enqueue reads anything and held until it commits, so the next one sees what this one stored.
+#: (SQLite needs none: the enqueue's IMMEDIATE transaction holds the database's write lock.)
+QUOTA_TURN = "SELECT pg_advisory_xact_lock(%(namespace)s::integer, %(key)s::integer)"
+
+#: The key's quota state in one read: the ledger's newest running total and its time, the running total
+#: before the window's first row, the oldest row's time (rows that left the window are deleted now and
+#: then, not on every enqueue), and the key's pending jobs counted up to most (LIMIT 0: not counted).
+QUOTA_STATE = f"""
+SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = %(key)s
+         ORDER BY at DESC, running_total DESC LIMIT 1),
+       (SELECT at FROM enqueue_ledger WHERE key_id = %(key)s ORDER BY at DESC, running_total DESC LIMIT 1),
+       (SELECT running_total - jobs FROM enqueue_ledger WHERE key_id = %(key)s AND at > %(cutoff)s
+         ORDER BY at, running_total LIMIT 1),
+       (SELECT at FROM enqueue_ledger WHERE key_id = %(key)s ORDER BY at, running_total LIMIT 1),
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = %(key)s
+                                 AND {status_in({JobStatus.PENDING})} LIMIT %(most)s) AS pending)"""
+
+#: When the window's row holding the key's total-th job was written: once it leaves, a refused request fits.
+QUOTA_FREES_AT = ("SELECT at FROM enqueue_ledger WHERE key_id = %(key)s AND at > %(cutoff)s"
+                  " AND running_total >= %(total)s ORDER BY at, running_total LIMIT 1")
+
+#: One enqueue of a rate-limited key: when, how many jobs, and the key's running total with them.
+QUOTA_RECORD = ("INSERT INTO enqueue_ledger (key_id, at, jobs, running_total)"
+                " VALUES (%(key)s, %(at)s, %(jobs)s, %(total)s)")
+
+#: Ledger rows that left the key's rate window.
+QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = %(key)s AND at <= %(cutoff)s"

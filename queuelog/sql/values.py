@@ -124,6 +124,16 @@ class Refusal(NamedTuple):
     reason: str
 
 
+class QuotaState(NamedTuple):
+    """A producer key's quota state (QUOTA_STATE): its rate ledger's window, and its pending jobs."""
+
+    newest_total: int | None    # the key's running total at its newest ledger row; None: no row
+    newest_at: datetime | None  # that row's time
+    before: int | None          # the running total before the window's first row; None: the window is empty
+    oldest_at: datetime | None  # the time of the key's oldest ledger row, in the window or not
+    pending: int                # the key's pending jobs, counted up to the limit asked for
+
+
 class Log(NamedTuple):
     """The event row every job a statement returns gets: what happened, from which status, who, why, when."""
 

@@ -1,21 +1,27 @@
-"""Who may see the admin pages: server-side sessions, signing in through the throttle, safe ``next`` redirects."""
+"""Who may see the admin pages and who may act on them: server-side sessions, signing in through the
+throttle, the viewer role's read-only guard, safe ``next`` redirects."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from flask import flash, redirect, request, session, url_for
+from flask import abort, flash, redirect, request, session, url_for
 from flask_login import current_user
 
 from .. import admin_sessions, login_throttle
 from ..extensions import db, login_manager
-from ..models import User
+from ..models import User, UserRole
 from ..users import verify_password
 from . import bp
 
 # Reachable without a session: the sign-in page itself and the bare "/" redirect.
 PUBLIC_ENDPOINTS = {"ui.login", "ui.root"}
+# What a viewer may still send: signing in and out changes no job, key or setting. Every other
+# request that is not a plain read is an action, and only admins act (deny by default, so a route
+# added later is guarded without anyone remembering to).
+VIEWER_MAY_POST = {"ui.login", "ui.logout"}
+READ_METHODS = {"GET", "HEAD", "OPTIONS"}
 # Where the signed cookie keeps the token of the server-side session (see queuelog/admin_sessions.py).
 SESSION_TOKEN_KEY = "_session_token"
 
@@ -67,6 +73,22 @@ def require_admin():
     if not current_user.is_authenticated:
         return login_manager.unauthorized()
     return None
+
+
+@bp.before_request
+def refuse_viewers_actions():
+    """A viewer's action is 403 whatever it carries (a valid CSRF token too): viewers look, admins act."""
+    if request.method in READ_METHODS or request.endpoint in VIEWER_MAY_POST:
+        return None
+    if not may_act():
+        abort(403, description="Your account may look at these pages but not change anything. "
+                               "Ask an admin to do this.")
+    return None
+
+
+def may_act() -> bool:
+    """Whether the signed-in user may change things through the pages: admins may, viewers may not."""
+    return bool(current_user.is_authenticated) and current_user.role == UserRole.ADMIN.value
 
 
 def actor_name() -> str:

@@ -1,4 +1,8 @@
-"""Geometry of the dashboard's throughput chart: stacked bars per minute, drawn as SVG by a template."""
+"""Geometry of the dashboard's throughput chart: stacked bars per minute, drawn as SVG by a template.
+
+SVG text scales with the drawing, so one drawing cannot be readable both across a desktop and across a
+phone: the dashboard draws the hour twice, wide and narrow, and the stylesheet shows the one that fits.
+"""
 from __future__ import annotations
 
 import math
@@ -7,7 +11,9 @@ from dataclasses import dataclass, field
 from .stats import Minute
 
 WIDTH, HEIGHT = 1200, 220
-LEFT, RIGHT, TOP, BOTTOM = 40, 8, 10, 26
+# For a phone: about as many units as the screen has pixels, so its 12-unit labels stay about 12 px tall.
+NARROW_WIDTH, NARROW_HEIGHT = 360, 200
+LEFT, RIGHT, TOP, BOTTOM = 48, 8, 10, 26
 
 
 @dataclass
@@ -52,9 +58,12 @@ def nice_ceiling(value: int) -> int:
     return 10 * magnitude
 
 
-def build_chart(minutes: list[Minute]) -> Chart:
-    """Lay out one column per minute: completed at the bottom, failed stacked on top, in red."""
-    chart = Chart()
+def build_chart(minutes: list[Minute], width: int = WIDTH, height: int = HEIGHT, tick_minutes: int = 10) -> Chart:
+    """Lay out one column per minute: completed at the bottom, failed stacked on top, in red.
+
+    A time label every ``tick_minutes``, and one at the end.
+    """
+    chart = Chart(width=width, height=height, plot_right=width - RIGHT, plot_bottom=height - BOTTOM)
     chart.completed = sum(m.completed for m in minutes)
     chart.failed = sum(m.failed for m in minutes)
     chart.peak = max((m.completed + m.failed for m in minutes), default=0)
@@ -78,7 +87,7 @@ def build_chart(minutes: list[Minute]) -> Chart:
             failed_y=round(completed_y - failed_h, 2), failed_h=round(failed_h, 2),
             label=f"{minute.start:%H:%M} UTC: {minute.completed} completed, {minute.failed} failed",
         ))
-        if index % 10 == 0 and index < len(minutes) - 5:
+        if index % tick_minutes == 0 and index < len(minutes) - tick_minutes // 2:
             chart.ticks.append((round(x, 2), f"{minute.start:%H:%M}", "start"))
         elif index == len(minutes) - 1:
             chart.ticks.append((round(x + slot * 0.7, 2), f"{minute.start:%H:%M}", "end"))

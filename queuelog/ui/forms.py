@@ -67,4 +67,9 @@ class KeyCreateForm(FlaskForm):
     max_priority = SelectField("Highest priority it may set", default="", choices=[
         _choice("", "default (producer: medium)")] + [_choice(label, label) for label in PRIORITY_LABELS])
     types = StringField("Job types (comma-separated, empty = any)", validators=[Optional(), Length(max=2000)])
+    # Producer quotas; checked (with readable messages) by queuelog.keys like the command line's options.
+    enqueue_rate = StringField("Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
+                               validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 100/60"})
+    max_pending = StringField("Most jobs pending at once (producers; empty = no limit)",
+                              validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 1000"})
     submit = SubmitField("Create key")

@@ -10,9 +10,8 @@ from .. import states
 from ..clock import rfc3339, utcnow
 from ..models import Priority
 from . import bp
-from .auth import is_partial_request
-
-QUARANTINE_PREFIX = "quarantined:"
+from .auth import is_partial_request, may_act
+from .explain import Attempts, attempts, is_quarantined, run_of
 
 
 def render_live(template: str, partial: str, **context):
@@ -28,7 +27,8 @@ def render_live(template: str, partial: str, **context):
 @bp.app_context_processor
 def page_context() -> dict:
     """Values every page template may use."""
-    return {"refresh_seconds": current_app.config["UI_REFRESH_SECONDS"]}
+    # may_act is handed over uncalled: the error page must render without asking the database who is signed in.
+    return {"refresh_seconds": current_app.config["UI_REFRESH_SECONDS"], "may_act": may_act}
 
 
 @bp.app_context_processor
@@ -110,4 +110,16 @@ def one_line(text: str | None, limit: int = 140) -> str:
 @bp.app_template_test("quarantined")
 def quarantined(error: str | None) -> bool:
     """The reaper gave up on this job because its workers kept dying while holding it."""
-    return bool(error) and error.startswith(QUARANTINE_PREFIX)
+    return is_quarantined(error)
+
+
+@bp.app_template_filter("attempts")
+def attempts_of(job) -> Attempts:
+    """'1 of 4': the job's runs in its current budget, of the runs its retries allow."""
+    return attempts(job)
+
+
+@bp.app_template_filter("run_number")
+def run_number(event) -> int | None:
+    """Which run an event row belongs to; None for events outside any run."""
+    return run_of(event)

@@ -11,6 +11,7 @@ from ..queries import max_job_id
 from ..states import RETRYABLE, spell
 from . import bp
 from .auth import actor_name
+from .explain import why_not_retried
 from .forms import ActionForm, BulkRetryForm, JobFilterForm
 from .helpers import render_live
 from .listing import JobSearch, count_retryable, find_jobs, load_job, newest_job_id, retryable_batch
@@ -128,7 +129,7 @@ def job(job_id: int):
     except JobNotFound as error:
         abort(404, description=error.detail)
     return render_live("job.html", "_job_live.html", job=row, history=history, action_form=ActionForm(),
-                       now=utcnow())
+                       failure=why_not_retried(row, history), now=utcnow())
 
 
 def _job_action(job_id: int, action, done: str):

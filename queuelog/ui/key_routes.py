@@ -7,6 +7,7 @@ from flask import flash, redirect, render_template, url_for
 
 from .. import keys
 from ..errors import InvalidRequest, QueueError
+from ..quotas import Quota
 from . import bp
 from .forms import ActionForm, KeyCreateForm
 
@@ -14,8 +15,9 @@ from .forms import ActionForm, KeyCreateForm
 def _render(form: KeyCreateForm, status: int = 200, secret: str | None = None, created: str | None = None):
     rows = keys.list_keys()
     types = {row.id: (json.loads(row.allowed_types) if row.allowed_types else None) for row in rows}
-    return render_template("keys.html", keys=rows, types=types, form=form, action_form=ActionForm(),
-                           secret=secret, created=created), status
+    quotas = {row.id: Quota.of(row) for row in rows}
+    return render_template("keys.html", keys=rows, types=types, quotas=quotas, form=form,
+                           action_form=ActionForm(), secret=secret, created=created), status
 
 
 @bp.get("/admin/keys")
@@ -32,7 +34,9 @@ def create_api_key():
         return _render(form, 400)
     types = [t for t in (form.types.data or "").split(",") if t.strip()]
     try:
-        secret = keys.create_key(form.name.data, form.role.data, form.max_priority.data or None, types or None)
+        # An empty quota field means no limit here (the form always sends every field).
+        secret = keys.create_key(form.name.data, form.role.data, form.max_priority.data or None, types or None,
+                                 enqueue_rate=form.enqueue_rate.data or None, max_pending=form.max_pending.data or None)
     except InvalidRequest as error:
         for problem in error.errors:
             name = problem["pointer"].strip("/")

@@ -8,7 +8,7 @@ from .. import admin_sessions, queue
 from ..clock import utcnow
 from . import bp, stats
 from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
-from .chart import build_chart
+from .chart import NARROW_HEIGHT, NARROW_WIDTH, build_chart
 from .forms import ActionForm, LoginForm
 from .helpers import render_live, span
 
@@ -75,11 +75,13 @@ def dashboard():
     counts = stats.job_counts()
     stalled_count, stalled = stats.stalled_jobs(now)
     oldest = stats.oldest_pending(now)
+    minutes = stats.throughput(now)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
         counts=counts, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
         oldest_age=span(now - oldest.created_at) if oldest else None,
-        failures=stats.recent_failures(), chart=build_chart(stats.throughput(now)),
+        failures=stats.recent_failures(), chart=build_chart(minutes),
+        narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),
         action_form=ActionForm(), now=now,
     )
 

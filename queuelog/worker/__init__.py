@@ -9,10 +9,10 @@
 
 Producers use the same package's Client: ``Client().enqueue("send-invoice", {"id": 7})``.
 """
-from .client import ApiError, Client, QueuelogError, ServerUnavailable
+from .client import ApiError, Client, QueuelogError, QuotaExceeded, ServerUnavailable
 from .runner import PermanentError, Worker
 
 # Tracebacks and reprs name the public path users import it from.
 PermanentError.__module__ = Worker.__module__ = __name__
 
-__all__ = ["ApiError", "Client", "PermanentError", "QueuelogError", "ServerUnavailable", "Worker"]
+__all__ = ["ApiError", "Client", "PermanentError", "QueuelogError", "QuotaExceeded", "ServerUnavailable", "Worker"]

@@ -3,13 +3,16 @@
 Producers use ``enqueue``/``enqueue_batch``; the worker runner uses the claim/ack calls. Each thread
 keeps one keep-alive connection. Errors come in two kinds, so callers can decide what to retry:
 ``ServerUnavailable`` (network trouble, 5xx, 429: try again later) and ``ApiError`` (the server
-refused this request: 4xx with its problem+json body).
+refused this request: 4xx with its problem+json body). A 429 from a producer key's quota is a
+``QuotaExceeded`` (a ServerUnavailable): the client never retries an enqueue by itself, so the caller
+decides whether to wait ``retry_after`` seconds, drop the work, or slow down.
 """
 from __future__ import annotations
 
 import contextlib
 import http.client
 import json
+import math
 import os
 import select
 import socket
@@ -40,6 +43,19 @@ class ServerUnavailable(QueuelogError):
         self.status = status
         self.retry_after = retry_after
         self.problem = problem or {}
+
+
+class QuotaExceeded(ServerUnavailable):
+    """The key's producer quota refused the enqueue (429); nothing was stored, a batch not even in part.
+
+    ``quota`` says which limit ("enqueue_rate" or "max_pending"), ``retry_after`` the whole seconds the
+    server said to wait, as given (a rate's window may be hours long), ``problem`` the full problem+json
+    with the numbers (limit, requested, in_window or pending).
+    """
+
+    def __init__(self, message: str, retry_after: float | None, problem: dict):
+        super().__init__(message, 429, retry_after, problem)
+        self.quota = problem.get("quota")
 
 
 class ApiError(QueuelogError):
@@ -224,6 +240,10 @@ def _decode(method: str, path: str, status: int, raw: bytes, retry_after: str | 
     if 200 <= status < 300:
         return status, body
     problem = body if isinstance(body, dict) else {"detail": raw[:200].decode(errors="replace")}
+    if status == 429 and problem.get("quota"):
+        # A quota's Retry-After is exact (when the window has room), not a server's guess: keep it whole.
+        retry_after_seconds = _seconds(retry_after, limit=None)
+        raise QuotaExceeded(f"{method} {path}: HTTP 429: {problem.get('detail', '')}", retry_after_seconds, problem)
     if status >= 500 or status == 429:
         raise ServerUnavailable(f"{method} {path}: HTTP {status}: {problem.get('detail', '')}", status,
                                 _seconds(retry_after), problem)
@@ -235,13 +255,14 @@ def _decode(method: str, path: str, status: int, raw: bytes, retry_after: str | 
 MAX_RETRY_AFTER = 60.0
 
 
-def _seconds(retry_after: str | None) -> float | None:
-    """Retry-After in seconds when it is a number of seconds (the HTTP-date form is not used here)."""
+def _seconds(retry_after: str | None, limit: float | None = MAX_RETRY_AFTER) -> float | None:
+    """Retry-After in seconds when it is a number of seconds up to ``limit`` (None: any); the HTTP-date
+    form is not used here."""
     try:
         seconds = float(retry_after) if retry_after is not None else None
     except ValueError:
         return None
-    if seconds is None or not 0 <= seconds <= MAX_RETRY_AFTER:
+    if seconds is None or not 0 <= seconds <= (math.inf if limit is None else limit):
         return None
     return seconds
 

@@ -7,7 +7,7 @@ type_settings holds each type's settings, type_changes the history of every chan
 a rate limit counts.
 
 Revision ID: b7c41e2f9d10
-Revises: 3afa1fd883bf
+Revises: 0adc5838fbaa
 Create Date: 2026-12-02 10:00:00
 
 """
@@ -16,7 +16,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = 'b7c41e2f9d10'
-down_revision = '3afa1fd883bf'
+down_revision = '0adc5838fbaa'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Screenshots of every admin page on a phone (390 px) and a laptop (1366 px), into docs/screens/.
+
+    .venv/bin/python scripts/screenshot_pages.py [--out docs/screens] [--light]
+
+Seeds the same busy night as scripts/screenshot_dashboard.py (in a temporary directory; nothing touches
+instance/), serves it with gunicorn and signs in with Chromium. Each page is saved as
+``<out>/<width>/<page>.png``, the whole page, so a review sees what scrolls as well as what fits.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from screenshot_dashboard import ADMIN, JOB_TYPES, PASSWORD, seed  # noqa: E402
+
+from queuelog import create_app  # noqa: E402
+
+WIDTHS = {390: 844, 1366: 900}  # a phone held upright, a common laptop
+
+
+def _pages(page, url: str) -> dict[str, str]:
+    """The pages to capture, by file name; a failed job's page is found through the dashboard."""
+    page.goto(url + "/admin")
+    failed = page.locator(".failures li a.job-link").first.get_attribute("href")
+    return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
+            "keys": "/admin/keys"}
+
+
+def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
+    from tests.support.browser import launch_chromium
+
+    saved = []
+    browser = launch_chromium(playwright)
+    try:
+        for width, height in WIDTHS.items():
+            context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1,
+                                          color_scheme=scheme)
+            page = context.new_page()
+            page.goto(url + "/admin/login")
+            folder = out / str(width)
+            folder.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(folder / "login.png"), full_page=True)
+            saved.append(folder / "login.png")
+            page.fill("input[name=username]", ADMIN)
+            page.fill("input[name=password]", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(url + "/admin")
+            for name, path in _pages(page, url).items():
+                page.goto(url + path)
+                page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+                saved.append(folder / f"{name}.png")
+            context.close()
+    finally:
+        browser.close()
+    return saved
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "screens"))
+    parser.add_argument("--light", action="store_true", help="capture the light colour scheme")
+    args = parser.parse_args(argv)
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.server import running_server
+
+    with tempfile.TemporaryDirectory(prefix="queuelog-shots-") as tmp:
+        url = f"sqlite:///{tmp}/queuelog.db"
+        env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "screenshot-only",
+               "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES), "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
+               "QUEUELOG_UI_REFRESH_SECONDS": "30"}
+        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "screenshot-only", "JOB_TYPES": JOB_TYPES,
+                          "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
+        with app.app_context():
+            seed(app, random.Random(7))
+        with running_server(env, workers=2) as server, sync_playwright() as playwright:
+            saved = capture(server.url, Path(args.out), "light" if args.light else "dark", playwright)
+    for path in saved:
+        print(f"saved {path} ({path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
