@@ -90,7 +90,7 @@ class Producer:
 
     def move_away_from(self, pid: int) -> int:
         """Make sure a server process other than ``pid`` answers this connection; returns the one that does."""
-        for _ in range(50):
+        for _ in range(100):   # which process accepts a new connection is up to the kernel
             answered_by = self._probe()
             if answered_by is not None and answered_by != pid:
                 return answered_by
