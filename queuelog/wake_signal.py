@@ -76,7 +76,11 @@ def announce(database: str) -> None:
         return   # no process has listened here yet (or we may not look): nobody to wake
     listener = _listeners.get(directory)
     own = listener.name if listener is not None else None
-    sender = _sender()
+    try:
+        sender = _sender()
+    except OSError as error:   # out of file descriptors, say: the others' recheck finds the jobs
+        log.warning("wake-ups not sent: %s", error)
+        return
     for name in names:
         if name == own or not name.endswith(SOCKET_SUFFIX):
             continue
