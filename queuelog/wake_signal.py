@@ -4,7 +4,8 @@ SQLite has no NOTIFY. Instead, each server process that has had a waiting claim 
 in a directory beside the database file (``queuelog.db-wake/<pid>-<random>.sock``, made mode 0700), and
 a thread that sleeps on it and wakes that process's waiting claims. After a transaction that made jobs
 claimable commits (``wakeup.jobs_ready``), its process sends one byte to every other socket there,
-without waiting. Any process may send (``flask reap`` from cron, say); only processes that wait listen.
+without waiting. Any process of the same user may send (``flask reap`` from cron, say); only processes
+that wait listen.
 
 Why this way, measured on the 2-core test VM:
 - Idle, it costs nothing: each thread sleeps in ``recv`` and nothing polls. (``PRAGMA data_version``
