@@ -157,10 +157,12 @@ class _Listener:
         return not self._closed
 
     def close(self) -> None:
-        """Stop listening and remove the socket file."""
+        """Stop listening and remove the socket file, and the directory if it was the last one there."""
         self._closed = True
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        with contextlib.suppress(OSError):   # another process's socket is still there
+            os.rmdir(self.directory)
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)   # the thread's recv returns
         self._socket.close()
@@ -217,8 +219,13 @@ def socket_path(database: str) -> str | None:
 
 def _bind(directory: str) -> _Listener | None:
     try:
-        _make_directory(directory)
-        return _Listener(directory)
+        try:
+            _make_directory(directory)
+            return _Listener(directory)
+        except FileNotFoundError:
+            # The last process listening there removed the directory between our mkdir and our bind.
+            _make_directory(directory)
+            return _Listener(directory)
     except OSError as error:
         log.warning("waiting claims cannot be woken from other server processes (%s: %s); they poll instead",
                     directory, error)

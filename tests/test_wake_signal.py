@@ -107,11 +107,17 @@ def test_a_socket_left_by_a_killed_process_is_removed_and_the_others_are_still_w
     assert alive.stdout.readline().strip() == "woken"
 
 
-def test_a_process_that_exits_removes_its_socket(database, listeners):
-    process, path = listeners(seconds=0)
-    assert process.wait(timeout=30) == 0
-    assert not os.path.exists(path)
-    assert sockets_in(wake_signal.directory_for(database)) == []
+def test_a_process_that_exits_removes_its_socket_and_the_last_one_the_directory(database, listeners):
+    staying, stays = listeners()
+    leaving, leaves = listeners(seconds=0)
+    assert leaving.wait(timeout=30) == 0
+    assert not os.path.exists(leaves) and os.path.exists(stays)
+
+    staying.send_signal(signal.SIGTERM)   # Python's default: it exits without its atexit hooks
+    staying.wait()
+    wake_signal.announce(database)   # removes the socket it left
+    listeners(seconds=0)[0].wait(timeout=30)
+    assert not os.path.exists(wake_signal.directory_for(database))
 
 
 def test_announcing_with_nobody_listening_costs_no_socket_and_no_thread(database):
@@ -161,7 +167,7 @@ def test_a_database_path_too_long_for_a_socket_keeps_its_sockets_in_a_private_te
         assert len(wake_signal.socket_path(database)) <= wake_signal.MAX_SOCKET_PATH
     finally:
         wake_signal.stop(database)
-        os.rmdir(wake_signal.directory_for(database))
+    assert not os.path.exists(directory)
 
 
 def test_a_temp_directory_others_may_write_to_is_not_used_and_waiters_poll_instead(tmp_path):
