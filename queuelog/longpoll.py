@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from flask import current_app, request
-from sqlalchemy import TextualSelect, text
+from sqlalchemy import TextualSelect, bindparam, text
 
 from . import sql
 from .clock import utcnow
@@ -202,13 +202,19 @@ _SEEKS_PER_STATEMENT = 100
 
 
 def _earliest_run_at(types: Sequence[str] | None) -> datetime | None:
-    """The earliest run_at of a pending job of these types (None: any of the app's job types)."""
+    """The earliest run_at still to come of a pending job of these types (None: any of the app's job types).
+
+    Only future ones: a job already due that the waiter's claim did not take is held back by something
+    else (a paused type, a concurrency or rate limit), and waiting "until it is due" would spin; what
+    frees it announces itself, or the recheck finds it.
+    """
     wanted = tuple(types) if types is not None else tuple(current_app.config["JOB_TYPES"])
+    now = utcnow()
     earliest = []
     for statement in _earliest_run_at_statements(wanted):
         # One SELECT, outside a transaction: the waiter sleeps right after it, holding nothing.
         with single_statement_read() as conn:
-            earliest.append(conn.execute(statement).scalar())
+            earliest.append(conn.execute(statement, {"now": now}).scalar())
     return min((run_at for run_at in earliest if run_at is not None), default=None)
 
 
@@ -229,9 +235,10 @@ def _earliest_run_at_statements(types: tuple[str, ...]) -> list[TextualSelect]:
         chunk = seeks[start:start + _SEEKS_PER_STATEMENT]
         firsts = " UNION ALL ".join(
             f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = :type_{n} AND status = '{JobStatus.PENDING}'"
-            f" AND priority = {priority}" for n, (_, priority) in enumerate(chunk))
+            f" AND priority = {priority} AND run_at > :now" for n, (_, priority) in enumerate(chunk))
         statements.append(text(f"SELECT MIN(run_at) AS run_at FROM ({firsts}) AS firsts")
-                          .bindparams(**{f"type_{n}": job_type for n, (job_type, _) in enumerate(chunk)})
+                          .bindparams(bindparam("now", type_=UTCDateTime),
+                                      **{f"type_{n}": job_type for n, (job_type, _) in enumerate(chunk)})
                           .columns(run_at=UTCDateTime))
     return statements
 
