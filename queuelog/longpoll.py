@@ -1,7 +1,9 @@
 """Long-poll claims: ``POST /jobs/claim`` with ``wait`` holds its request until a job can be claimed.
 
 A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it),
-but it does hold a server thread: gunicorn's gthread worker serves one request per thread. So:
+and sleeps no longer than until the next pending job it could claim comes due (``_NextDue``), so a
+scheduled job or a retry's backoff ends in a claim on time. It does hold a server thread: gunicorn's
+gthread worker serves one request per thread. So:
 
 - **A cap per server process.** At most ``waiting_limit()`` claims wait at once in a process, the
   rest of its threads stay free for producers and acknowledgements. A claim beyond the cap does
@@ -16,18 +18,26 @@ but it does hold a server thread: gunicorn's gthread worker serves one request p
 """
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from flask import current_app, request
+from sqlalchemy import TextualSelect, bindparam, text
 
 from . import sql
 from .clock import utcnow
+from .database.transactions import single_statement_read
 from .errors import LongPollsFull
 from .extensions import db
+from .models import UTCDateTime
+from .patterns import Priority
+from .states import JobStatus
 from .wakeup import Waker, shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
@@ -89,7 +99,7 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        waker.wait(seen, min(remaining, waker.current_recheck()))
+        waker.wait(seen, min(remaining, waker.current_recheck(), _next_due.seconds_until(types, waker)))
         seen = waker.generation
         if _hung_up(client):
             break   # claiming now would hand jobs to nobody
@@ -149,6 +159,88 @@ def _type_set(types: Sequence[str] | None) -> frozenset | None:
 
 
 _nothing_due = _NothingDue()
+
+
+# --- when the next job comes due -------------------------------------------------------------------
+
+class _NextDue:
+    """When the next pending job of these types comes due, as last read, shared by the process's waiters.
+
+    An answer holds until the next wake-up, which may announce an earlier job, or until that moment
+    comes: then the job is due, a waiter claims it, and what comes next is read again. A job written
+    unannounced (by hand) is not waited for here; the recheck finds it once it is due.
+    """
+
+    MAX_ANSWERS = 1000
+    #: Wake a hair after the due time, not before it: the claim compares run_at with its own clock.
+    LATE_BY_SECONDS = 0.001
+
+    def __init__(self):
+        self._answers: dict[tuple[Waker, frozenset | None], tuple[int, datetime | None]] = {}
+        # One waiter reads while the others of the process, woken by the same announcement, wait for its answer.
+        self._reading = threading.Lock()
+
+    def seconds_until(self, types: Sequence[str] | None, waker: Waker) -> float:
+        """Seconds until the next pending job of these types comes due (inf: none is pending)."""
+        key = (waker, _type_set(types))
+        with self._reading:
+            answer = self._answers.get(key)
+            if answer is None or answer[0] != waker.generation or (answer[1] is not None and answer[1] <= utcnow()):
+                answer = (waker.generation, _earliest_run_at(types))   # the generation first: nothing slips between
+                if len(self._answers) >= self.MAX_ANSWERS:
+                    self._answers.clear()
+                self._answers[key] = answer
+        due_at = answer[1]
+        if due_at is None:
+            return math.inf
+        return max(0.0, (due_at - utcnow()).total_seconds()) + self.LATE_BY_SECONDS
+
+
+_next_due = _NextDue()
+#: Statements stay well below SQLite's limit of 500 SELECTs in one compound statement.
+_SEEKS_PER_STATEMENT = 100
+
+
+def _earliest_run_at(types: Sequence[str] | None) -> datetime | None:
+    """The earliest run_at still to come of a pending job of these types (None: any of the app's job types).
+
+    Only future ones: a job already due that the waiter's claim did not take is held back by something
+    else (a paused type, a concurrency or rate limit), and waiting "until it is due" would spin; what
+    frees it announces itself, or the recheck finds it.
+    """
+    wanted = tuple(types) if types is not None else tuple(current_app.config["JOB_TYPES"])
+    now = utcnow()
+    earliest = []
+    for statement in _earliest_run_at_statements(wanted):
+        # One SELECT, outside a transaction: the waiter sleeps right after it, holding nothing.
+        with single_statement_read() as conn:
+            earliest.append(conn.execute(statement, {"now": now}).scalar())
+    return min((run_at for run_at in earliest if run_at is not None), default=None)
+
+
+@functools.lru_cache(maxsize=256)
+def _earliest_run_at_statements(types: tuple[str, ...]) -> list[TextualSelect]:
+    """The reads behind ``_earliest_run_at``, spelled once per set of types.
+
+    One seek per type and priority, each the first entry of its range of ix_jobs_type_status_priority
+    (type, status, priority, run_at), however many jobs are scheduled; the minimum over all pending
+    jobs of a type would read every one of them, at every wake-up. A job of a priority or type the
+    API does not give (written by hand, or of a type since dropped from QUEUELOG_JOB_TYPES) is found
+    by the recheck instead. Plain text, not a built Core query: building and compiling that one cost
+    a waiting claim ~10 ms on its first wait, time it should spend waiting.
+    """
+    seeks = [(job_type, priority.value) for job_type in types for priority in Priority]
+    statements = []
+    for start in range(0, len(seeks), _SEEKS_PER_STATEMENT):
+        chunk = seeks[start:start + _SEEKS_PER_STATEMENT]
+        firsts = " UNION ALL ".join(
+            f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = :type_{n} AND status = '{JobStatus.PENDING}'"
+            f" AND priority = {priority} AND run_at > :now" for n, (_, priority) in enumerate(chunk))
+        statements.append(text(f"SELECT MIN(run_at) AS run_at FROM ({firsts}) AS firsts")
+                          .bindparams(bindparam("now", type_=UTCDateTime),
+                                      **{f"type_{n}": job_type for n, (job_type, _) in enumerate(chunk)})
+                          .columns(run_at=UTCDateTime))
+    return statements
 
 
 # --- the client's connection ---------------------------------------------------------------------

@@ -2,20 +2,24 @@
 
 Who wakes a waiting claim:
 - the queue operations that make a job claimable (enqueue, fail → requeue, release, retry, reap)
-  call ``jobs_ready(conn)`` inside their transaction. On PostgreSQL that sends ``NOTIFY`` on
-  ``CHANNEL`` (delivered at commit, dropped on rollback); every server process keeps one
-  dedicated ``LISTEN`` connection whose thread wakes that process's waiters. On both dialects the
-  connection is also marked, and when it goes back to the pool — after the commit — the waiters of
-  this process are woken at once.
-- a short poll, because nothing announces a job whose ``run_at`` comes due, and on SQLite nothing
-  crosses from another server process: every ``SQLITE_RECHECK_SECONDS`` (PostgreSQL:
-  ``POSTGRES_RECHECK_SECONDS``) a waiter asks, with a read-only query, whether anything is due.
+  call ``jobs_ready(conn)`` inside their transaction, which marks the connection; when it goes back
+  to the pool — after the commit — the waiters of this process are woken at once, and those of the
+  other server processes are told: on PostgreSQL by ``NOTIFY`` on ``CHANNEL`` (sent in the
+  transaction, delivered at commit, dropped on rollback), which every server process's ``LISTEN``
+  connection hears (``pg_listener``); on SQLite by a datagram to every other server process's wake
+  socket (``wake_signal``).
+- the job's own due time: a waiter sleeps no longer than until the earliest ``run_at`` of a pending
+  job it could claim (``longpoll``), so a scheduled job, or one waiting out its retry backoff, starts
+  when it comes due.
+- a recheck, for what nobody announced (a row written by hand, a process that may not reach the wake
+  sockets): every ``LISTENING_RECHECK_SECONDS`` a waiter asks, with a read-only query, whether anything
+  is due; every ``POLLING_RECHECK_SECONDS`` while its process cannot hear other processes (the LISTEN
+  connection is down, no wake socket could be bound).
 
 Each woken waiter re-runs the normal atomic claim; between attempts it holds no database connection.
-The waiting itself (how many may wait, a client that hung up) is ``longpoll``'s; the PostgreSQL
-LISTEN thread is ``pg_listener``'s. When a gunicorn worker is told to stop (SIGTERM), ``serving`` calls
-``stop_waiting`` and its waiting claims answer 204 at once, so a restart is not held up for the rest
-of their ``wait``.
+The waiting itself (how many may wait, a client that hung up, the due time) is ``longpoll``'s. When a
+gunicorn worker is told to stop (SIGTERM), ``serving`` calls ``stop_waiting`` and its waiting claims
+answer 204 at once, so a restart is not held up for the rest of their ``wait``.
 """
 from __future__ import annotations
 
@@ -25,19 +29,18 @@ import threading
 import weakref
 
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
-from . import pg_listener
+from . import pg_listener, wake_signal
 from .extensions import db
 
 log = logging.getLogger("queuelog.wakeup")
 
-#: How often a waiter re-checks by itself: jobs enqueued by another process, or coming due by run_at.
-SQLITE_RECHECK_SECONDS = 0.5
-#: With a live LISTEN connection only jobs coming due by run_at need the re-check.
-POSTGRES_RECHECK_SECONDS = 1.0
-#: While the LISTEN connection is down, PostgreSQL waiters poll like SQLite ones.
-LISTENER_DOWN_RECHECK_SECONDS = 0.5
+#: How often a waiter re-checks by itself while other processes can wake it (LISTEN, wake socket): only
+#: what nobody announced needs it. Jobs coming due by run_at wake waiters at that time instead.
+LISTENING_RECHECK_SECONDS = 1.0
+#: While other processes cannot wake it, a waiter polls for their jobs this often.
+POLLING_RECHECK_SECONDS = 0.5
 _READY_MARK = "queuelog_jobs_ready"
 
 
@@ -48,11 +51,10 @@ class Waker:
     unchanged, so a job enqueued between its empty claim and its sleep is never missed.
     """
 
-    def __init__(self, postgres: bool):
+    def __init__(self):
         self._condition = threading.Condition()
         self._generation = 0
-        self.postgres = postgres
-        self.listening = False  # PostgreSQL: is the LISTEN connection up?
+        self.listening = False  # can other processes wake it? (PostgreSQL: LISTEN is up; SQLite: a wake socket)
 
     @property
     def generation(self) -> int:
@@ -72,10 +74,8 @@ class Waker:
             return self._condition.wait_for(lambda: self._generation != seen, timeout)
 
     def current_recheck(self) -> float:
-        """Seconds between a waiter's own checks, given the state of the listener."""
-        if not self.postgres:
-            return SQLITE_RECHECK_SECONDS
-        return POSTGRES_RECHECK_SECONDS if self.listening else LISTENER_DOWN_RECHECK_SECONDS
+        """Seconds between a waiter's own checks: longer while other processes can wake it."""
+        return LISTENING_RECHECK_SECONDS if self.listening else POLLING_RECHECK_SECONDS
 
 
 # --- announcing ----------------------------------------------------------------------------------
@@ -96,14 +96,21 @@ def _watch_checkins(engine: Engine) -> None:
             return
         _checkin_watched[engine] = True
     key = _key_for_url(engine.url)
+    sqlite_file = _sqlite_file(engine.url)
 
     def after_checkin(_dbapi_connection, record) -> None:
         if record is not None and record.info.pop(_READY_MARK, False):
             waker = _wakers.get(key)
             if waker is not None:
                 waker.signal()
+            if sqlite_file is not None:
+                wake_signal.announce(sqlite_file)   # PostgreSQL's NOTIFY went with the commit
 
     event.listen(engine, "checkin", after_checkin)
+    if sqlite_file is not None:
+        # Disposing of the engine (the end of a test's app, a script's) removes this process's wake
+        # socket too; a later waiting claim binds a new one.
+        event.listen(engine, "engine_disposed", lambda _engine: wake_signal.stop(sqlite_file))
 
 
 # --- one waker (and, on PostgreSQL, one listener) per database per process -----------------------
@@ -120,7 +127,12 @@ def waker_for_current_app() -> Waker:
 
 
 def waker_for(engine: Engine) -> Waker:
-    """The waker for ``engine``'s database in this process (a forked child gets its own)."""
+    """The waker for ``engine``'s database in this process (a forked child gets its own).
+
+    Other processes can wake it from its first use: SQLite's wake socket is bound (again, after
+    ``wake_signal.stop``) before the caller's first claim; PostgreSQL's listener starts, and wakes the
+    waiters once it listens, for whatever came before.
+    """
     global _wakers_pid
     key = _key_for_url(engine.url)
     with _wakers_lock:
@@ -130,17 +142,28 @@ def waker_for(engine: Engine) -> Waker:
             _wakers_pid = os.getpid()
         waker = _wakers.get(key)
         if waker is None:
-            postgres = engine.dialect.name == "postgresql"
-            waker = Waker(postgres)
+            waker = Waker()
             _wakers[key] = waker
-            if postgres:
+            if engine.dialect.name == "postgresql":
                 pg_listener.start(engine, waker)
+    sqlite_file = _sqlite_file(engine.url)
+    if sqlite_file is not None:
+        waker.listening = wake_signal.listen(sqlite_file, waker.signal)
     _watch_checkins(engine)
     return waker
 
 
 def _key_for_url(url) -> str:
     return url.render_as_string(hide_password=False)
+
+
+def _sqlite_file(url: URL) -> str | None:
+    """The database file of a SQLite URL; None for PostgreSQL and for databases only in memory."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:") or url.query.get("mode") == "memory":
+        return None   # a URI filename: left to polling
+    return url.database
 
 
 # --- a server stopping ---------------------------------------------------------------------------
