@@ -157,15 +157,18 @@ def _cli_actor() -> str:
         return "cli"
 
 
+#: The columns of ``flask types list`` and of the line ``limit`` prints.
+TYPE_COLUMNS = ["type", "state", "concurrency", "rate", "key_concurrency", "pending", "running"]
+
+
 def _show_limits(state: flow.TypeState) -> str:
+    """A type as one tab-separated line of TYPE_COLUMNS; '-' for a limit that is not set."""
     settings = state.settings
     rate = settings.rate_limit
     return "\t".join([
-        state.type, "paused" if settings.paused else "active",
-        f"concurrency={settings.concurrency_limit or '-'}",
-        f"rate={f'{rate.jobs}/{rate.per_seconds}s' if rate else '-'}",
-        f"key_concurrency={settings.key_concurrency_limit or '-'}",
-        f"pending={state.pending}", f"running={state.running}",
+        state.type, "paused" if settings.paused else "active", str(settings.concurrency_limit or "-"),
+        f"{rate.jobs}/{rate.per_seconds}" if rate else "-", str(settings.key_concurrency_limit or "-"),
+        str(state.pending), str(state.running),
     ])
 
 
@@ -178,7 +181,8 @@ def _change_type(job_type: str, wanted: dict) -> flow.TypeState:
 
 @types_group.command("list")
 def list_types_command():
-    """List every type: name, paused or active, its limits ('-': none), pending and running jobs."""
+    """List every type: a header row, then name, paused or active, its limits ('-': none), pending and running."""
+    click.echo("\t".join(TYPE_COLUMNS))
     for state in flow.list_types():
         click.echo(_show_limits(state))
 
