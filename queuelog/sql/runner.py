@@ -167,7 +167,14 @@ def _bind(dialect: str, values: dict, times: Times) -> tuple[dict, tuple, tuple]
         else:
             params[key] = list(items)
     filled = tuple(slot for slot, (value, _piece) in _OPTIONAL.items() if values.get(value) is not None)
+    if dialect == "postgresql":
+        # Written into the text (``{limit}``), so a prepared statement's generic plan knows it: see CLAIM.
+        filled += tuple(("=" + key, int(values[key])) for key in _INLINED if values.get(key) is not None)
     return params, lists, filled
+
+
+#: The values PostgreSQL statements take in their text, as ``{name}``: whole numbers only.
+_INLINED = ("limit",)
 
 
 #: The values that are lists: ``IN (:ids)`` on SQLite, ``= ANY(%(ids)s)`` on PostgreSQL.
@@ -187,6 +194,9 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
             "{parts}", "".join(", " + module.LEAVE_PARTS[part] for part in parts))
     for slot, (_value, piece) in _OPTIONAL.items():
         sql = sql.replace("{" + slot + "}", getattr(module, piece) if slot in filled else "")
+    for item in filled:
+        if isinstance(item, tuple):   # an inlined whole number, ("=limit", 10)
+            sql = sql.replace("{" + item[0][1:] + "}", str(item[1]))
     for key, length in lists:
         sql = sql.replace(f"(:{key})", "(" + ", ".join(f":{key}_{i}" for i in range(length)) + ")")
     if logged and dialect == "postgresql":
