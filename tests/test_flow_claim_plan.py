@@ -15,13 +15,14 @@ import re
 import time
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 from queuelog import queue, sql
 from queuelog.clock import utcnow
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
 from queuelog.keys import authenticate
+from queuelog.models import TypeSettings
 from queuelog.queue import flow
 from queuelog.sql import runner
 from tests.conftest import test_db_kind
@@ -29,6 +30,8 @@ from tests.test_scale_claim_plan import _FILL
 
 PENDING = int(os.environ.get("QUEUELOG_FLOW_PLAN_PENDING", "100000"))
 FINISHED = PENDING // 5
+#: Less work than a walk of the pending jobs, which takes at least one SQLite step, or one row, per job.
+LESS_THAN_A_WALK = PENDING / 2
 
 
 @pytest.fixture
@@ -137,8 +140,96 @@ def test_a_connection_plans_its_claim_once_and_reuses_the_plan(deep_queue):
             sql.claim(conn, now=now, lease_until=now, worker="plan-worker", token="t", limit=1, types=None,
                       flow=False, locked_types=[], log=sql.Log("claimed", "pending", "test", now))
             conn.rollback()
-        plans = conn.exec_driver_sql(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE strpos(statement, 'picked') > 0").all()
+        plans = conn.exec_driver_sql("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                                     " WHERE strpos(statement, 'picked') > 0").all()
     assert plans, "the claim was not prepared"
     [(generic, custom)] = plans
     assert generic >= 1 and custom <= 5
+
+
+def _work_done(statement: str, parameters) -> int:
+    """How much the statement reads, run once more and rolled back: SQLite's virtual machine steps; on
+    PostgreSQL the rows its plan nodes over jobs return, summed (EXPLAIN ANALYZE)."""
+    raw = db.engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        if dialect_name() == "sqlite":
+            steps = [0]
+
+            def count():
+                steps[0] += 1
+                return 0
+
+            driver.execute("BEGIN IMMEDIATE")
+            driver.set_progress_handler(count, 100)
+            try:
+                driver.execute(statement, parameters).fetchall()
+            finally:
+                driver.set_progress_handler(None, 0)
+                driver.execute("ROLLBACK")
+            return steps[0] * 100
+        with driver.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
+            [[document]] = cursor.fetchall()
+        driver.rollback()
+        return _rows_over_jobs(document[0]["Plan"])
+    finally:
+        raw.close()
+
+
+def _rows_over_jobs(node: dict) -> int:
+    own = node.get("Actual Rows", 0) * node.get("Actual Loops", 1) if node.get("Relation Name") == "jobs" else 0
+    return own + sum(_rows_over_jobs(child) for child in node.get("Plans", []))
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_a_claim_reads_a_few_entries_not_the_pending_jobs(deep_queue, make_key, controlled):
+    if controlled:
+        flow.update_type("report", {"paused": True}, "test")
+        flow.update_type("email", {"concurrency_limit": 1000, "key_concurrency_limit": 5}, "test")
+    caller = authenticate(make_key("worker", "plan-worker"))
+    statement, parameters, _took = _captured(lambda: queue.claim(caller), "UPDATE jobs")
+    work = _work_done(statement, parameters)
+    print(f"\n[claim work, {dialect_name()}, {PENDING:,} pending, flow control {controlled}] {work}")
+    assert work < LESS_THAN_A_WALK
+
+
+def test_a_claim_with_a_stale_copy_of_the_settings_reads_a_few_entries_too(deep_queue, make_key):
+    caller = authenticate(make_key("worker", "plan-worker"))
+    queue.claim(caller)   # this process's copy of the settings now says: nothing is paused or limited
+    with db.engine.begin() as conn:   # another server pauses a type
+        conn.execute(insert(TypeSettings.__table__).values(type="report", paused=True, updated_at=utcnow()))
+    statement, parameters, _took = _captured(lambda: queue.claim(caller), "UPDATE jobs")
+    work = _work_done(statement, parameters)
+    print(f"\n[claim work, {dialect_name()}, {PENDING:,} pending, a pause this process has not seen] {work}")
+    assert work < LESS_THAN_A_WALK
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_a_waiting_claims_due_check_reads_a_few_entries(deep_queue, controlled):
+    if controlled:
+        flow.update_type("report", {"paused": True}, "test")
+        flow.update_type("email", {"concurrency_limit": 1000, "key_concurrency_limit": 5}, "test")
+
+    def ask():
+        with db.engine.connect() as conn:
+            assert sql.something_due(conn, utcnow(), None)
+
+    statement, parameters, _took = _captured(ask, "EXISTS")
+    work = _work_done(statement, parameters)
+    print(f"\n[due-check work, {dialect_name()}, {PENDING:,} pending, flow control {controlled}] {work}")
+    assert work < LESS_THAN_A_WALK
+
+
+def test_counting_why_a_claim_came_back_short_reads_a_few_entries(deep_queue):
+    flow.update_type("report", {"paused": True}, "test")
+    flow.update_type("email", {"concurrency_limit": 1000, "key_concurrency_limit": 5}, "test")
+
+    def ask():
+        with db.engine.connect() as conn:
+            assert [refusal.type for refusal in sql.flow_refusals(conn, utcnow(), None)] == ["report"]
+
+    statement, parameters, _took = _captured(ask, "key_concurrency")
+    work = _work_done(statement, parameters)
+    print(f"\n[refusals work, {dialect_name()}, {PENDING:,} pending] {work}")
+    assert work < LESS_THAN_A_WALK

@@ -112,6 +112,15 @@ rooms AS (
 #: then prefers reading every pending job of the type and sorting them to the ordered walk of its index.
 _KEY_HAS_ROOM = "NOT (p.concurrency_key || '') = ANY(f.blocked)"
 
+def _first_due(queue: str, with_room: bool) -> str:
+    """``true`` if the type of row ``queue`` has a due pending job (whose key has room, ``with_room``), else
+    NULL: a walk of its index that stops at the first. A scalar subquery with a LIMIT, not EXISTS: the
+    planner turns an EXISTS into a join, and joined the pending jobs of every type (a scan) to the types."""
+    key = f" AND {_KEY_HAS_ROOM.replace('f.blocked', queue + '.blocked')}" if with_room else ""
+    return (f"(SELECT true FROM jobs p WHERE p.type = {queue}.type AND p.status = 'pending'"
+            f" AND p.run_at <= %(now)s{key} ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)")
+
+
 #: The flow-controlled pick, CLAIM's ``{flow}``: ``by_type`` walks each type with room along
 #: ix_jobs_type_claim_order (one seek per type; the LIMIT is the claim's own, so the planner sees a short
 #: ordered walk), passing over the jobs of keys at their limit; ``taken`` keeps the first ``room`` of each
@@ -249,9 +258,7 @@ LOGGED = ("WITH changed AS ({statement}), "
 SOMETHING_DUE = f"""
 WITH RECURSIVE {_rooms(held=False)}
 SELECT EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE} AND {_NONE_CONTROLLED})
-    OR EXISTS (SELECT 1 FROM rooms f WHERE EXISTS (
-           SELECT 1 FROM jobs p WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
-              AND {_KEY_HAS_ROOM}))"""
+    OR EXISTS (SELECT 1 FROM rooms f WHERE {_first_due("f", with_room=True)})"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,
 #: and the first reason that held them (for queuelog_claims_limited_total).
@@ -260,10 +267,9 @@ WITH RECURSIVE {_rooms(held=False)}
 SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THEN 'concurrency'
                     WHEN l.rate_room <= 0 THEN 'rate' ELSE 'key_concurrency' END AS reason
   FROM limits l LEFT JOIN rooms f ON f.type = l.type
- WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (f.type IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM jobs p WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
-               AND {_KEY_HAS_ROOM})))
-   AND EXISTS (SELECT 1 FROM jobs p WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= %(now)s)
+ WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0
+        OR (f.type IS NOT NULL AND {_first_due("f", with_room=True)} IS NULL))
+   AND {_first_due("l", with_room=False)}
  ORDER BY l.type"""
 
 #: One job, to explain a refusal or to weigh a failure against its retries.
