@@ -13,6 +13,7 @@ from flask import current_app
 from sqlalchemy.engine import Engine
 
 from ..extensions import db
+from .group_commit import committer_for
 from .writers_lock import sqlite_writers_turn
 
 #: Execution option of a write transaction: on SQLite it begins IMMEDIATE, taking the write lock up front.
@@ -40,13 +41,34 @@ def single_statement_read():
         yield conn
 
 
-@contextlib.contextmanager
 def write_transaction():
-    """A connection in a transaction that commits on success; on SQLite it holds the write lock."""
+    """A connection in a transaction that commits on success; on SQLite it holds the write lock.
+
+    Leaving the block returns only once the commit has returned. With group commit on (the default on
+    SQLite), the commit may be shared with other threads' writes of this process (``group_commit``).
+    """
     engine = db.engine
+    config = current_app.config
+    busy_timeout_s = config["SQLITE_BUSY_TIMEOUT_MS"] / 1000
+    if group_commit_applies(engine, config["GROUP_COMMIT"]):
+        committer = committer_for(engine, _writing(engine), config["GROUP_COMMIT_MAX_MEMBERS"])
+        if not committer.inside_a_body():
+            return committer.transaction(busy_timeout_s)
+    return _own_transaction(engine, busy_timeout_s)
+
+
+def group_commit_applies(engine: Engine, setting: str) -> bool:
+    """Does the GROUP_COMMIT setting ("auto", "on" or "off") group ``engine``'s writes?"""
+    if setting == "auto":
+        return engine.dialect.name == "sqlite"
+    return setting == "on"
+
+
+@contextlib.contextmanager
+def _own_transaction(engine: Engine, busy_timeout_s: float):
+    """A transaction of this thread alone, committed when the block ends."""
     # The pool checkout and check-in (with its reset) stay outside the writers' turn: every
     # microsecond inside it is one every other writer of the database waits.
-    busy_timeout_s = current_app.config["SQLITE_BUSY_TIMEOUT_MS"] / 1000
     with _writing(engine).connect() as conn, sqlite_writers_turn(engine, busy_timeout_s), conn.begin():
         yield conn
 

@@ -1,0 +1,154 @@
+"""Measure group commit: the single path at synchronous=FULL with group commit off and on, beside NORMAL.
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/measure_group_commit.py [--rounds 5] [--jobs 300] [--postgresql]
+
+Every server is the production command, ``gunicorn -w 4 --threads 8 app:app`` (gthread), each on its
+own SQLite file (or, with ``--postgresql``, on one throwaway PostgreSQL cluster, a database each), plus
+the bare Flask ceiling under the same command. One end-to-end round is the benchmark's single path
+(``bench.targets``): N client processes enqueue the round's jobs one per request, then N workers claim
+and complete them one at a time; jobs ÷ (enqueue + drain seconds). Rounds are interleaved across the
+servers, so each line's figures were taken minutes apart; the table shows medians and min–max.
+
+A speed figure, not a test: it checks only that every job completed exactly once.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.config import Config
+from bench.servers import GunicornServer
+from bench.targets import Ceiling, Queuelog
+
+THREADS = 8
+
+
+class ThreadedGunicorn(GunicornServer):
+    """The benchmark's gunicorn with ``--threads``: the production server's gthread workers."""
+
+    def start(self, ready_path: str = "/", timeout: float = 60.0) -> ThreadedGunicorn:
+        # GunicornServer builds "python -m gunicorn -w 4 -b … APP"; gunicorn reads --threads from
+        # GUNICORN_CMD_ARGS, which every gunicorn honours, so the command itself stays the benchmark's.
+        self.env = {**self.env, "GUNICORN_CMD_ARGS": f"--threads {THREADS}"}
+        return super().start(ready_path, timeout)
+
+
+def _config(jobs: int) -> Config:
+    return Config(jobs=jobs, workers=[4, 16], enqueue_clients=4, enqueue_batches=[1], claim_limit=100,
+                  fills=[], latency_samples=0, latency_warmup=0, latency_budget_s=0, timeout=120)
+
+
+def _queuelog(column: str, db_url: str, log_dir: Path, settings: dict[str, str]) -> Queuelog:
+    system = Queuelog(column, db_url, log_dir, settings, probe_latency=False)
+    system.server = ThreadedGunicorn("app:app", system.env, log_dir / f"gunicorn-{column}.log")
+    return system
+
+
+def _ceiling(log_dir: Path) -> Ceiling:
+    system = Ceiling(log_dir)
+    system.server = ThreadedGunicorn("bench.ceiling_app:app", None, log_dir / "gunicorn-ceiling.log")
+    return system
+
+
+def _sqlite_columns() -> dict[str, dict[str, str]]:
+    return {
+        "SQLite FULL, group commit off": {"QUEUELOG_SQLITE_SYNCHRONOUS": "FULL", "QUEUELOG_GROUP_COMMIT": "off"},
+        "SQLite FULL, group commit on": {"QUEUELOG_SQLITE_SYNCHRONOUS": "FULL", "QUEUELOG_GROUP_COMMIT": "on"},
+        "SQLite NORMAL, group commit off": {"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
+                                            "QUEUELOG_GROUP_COMMIT": "off"},
+    }
+
+
+def _postgres_databases(server_url: str, names: list[str]) -> list[str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    urls = []
+    try:
+        with engine.connect() as conn:
+            for name in names:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+                urls.append(make_url(server_url).set(database=name).render_as_string(hide_password=False))
+    finally:
+        engine.dispose()
+    return urls
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved passes over every server")
+    parser.add_argument("--jobs", type=int, default=300, help="jobs per end-to-end round")
+    parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--postgresql", action="store_true", help="add PostgreSQL with group commit off and on")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL columns only")
+    args = parser.parse_args()
+    cfg = _config(args.jobs)
+
+    with tempfile.TemporaryDirectory(prefix="queuelog-group-commit-") as tmp, contextlib.ExitStack() as stack:
+        workdir = Path(tmp)
+        log_dir = workdir / "logs"
+        systems = {}
+        if not args.no_sqlite:
+            for index, (column, settings) in enumerate(_sqlite_columns().items()):
+                url = f"sqlite:///{workdir / f'column-{index}.db'}"
+                systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings))
+        if args.postgresql:
+            from bench.servers import postgres_cluster
+
+            server_url = stack.enter_context(postgres_cluster())
+            off, on = _postgres_databases(server_url, ["group_off", "group_on"])
+            systems["PostgreSQL, group commit off"] = stack.enter_context(
+                _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}))
+            systems["PostgreSQL, group commit on"] = stack.enter_context(
+                _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"}))
+        systems["Flask ceiling ÷ 3"] = stack.enter_context(_ceiling(log_dir))
+
+        rates: dict[tuple[str, int], list[float]] = {}
+        failed = []
+        for round_number in range(1, args.rounds + 1):
+            for workers in args.workers:
+                for column, system in systems.items():
+                    result = system.end_to_end("single", workers, cfg.jobs, cfg, f"w{workers}")
+                    failed += [check for check in result.checks if not check.ok]
+                    rate = result.jobs / result.seconds if result.seconds else 0.0
+                    rates.setdefault((column, workers), []).append(rate)
+                    print(f"round {round_number}, {workers:>2} workers, {column}: {rate:,.0f} jobs/s",
+                          flush=True)
+                    time.sleep(0.5)
+        _print_table(rates, list(systems), args.workers, args.rounds, args.jobs)
+        for check in failed:
+            print(f"FAILED CHECK {check.target}: {check.what}: {check.detail}")
+        return 1 if failed else 0
+
+
+def _print_table(rates, columns: list[str], workers: list[int], rounds: int, jobs: int) -> None:
+    print(f"\nEnd-to-end single path (enqueue, claim, complete: one job per request), gunicorn -w 4 "
+          f"--threads {THREADS}; jobs/s, median of {rounds} interleaved rounds of {jobs} jobs (min–max)\n")
+    print("| Server | " + " | ".join(f"{n} workers" for n in workers) + " |")
+    print("|---|" + "---:|" * len(workers))
+    for column in columns:
+        cells = []
+        for n in workers:
+            values = rates[(column, n)]
+            cells.append(f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})")
+        print(f"| {column} | " + " | ".join(cells) + " |")
+    ceiling = "Flask ceiling ÷ 3"
+    print("\n| Ratio | " + " | ".join(f"{n} workers" for n in workers) + " |")
+    print("|---|" + "---:|" * len(workers))
+    for column in columns:
+        if column == ceiling:
+            continue
+        cells = [f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(ceiling, n)]):.2f}×"
+                 for n in workers]
+        print(f"| {column} ÷ (ceiling ÷ 3) | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
