@@ -221,6 +221,7 @@ class GroupCommitter:
                 group.transaction.commit()
             except BaseException as error:
                 failure = error
+                _roll_back_what_the_commit_left(group.conn)
         try:
             if group.transaction.is_active:
                 group.transaction.rollback()
@@ -244,6 +245,13 @@ class GroupCommitter:
             self._open = None
             self._baton_taken = False
             self._state.notify_all()
+
+
+def _roll_back_what_the_commit_left(conn: Connection) -> None:
+    """After a failed COMMIT, end the transaction on the driver (SQLite keeps it open after a deferred
+    constraint fails). SQLAlchemy counts the transaction as over, so the pool would not roll it back."""
+    with contextlib.suppress(Exception):  # a broken connection: the pool will not hand it out again
+        conn.connection.driver_connection.rollback()
 
 
 def _for_member(failure: BaseException) -> BaseException:
@@ -282,9 +290,7 @@ def committer_for(engine: Engine, writing_engine: Engine, max_members: int) -> G
         return committer
 
 
-def group_stats(engine: Engine) -> GroupStats | None:
-    """The counts of ``engine``'s committer in this process, None if it has none."""
+def committer_of(engine: Engine) -> GroupCommitter | None:
+    """``engine``'s committer in this process, None while no write has asked for one."""
     with _committers_lock:
-        committer = _committers.get(engine)
-    return None if committer is None else committer.stats
-
+        return _committers.get(engine) if os.getpid() == _committers_pid else None
