@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import statistics
 import sys
 import tempfile
@@ -31,10 +32,12 @@ THREADS = 8
 class ThreadedGunicorn(GunicornServer):
     """The benchmark's gunicorn with ``--threads``: the production server's gthread workers."""
 
+    threads = THREADS
+
     def start(self, ready_path: str = "/", timeout: float = 60.0) -> ThreadedGunicorn:
         # GunicornServer builds "python -m gunicorn -w 4 -b … APP"; gunicorn reads --threads from
         # GUNICORN_CMD_ARGS, which every gunicorn honours, so the command itself stays the benchmark's.
-        self.env = {**self.env, "GUNICORN_CMD_ARGS": f"--threads {THREADS}"}
+        self.env = {**self.env, "GUNICORN_CMD_ARGS": f"--threads {self.threads}"}
         return super().start(ready_path, timeout)
 
 
@@ -88,8 +91,13 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--postgresql", action="store_true", help="add PostgreSQL with group commit off and on")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL columns only")
+    parser.add_argument("--threads", type=int, default=THREADS,
+                        help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)")
     args = parser.parse_args()
+    ThreadedGunicorn.threads = args.threads
     cfg = _config(args.jobs)
+    # Stopped from outside (timeout, kill): leave through the ExitStack, which stops every server started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
     with tempfile.TemporaryDirectory(prefix="queuelog-group-commit-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
@@ -122,15 +130,15 @@ def main() -> int:
                     print(f"round {round_number}, {workers:>2} workers, {column}: {rate:,.0f} jobs/s",
                           flush=True)
                     time.sleep(0.5)
-        _print_table(rates, list(systems), args.workers, args.rounds, args.jobs)
+        _print_table(rates, list(systems), args.workers, args.rounds, args.jobs, args.threads)
         for check in failed:
             print(f"FAILED CHECK {check.target}: {check.what}: {check.detail}")
         return 1 if failed else 0
 
 
-def _print_table(rates, columns: list[str], workers: list[int], rounds: int, jobs: int) -> None:
+def _print_table(rates, columns: list[str], workers: list[int], rounds: int, jobs: int, threads: int) -> None:
     print(f"\nEnd-to-end single path (enqueue, claim, complete: one job per request), gunicorn -w 4 "
-          f"--threads {THREADS}; jobs/s, median of {rounds} interleaved rounds of {jobs} jobs (min–max)\n")
+          f"--threads {threads}; jobs/s, median of {rounds} interleaved rounds of {jobs} jobs (min–max)\n")
     print("| Server | " + " | ".join(f"{n} workers" for n in workers) + " |")
     print("|---|" + "---:|" * len(workers))
     for column in columns:
@@ -148,6 +156,18 @@ def _print_table(rates, columns: list[str], workers: list[int], rounds: int, job
         cells = [f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(ceiling, n)]):.2f}×"
                  for n in workers]
         print(f"| {column} ÷ (ceiling ÷ 3) | " + " | ".join(cells) + " |")
+    # On a shared machine the rounds' speeds swing with its load; the ratio of two servers within one
+    # round (taken seconds apart) swings much less, so the median of those ratios is the steadier figure.
+    baseline = columns[0]
+    print(f"\n| Median of per-round ratios to {baseline} | " + " | ".join(f"{n} workers" for n in workers) + " |")
+    print("|---|" + "---:|" * len(workers))
+    for column in columns[1:]:
+        cells = [f"{statistics.median(_ratios(rates[(column, n)], rates[(baseline, n)])):.2f}×" for n in workers]
+        print(f"| {column} | " + " | ".join(cells) + " |")
+
+
+def _ratios(values: list[float], baselines: list[float]) -> list[float]:
+    return [value / baseline for value, baseline in zip(values, baselines, strict=True) if baseline]
 
 
 if __name__ == "__main__":

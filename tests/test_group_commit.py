@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import create_engine, insert, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from queuelog import queue, wakeup
 from queuelog.clock import utcnow
 from queuelog.config import SettingError, parse_settings
-from queuelog.database.group_commit import committer_of
-from queuelog.database.transactions import group_commit_applies, write_transaction
+from queuelog.database.group_commit import GroupCommitter, committer_of
+from queuelog.database.transactions import WRITE, group_commit_applies, write_transaction
 from queuelog.extensions import db
 from queuelog.keys import authenticate, create_key
 from queuelog.models import Job, JobEvent
@@ -47,6 +47,7 @@ class Outcome:
 
     value: object = None
     error: BaseException | None = None
+    wal_syncs_on_leaving: int = 0   # fsyncs of the WAL done when the thread left the block
 
 
 def insert_job(conn, n: int) -> int:
@@ -70,22 +71,25 @@ def wait_until(condition, what: str) -> None:
         time.sleep(0.001)
 
 
-def one_group(app, bodies) -> list[Outcome]:
-    """Run each ``body(conn)`` in a thread of its own inside ``write_transaction()``, all in one group."""
+def one_group(app, bodies, committer: GroupCommitter | None = None) -> list[Outcome]:
+    """Run each ``body(conn)`` in a thread of its own inside ``write_transaction()`` (or ``committer``'s
+    transaction), all in one group."""
     outcomes = [Outcome() for _ in bodies]
     leader_inside = threading.Event()
 
     def member(index: int) -> None:
         with app.app_context():
+            transaction = write_transaction() if committer is None else committer.transaction(WAIT_SECONDS)
             try:
-                with write_transaction() as conn:
+                with transaction as conn:
                     if index == 0:
                         leader_inside.set()
-                        committer = committer_of(db.engine)
-                        wait_until(lambda: committer.waiting == len(bodies) - 1, "every other member waiting")
+                        group = committer or committer_of(db.engine)
+                        wait_until(lambda: group.waiting == len(bodies) - 1, "every other member waiting")
                     outcomes[index].value = bodies[index](conn)
             except Exception as error:
                 outcomes[index].error = error
+            outcomes[index].wal_syncs_on_leaving = (committer or committer_of(db.engine)).stats.wal_syncs
 
     threads = [threading.Thread(target=member, args=(index,)) for index in range(len(bodies))]
     threads[0].start()
@@ -230,11 +234,59 @@ def test_after_a_failed_commit_the_next_writes_commit(app):
     assert payloads_stored() == [10, 11, 12]
 
 
+# --- on disk before the answer --------------------------------------------------------------------
+
+@pytest.mark.skipif(test_db_kind() != "sqlite", reason="PostgreSQL's COMMIT is durable when it returns")
+def test_every_member_leaves_only_after_an_fsync_of_the_wal_that_followed_the_groups_commit(app):
+    one_group(app, [lambda conn: insert_job(conn, 0)])
+    syncs_before = committer_of(db.engine).stats.wal_syncs
+
+    outcomes = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(1, 6)])
+
+    assert [outcome.error for outcome in outcomes] == [None] * 5
+    assert min(outcome.wal_syncs_on_leaving for outcome in outcomes) == syncs_before + 1
+
+
+@pytest.mark.skipif(test_db_kind() != "sqlite", reason="PostgreSQL's COMMIT is durable when it returns")
+def test_a_wal_that_cannot_be_synced_fails_every_member_and_every_later_group(app):
+    # procfs refuses fsync (EINVAL): a real failed fsync, as a failing disk gives one.
+    committer = GroupCommitter(db.engine.execution_options(**{WRITE: True}), 16, wal_path="/proc/self/stat")
+
+    first = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(4)], committer)
+    later = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(10, 12)], committer)
+
+    assert all(isinstance(outcome.error, OperationalError) for outcome in first + later), first + later
+    assert all("fdatasync of the SQLite WAL" in str(outcome.error) for outcome in first + later)
+
+
+@pytest.mark.skipif(test_db_kind() != "sqlite", reason="SQLite's synchronous setting")
+@pytest.mark.parametrize("config_overrides", [{"DATABASE_POOL_SIZE": 1, "DATABASE_MAX_OVERFLOW": 1}], indirect=True)
+def test_the_groups_connection_goes_back_to_the_pool_syncing_each_commit_again(app):
+    one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(3)])
+
+    with db.engine.connect() as conn:  # the pool's one connection: the group's
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2  # FULL, as configured
+
+
+@pytest.mark.skipif(test_db_kind() != "sqlite", reason="SQLite's synchronous setting")
+@pytest.mark.parametrize("config_overrides", [{"SQLITE_SYNCHRONOUS": "NORMAL"}], indirect=True)
+def test_at_synchronous_normal_a_group_commits_without_syncing_the_wal_itself(app):
+    outcomes = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(3)])
+
+    assert [outcome.error for outcome in outcomes] == [None] * 3
+    assert payloads_stored() == [0, 1, 2]
+    assert committer_of(db.engine).stats.wal_syncs == 0
+
+
 # --- after the commit -----------------------------------------------------------------------------
 
 def test_a_waiting_claim_is_woken_after_the_groups_commit_and_sees_every_job_of_it(app):
     engine = db.engine
     waker = wakeup.waker_for(engine)
+    if waker.postgres:
+        # The LISTEN thread wakes everyone once when it connects (for what it may have missed).
+        wait_until(lambda: waker.listening, "the LISTEN connection up")
+        time.sleep(0.2)
     seen = waker.generation
     visible_at_wake_up: list[int] = []
 

@@ -9,9 +9,14 @@ gthread) that want to write while another's transaction is open join that transa
 - each member's body after the first runs inside its own SAVEPOINT: a body that raises undoes only its
   own work (the first member's undo is the whole transaction's ROLLBACK: nothing else is in it yet);
 - the member that finds nobody waiting, or the group full, COMMITs once for everyone;
-- every member waits for that COMMIT before it leaves ``write_transaction``, so no answer goes out
-  before its commit is on disk, and a member that raised waits too (its answer may rest on what the
-  others wrote). If the COMMIT fails, every member raises: nobody is told "done".
+- every member waits until that COMMIT is on disk before it leaves ``write_transaction``, so no answer
+  goes out before it, and a member that raised waits too (its answer may rest on what the others
+  wrote). If the COMMIT fails, every member raises: nobody is told "done".
+
+On a SQLite file at ``synchronous=FULL`` the group commits at NORMAL and gives the writers' turn (and
+the baton) to the next writers before its fsync, which ``wal_sync`` does and shares: other processes
+and this process's next group write while the disk works. The connection goes back to the pool at
+FULL, so writes made elsewhere (the ORM, migrations) keep SQLite's own fsync.
 
 The connection goes back to the pool after the COMMIT, so what a body marked on it for after the commit
 (``wakeup.jobs_ready``) happens after the shared commit, once for the group. A group holds nothing
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from ..sql import execute_plain
+from .wal_sync import WalSync
 from .writers_lock import SharedWritersTurn
 
 _SAVEPOINT = "queuelog_group_member"
@@ -41,11 +47,12 @@ _member_of = threading.local()   # .committer: the committer whose group this th
 
 @dataclass
 class GroupStats:
-    """What a committer has done so far: how many groups committed, and how many members they held."""
+    """What a committer has done so far: groups committed, the members they held, fsyncs of the WAL."""
 
     commits: int = 0
     committed_members: int = 0
     failed_groups: int = 0
+    wal_syncs: int = 0
 
     @property
     def mean_group_size(self) -> float:
@@ -69,7 +76,9 @@ class _Group:
 class GroupCommitter:
     """The group commit of one engine in one process: who holds the baton, the open group, who waits."""
 
-    def __init__(self, writing_engine: Engine, max_members: int):
+    def __init__(self, writing_engine: Engine, max_members: int, wal_path: str | None = None):
+        """``wal_path``: sync this WAL after the writers' turn instead of inside each COMMIT (SQLite at FULL)."""
+        self._wal_sync = WalSync(wal_path) if wal_path else None
         self._engine = writing_engine
         self.max_members = max_members
         self._turn = SharedWritersTurn(writing_engine)
@@ -89,7 +98,9 @@ class GroupCommitter:
     def stats(self) -> GroupStats:
         """A copy of the counts so far."""
         with self._state:
-            return copy.copy(self._stats)
+            stats = copy.copy(self._stats)
+        stats.wal_syncs = self._wal_sync.syncs if self._wal_sync else 0
+        return stats
 
     def inside_a_body(self) -> bool:
         """Is the calling thread running a member's body of this committer's group?"""
@@ -160,6 +171,8 @@ class GroupCommitter:
         try:
             self._turn.take(busy_timeout_s)
             try:
+                if self._wal_sync is not None:
+                    execute_plain(conn, "PRAGMA synchronous=NORMAL")  # FULL again in _end
                 transaction = conn.begin()
             except BaseException:
                 self._turn.give_back()
@@ -215,7 +228,7 @@ class GroupCommitter:
                 self._state.wait()
 
     def _end(self, group: _Group, failure: BaseException | None = None, commit: bool = True) -> None:
-        """COMMIT the group (or roll it back after ``failure``), let the next writer go, wake its members."""
+        """COMMIT the group (or roll it back after ``failure``), let the next writers go, wake its members."""
         if failure is None and commit and group.with_work:
             try:
                 group.transaction.commit()
@@ -228,12 +241,12 @@ class GroupCommitter:
         except BaseException as error:
             failure = failure or error
         finally:
-            # Back to the pool (which rolls back whatever a failed COMMIT left open) before the next
-            # writer may begin; the check-in is also what wakes waiting claims, after the COMMIT.
+            self._give_back(group)
+        if failure is None and group.with_work and self._wal_sync is not None:
             try:
-                group.conn.close()
-            finally:
-                group.turn.give_back()
+                self._wal_sync.wait_durable(self._wal_sync.committed())
+            except BaseException as error:
+                failure = error
         with self._state:
             if failure is None and group.with_work:
                 self._stats.commits += 1
@@ -242,9 +255,25 @@ class GroupCommitter:
                 self._stats.failed_groups += 1
             group.failure = failure
             group.done = True
-            self._open = None
-            self._baton_taken = False
             self._state.notify_all()
+
+    def _give_back(self, group: _Group) -> None:
+        """The connection to the pool (at FULL again), the writers' turn and the baton to the next writers."""
+        try:
+            if self._wal_sync is not None:
+                try:
+                    execute_plain(group.conn, "PRAGMA synchronous=FULL")
+                except BaseException:
+                    group.conn.invalidate()  # never back in the pool at NORMAL
+            # Back to the pool (which rolls back whatever a failed COMMIT left open) before the next
+            # writer may begin; the check-in is also what wakes waiting claims, after the COMMIT.
+            group.conn.close()
+        finally:
+            group.turn.give_back()
+            with self._state:
+                self._open = None
+                self._baton_taken = False
+                self._state.notify_all()
 
 
 def _roll_back_what_the_commit_left(conn: Connection) -> None:
@@ -276,7 +305,8 @@ _committers_lock = threading.Lock()
 _committers_pid = os.getpid()
 
 
-def committer_for(engine: Engine, writing_engine: Engine, max_members: int) -> GroupCommitter:
+def committer_for(engine: Engine, writing_engine: Engine, max_members: int,
+                  wal_path: str | None = None) -> GroupCommitter:
     """The committer of ``engine`` in this process (a forked child gets its own: threads do not cross fork)."""
     global _committers_pid
     with _committers_lock:
@@ -285,7 +315,7 @@ def committer_for(engine: Engine, writing_engine: Engine, max_members: int) -> G
             _committers_pid = os.getpid()
         committer = _committers.get(engine)
         if committer is None:
-            committer = _committers[engine] = GroupCommitter(writing_engine, max_members)
+            committer = _committers[engine] = GroupCommitter(writing_engine, max_members, wal_path)
         committer.max_members = max_members
         return committer
 

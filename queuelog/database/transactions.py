@@ -44,14 +44,15 @@ def single_statement_read():
 def write_transaction():
     """A connection in a transaction that commits on success; on SQLite it holds the write lock.
 
-    Leaving the block returns only once the commit has returned. With group commit on (the default on
+    Leaving the block returns only once the commit is on disk. With group commit on (the default on
     SQLite), the commit may be shared with other threads' writes of this process (``group_commit``).
     """
     engine = db.engine
     config = current_app.config
     busy_timeout_s = config["SQLITE_BUSY_TIMEOUT_MS"] / 1000
     if group_commit_applies(engine, config["GROUP_COMMIT"]):
-        committer = committer_for(engine, _writing(engine), config["GROUP_COMMIT_MAX_MEMBERS"])
+        committer = committer_for(engine, _writing(engine), config["GROUP_COMMIT_MAX_MEMBERS"],
+                                  wal_path=_wal_synced_after_commit(engine, config["SQLITE_SYNCHRONOUS"]))
         if not committer.inside_a_body():
             return committer.transaction(busy_timeout_s)
     return _own_transaction(engine, busy_timeout_s)
@@ -62,6 +63,17 @@ def group_commit_applies(engine: Engine, setting: str) -> bool:
     if setting == "auto":
         return engine.dialect.name == "sqlite"
     return setting == "on"
+
+
+def _wal_synced_after_commit(engine: Engine, synchronous: str) -> str | None:
+    """The WAL a group syncs itself after the writers' turn: a SQLite file's at FULL (NORMAL never
+    syncs at commit, EXTRA asks for more than the WAL); None: each COMMIT syncs as configured."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or synchronous.upper() != "FULL":
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database + "-wal"
 
 
 @contextlib.contextmanager
