@@ -1,13 +1,17 @@
 """Measure group commit: the single path at synchronous=FULL with group commit off and on, beside NORMAL.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/measure_group_commit.py [--rounds 5] [--jobs 300] [--postgresql]
+    PYTHONPATH=$PWD .venv/bin/python scripts/measure_group_commit.py [--rounds 5] [--jobs 300] [--threads 8]
+        [--postgresql [--pg-commit-delay 100]] [--no-sqlite]
 
-Every server is the production command, ``gunicorn -w 4 --threads 8 app:app`` (gthread), each on its
-own SQLite file (or, with ``--postgresql``, on one throwaway PostgreSQL cluster, a database each), plus
-the bare Flask ceiling under the same command. One end-to-end round is the benchmark's single path
-(``bench.targets``): N client processes enqueue the round's jobs one per request, then N workers claim
-and complete them one at a time; jobs ÷ (enqueue + drain seconds). Rounds are interleaved across the
-servers, so each line's figures were taken minutes apart; the table shows medians and min–max.
+Every server is the production command, ``gunicorn -w 4 --threads 8 app:app`` (gthread; ``--threads 1``
+gives the sync workers ``bench.run`` starts), each on its own SQLite file; with ``--postgresql`` also on
+a throwaway PostgreSQL cluster with fsync on, a database each (``--pg-commit-delay`` adds a column on a
+second cluster with PostgreSQL's own group commit, ``commit_delay``); and the bare Flask ceiling under
+the same command. One end-to-end round is the benchmark's single path (``bench.targets``): N client
+processes enqueue the round's jobs one per request, then N workers claim and complete them one at a
+time; jobs ÷ (enqueue + drain seconds). Rounds are interleaved across the servers, so each line's
+figures were taken minutes apart; the tables show medians (min–max), and the median of per-round
+ratios to the first server.
 
 A speed figure, not a test: it checks only that every job completed exactly once.
 """
@@ -84,6 +88,42 @@ def _postgres_databases(server_url: str, names: list[str]) -> list[str]:
     return urls
 
 
+def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: int | None) -> dict[str, Queuelog]:
+    from bench.run import make_pg_durable
+    from bench.servers import postgres_cluster
+
+    server_url = stack.enter_context(postgres_cluster())
+    make_pg_durable(server_url)  # the test cluster runs without fsync; production does not
+    off, on = _postgres_databases(server_url, ["group_off", "group_on"])
+    columns = {
+        "PostgreSQL, group commit off": stack.enter_context(
+            _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"})),
+        "PostgreSQL, group commit on": stack.enter_context(
+            _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"})),
+    }
+    if commit_delay is not None:
+        delayed_url = stack.enter_context(postgres_cluster())
+        make_pg_durable(delayed_url)
+        _set_commit_delay(delayed_url, commit_delay)
+        [delayed] = _postgres_databases(delayed_url, ["commit_delay"])
+        columns[f"PostgreSQL, group commit off, commit_delay={commit_delay} µs"] = stack.enter_context(
+            _queuelog("pg-delay", delayed, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}))
+    return columns
+
+
+def _set_commit_delay(server_url: str, microseconds: int) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f"ALTER SYSTEM SET commit_delay = {int(microseconds)}"))
+            conn.execute(text("ALTER SYSTEM SET commit_siblings = 2"))
+            conn.execute(text("SELECT pg_reload_conf()"))
+    finally:
+        engine.dispose()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved passes over every server")
@@ -91,6 +131,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--postgresql", action="store_true", help="add PostgreSQL with group commit off and on")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL columns only")
+    parser.add_argument("--pg-commit-delay", type=int, metavar="MICROSECONDS",
+                        help="with --postgresql: a column on a cluster with this commit_delay (commit_siblings 2)")
     parser.add_argument("--threads", type=int, default=THREADS,
                         help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)")
     args = parser.parse_args()
@@ -108,14 +150,7 @@ def main() -> int:
                 url = f"sqlite:///{workdir / f'column-{index}.db'}"
                 systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings))
         if args.postgresql:
-            from bench.servers import postgres_cluster
-
-            server_url = stack.enter_context(postgres_cluster())
-            off, on = _postgres_databases(server_url, ["group_off", "group_on"])
-            systems["PostgreSQL, group commit off"] = stack.enter_context(
-                _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}))
-            systems["PostgreSQL, group commit on"] = stack.enter_context(
-                _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"}))
+            systems.update(_postgres_columns(stack, log_dir, args.pg_commit_delay))
         systems["Flask ceiling ÷ 3"] = stack.enter_context(_ceiling(log_dir))
 
         rates: dict[tuple[str, int], list[float]] = {}
