@@ -268,6 +268,19 @@ def test_the_groups_connection_goes_back_to_the_pool_syncing_each_commit_again(a
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2  # FULL, as configured
 
 
+@pytest.mark.skipif(test_db_kind() != "sqlite", reason="SQLite's journal modes")
+def test_a_database_in_a_rollback_journal_keeps_syncing_inside_each_commit(app, tmp_path):
+    # Where WAL is refused (no shared memory), NORMAL would leave commits unsynced: the group stays at FULL.
+    rollback_journal = create_engine(f"sqlite:///{tmp_path / 'rollback-journal.db'}")
+    committer = GroupCommitter(rollback_journal, 16, wal_path=f"{tmp_path / 'rollback-journal.db'}-wal")
+
+    outcomes = one_group(app, [lambda conn: conn.exec_driver_sql("PRAGMA synchronous").scalar_one()] * 3, committer)
+
+    assert [(outcome.error, outcome.value) for outcome in outcomes] == [(None, 2)] * 3  # FULL
+    assert committer.stats.wal_syncs == 0
+    rollback_journal.dispose()
+
+
 @pytest.mark.skipif(test_db_kind() != "sqlite", reason="SQLite's synchronous setting")
 @pytest.mark.parametrize("config_overrides", [{"SQLITE_SYNCHRONOUS": "NORMAL"}], indirect=True)
 def test_at_synchronous_normal_a_group_commits_without_syncing_the_wal_itself(app):

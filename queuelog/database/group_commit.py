@@ -63,10 +63,12 @@ class GroupStats:
 class _Group:
     """One open transaction, the members that joined it, and how it ended."""
 
-    def __init__(self, conn: Connection, transaction: RootTransaction, turn: SharedWritersTurn):
+    def __init__(self, conn: Connection, transaction: RootTransaction, turn: SharedWritersTurn,
+                 wal_sync: WalSync | None):
         self.conn = conn
         self.transaction = transaction
         self.turn = turn
+        self.wal_sync = wal_sync  # set: the group commits at NORMAL and syncs the WAL after its turn
         self.members = 0          # bodies that ran in it, whether they raised or not
         self.with_work = 0        # bodies whose work is in it (those that did not raise)
         self.done = False
@@ -79,6 +81,7 @@ class GroupCommitter:
     def __init__(self, writing_engine: Engine, max_members: int, wal_path: str | None = None):
         """``wal_path``: sync this WAL after the writers' turn instead of inside each COMMIT (SQLite at FULL)."""
         self._wal_sync = WalSync(wal_path) if wal_path else None
+        self._journal_checked = False
         self._engine = writing_engine
         self.max_members = max_members
         self._turn = SharedWritersTurn(writing_engine)
@@ -171,8 +174,9 @@ class GroupCommitter:
         try:
             self._turn.take(busy_timeout_s)
             try:
-                if self._wal_sync is not None:
-                    execute_plain(conn, "PRAGMA synchronous=NORMAL")  # FULL again in _end
+                wal_sync = self._wal_sync_for(conn)
+                if wal_sync is not None:
+                    execute_plain(conn, "PRAGMA synchronous=NORMAL")  # FULL again in _give_back
                 transaction = conn.begin()
             except BaseException:
                 self._turn.give_back()
@@ -180,8 +184,19 @@ class GroupCommitter:
         except BaseException:
             conn.close()
             raise
-        self._open = _Group(conn, transaction, self._turn)
+        self._open = _Group(conn, transaction, self._turn, wal_sync)
         return self._open, True
+
+    def _wal_sync_for(self, conn: Connection) -> WalSync | None:
+        """The WAL sync, once the database is seen to be in WAL mode: in a rollback journal (a file
+        system without shared memory refuses WAL) NORMAL would leave commits unsynced for good."""
+        if self._wal_sync is not None and not self._journal_checked:
+            # On the driver: through SQLAlchemy this would begin the transaction first.
+            mode = conn.connection.driver_connection.execute("PRAGMA journal_mode").fetchone()[0]
+            self._journal_checked = True
+            if str(mode).lower() != "wal":
+                self._wal_sync = None
+        return self._wal_sync
 
     # --- after a body ----------------------------------------------------------------------------
 
@@ -242,9 +257,9 @@ class GroupCommitter:
             failure = failure or error
         finally:
             self._give_back(group)
-        if failure is None and group.with_work and self._wal_sync is not None:
+        if failure is None and group.with_work and group.wal_sync is not None:
             try:
-                self._wal_sync.wait_durable(self._wal_sync.committed())
+                group.wal_sync.wait_durable(group.wal_sync.committed())
             except BaseException as error:
                 failure = error
         with self._state:
@@ -260,7 +275,7 @@ class GroupCommitter:
     def _give_back(self, group: _Group) -> None:
         """The connection to the pool (at FULL again), the writers' turn and the baton to the next writers."""
         try:
-            if self._wal_sync is not None:
+            if group.wal_sync is not None:
                 try:
                     execute_plain(group.conn, "PRAGMA synchronous=FULL")
                 except BaseException:
