@@ -111,7 +111,7 @@ class GroupCommitter:
 
     @contextlib.contextmanager
     def transaction(self, busy_timeout_s: float):
-        """A connection in a group transaction; leaving the block waits for the group's COMMIT."""
+        """A connection in a group transaction; leaving the block waits until the group's COMMIT is on disk."""
         self._take_baton()
         try:
             group, first = self._group_to_join(busy_timeout_s)
