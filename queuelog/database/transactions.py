@@ -1,8 +1,9 @@
 """The connections the app asks for: a read, a write transaction, a single-statement read.
 
 Every read and write of the app goes through one of these three, so the dialect details stay in
-``engine`` (how SQLite begins each kind) and ``writers_lock`` (SQLite's writers taking turns); the
-execution options below are how a connection tells the engine's "begin" hook which kind it is.
+``engine`` (how SQLite begins each kind), ``writers_lock`` (SQLite's writers taking turns) and
+``group_commit`` (a process's writes that arrive together sharing one commit); the execution options
+below are how a connection tells the engine's "begin" hook which kind it is.
 """
 from __future__ import annotations
 
