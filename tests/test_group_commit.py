@@ -296,7 +296,7 @@ def test_at_synchronous_normal_a_group_commits_without_syncing_the_wal_itself(ap
 def test_a_waiting_claim_is_woken_after_the_groups_commit_and_sees_every_job_of_it(app):
     engine = db.engine
     waker = wakeup.waker_for(engine)
-    if waker.postgres:
+    if engine.dialect.name == "postgresql":
         # The LISTEN thread wakes everyone once when it connects (for what it may have missed).
         wait_until(lambda: waker.listening, "the LISTEN connection up")
         time.sleep(0.2)
