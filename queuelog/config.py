@@ -190,6 +190,12 @@ DEFAULTS: dict[str, Setting] = {
     "MAX_ERROR_CHARS": Setting(4000, whole(1)),
     "SQLITE_BUSY_TIMEOUT_MS": Setting(30000, whole(0)),
     "SQLITE_SYNCHRONOUS": Setting("FULL", choice("FULL", "NORMAL", "EXTRA")),
+    # Write transactions of one server process's threads that arrive together share one COMMIT, and on
+    # SQLite at FULL one fsync of the WAL made after the writers' turn; each is answered only once it is on
+    # disk (queuelog/database/group_commit.py, wal_sync.py). auto: on for SQLite, off for PostgreSQL.
+    "GROUP_COMMIT": Setting("auto", choice("auto", "on", "off")),
+    # At most this many writes in one shared COMMIT: the first of them waits for all the others' work.
+    "GROUP_COMMIT_MAX_MEMBERS": Setting(16, whole(1)),
     "SESSION_COOKIE_HTTPONLY": Setting(True, flag()),
     "SESSION_COOKIE_SAMESITE": Setting("Lax", choice("Strict", "Lax", "None")),
     "SESSION_COOKIE_SECURE": Setting(False, flag()),

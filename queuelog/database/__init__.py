@@ -4,6 +4,8 @@
   begins, PostgreSQL's test of a pooled connection that sat idle).
 - ``transactions.py``: the connections the rest of the app asks for: read, write, single-statement read.
 - ``writers_lock.py``: SQLite's writers take turns on a file lock before BEGIN IMMEDIATE.
+- ``group_commit.py``: write transactions of a process's threads that arrive together share one COMMIT.
+- ``wal_sync.py``: SQLite at FULL: a group's commit made durable by an fsync of the WAL, after its turn.
 - ``schema_upgrade.py``: bringing the schema up to date at start-up, one process at a time.
 
 Nothing is imported here: each importer names the module it needs.

@@ -6,6 +6,10 @@ claim+complete pairs through 4 gunicorn workers took 91 s). Polling this file lo
 the turn over within a millisecond. It only orders writers: SQLite's own lock still guarantees
 correctness, so after the busy timeout a waiter proceeds without the turn (and then gets SQLite's
 "database is locked", a 503). Threads of one process wait here too.
+
+A group commit (``group_commit``) holds the turn for a whole group of transactions, taken on one thread
+and given back on another: it holds a :class:`SharedWritersTurn`, whose handle is the process's, not
+a thread's.
 """
 from __future__ import annotations
 
@@ -43,6 +47,47 @@ def sqlite_writers_turn(engine: Engine, busy_timeout_s: float):
         _writer_state.holding = False
         if acquired:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class SharedWritersTurn:
+    """The writers' turn of one SQLite file, held by an owner rather than a thread.
+
+    Taken on one thread and given back on another, so it keeps one handle of its own (flock belongs
+    to the open file, not to the thread), reopened in a forked child. Its owner makes sure that only
+    one holder at a time uses it: two threads taking it at once would both succeed.
+    """
+
+    def __init__(self, engine: Engine):
+        self._path = _writers_lock_path(engine)
+        self._handle = None
+        self._pid = None
+        self._held = False
+
+    def take(self, busy_timeout_s: float) -> None:
+        """Wait for the turn, for at most ``busy_timeout_s`` (then SQLite's own lock decides)."""
+        handle = self._own_handle()
+        if handle is not None:
+            self._held = _poll_flock(handle, time.monotonic() + busy_timeout_s)
+
+    def _own_handle(self):
+        if self._path is None:
+            return None  # not SQLite, or not a file: SQLite's lock alone decides
+        if self._handle is None or self._pid != os.getpid():
+            if self._handle is not None:
+                self._handle.close()  # the parent's copy after fork (closing a copy releases nothing)
+                self._handle = None
+            try:
+                self._handle = open(self._path, "a")  # noqa: SIM115 - held open across writes on purpose
+            except OSError:
+                return None  # e.g. the database's directory is gone: let SQLite report it (a 503)
+            self._pid = os.getpid()
+        return self._handle
+
+    def give_back(self) -> None:
+        """Let the next writer of the file go (from any thread)."""
+        if self._held:
+            self._held = False
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
 
 
 def _lock_handle(path: str):
