@@ -120,12 +120,12 @@ def set_password_command(username, password_stdin):
 @users_group.command("delete")
 @click.argument("username")
 def delete_user_command(username):
-    """Delete an admin; every session of that admin ends."""
+    """Delete a user (admin or viewer); every session of that user ends."""
     try:
-        ended = users.delete_user(username)
+        role, ended = users.delete_user(username)
     except QueueError as error:
         _fail(error)
-    click.echo(f"deleted admin {username}, ended {_count(ended, 'session')}")
+    click.echo(f"deleted {role} {username}, ended {_count(ended, 'session')}")
 
 
 @users_group.command("unlock")

@@ -90,13 +90,14 @@ def set_password(username: str, password: str) -> int:
         return admin_sessions.end_all(conn, user_id)
 
 
-def delete_user(username: str) -> int:
-    """Delete the user and end all their sessions; returns how many sessions were ended."""
+def delete_user(username: str) -> tuple[str, int]:
+    """Delete the user and end all their sessions; returns the user's role and how many sessions ended."""
     with write_transaction() as conn:
         user_id = _id_of(conn, username)
+        role = conn.execute(select(users.c.role).where(users.c.id == user_id)).scalar_one()
         ended = admin_sessions.end_all(conn, user_id)
         conn.execute(delete(users).where(users.c.id == user_id))
-        return ended
+        return role, ended
 
 
 def unlock(username: str) -> int:

@@ -169,6 +169,15 @@ def test_users_delete_removes_the_user(runner, app):
     assert verify_password("ops", "a long passphrase") is None
 
 
+def test_users_delete_names_a_viewer_as_a_viewer(runner):
+    result = runner.invoke(args=["users", "create", "auditor", "--role", "viewer", "--password-stdin"],
+                           input="a long passphrase\n")
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(args=["users", "delete", "auditor"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "deleted viewer auditor, ended 0 sessions\n"
+
+
 def test_users_set_password_reads_the_new_password_from_stdin(runner, app):
     _make_user(runner, "ops")
     result = runner.invoke(args=["users", "set-password", "ops", "--password-stdin"], input="another passphrase\n")
