@@ -237,3 +237,46 @@ def test_a_type_not_configured_is_a_404_page(signed_in, path):
         response = post_form(signed_in, path, NO_LIMITS, page="/admin/types")
     assert response.status_code == 404
     assert "job type &#39;parcel&#39; is not on this server&#39;s QUEUELOG_JOB_TYPES" in text_of(response)
+
+
+# --- the dashboard and the job page ------------------------------------------------------------
+
+def by_type_row(body: str, job_type: str) -> str | None:
+    match = re.search(rf'<tr>\s*<th scope="row"><a href="/admin/jobs\?type={re.escape(job_type)}">.*?</tr>', body, re.S)
+    return match.group(0) if match else None
+
+
+def test_the_dashboard_marks_a_paused_type_in_words_and_links_to_its_page(signed_in, client, admin, make_job):
+    make_job(type="email")
+    make_job(type="report")
+    client.patch("/types/email", headers=admin, json={"paused": True})
+    for page in ("/admin", "/admin?partial=1"):
+        body = text_of(signed_in.get(page))
+        assert '<a class="badge type-paused" href="/admin/types/email"' in by_type_row(body, "email")
+        assert ">paused</a>" in by_type_row(body, "email")
+        assert "paused" not in by_type_row(body, "report")
+
+
+def test_the_dashboard_lists_a_paused_type_that_has_no_jobs(signed_in, client, admin, make_job):
+    make_job(type="email")
+    client.patch("/types/noop", headers=admin, json={"paused": True})
+    row = by_type_row(text_of(signed_in.get("/admin")), "noop")
+    assert row is not None and ">paused</a>" in row
+
+
+def test_a_resumed_type_is_no_longer_marked(signed_in, client, admin, make_job):
+    make_job(type="email")
+    client.patch("/types/email", headers=admin, json={"paused": True})
+    client.patch("/types/email", headers=admin, json={"paused": False})
+    assert "type-paused" not in text_of(signed_in.get("/admin"))
+
+
+def test_the_job_page_shows_the_jobs_concurrency_key(signed_in, enqueue):
+    job = enqueue(type="email", concurrency_key="tenant-42")
+    body = text_of(signed_in.get(f"/admin/jobs/{job['id']}"))
+    assert '<dt>concurrency key</dt><dd class="mono" data-field="concurrency_key">tenant-42</dd>' in body
+
+
+def test_a_job_without_a_concurrency_key_shows_no_such_field(signed_in, enqueue):
+    job = enqueue(type="email")
+    assert "concurrency key" not in text_of(signed_in.get(f"/admin/jobs/{job['id']}"))
