@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from screenshot_dashboard import ADMIN, JOB_TYPES, PASSWORD, seed  # noqa: E402
 
 from queuelog import create_app  # noqa: E402
+from queuelog.queue import flow  # noqa: E402
 
 WIDTHS = {390: 844, 1366: 900}  # a phone held upright, a common laptop
 
@@ -31,7 +32,14 @@ def _pages(page, url: str) -> dict[str, str]:
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
     return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
-            "keys": "/admin/keys"}
+            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}"}
+
+
+def _seed_flow_control() -> None:
+    """A paused type and a limited one with a short history, for the Types pages."""
+    flow.update_type(JOB_TYPES[0], {"concurrency_limit": 8}, f"admin:{ADMIN}")
+    flow.update_type(JOB_TYPES[0], {"rate_limit": flow.RateLimit(120, 60), "key_concurrency_limit": 2}, "key:ops")
+    flow.update_type("sync-crm", {"paused": True}, f"admin:{ADMIN}")
 
 
 def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
@@ -82,6 +90,7 @@ def main(argv: list[str]) -> int:
                           "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
         with app.app_context():
             seed(app, random.Random(7))
+            _seed_flow_control()
         with running_server(env, workers=2) as server, sync_playwright() as playwright:
             saved = capture(server.url, Path(args.out), "light" if args.light else "dark", playwright)
     for path in saved:
