@@ -271,10 +271,12 @@ def test_a_resumed_type_is_no_longer_marked(signed_in, client, admin, make_job):
     assert "type-paused" not in text_of(signed_in.get("/admin"))
 
 
-def test_the_job_page_shows_the_jobs_concurrency_key(signed_in, enqueue):
+def test_the_job_page_shows_the_jobs_concurrency_key_linking_to_its_jobs(signed_in, enqueue):
     job = enqueue(type="email", concurrency_key="tenant-42")
     body = text_of(signed_in.get(f"/admin/jobs/{job['id']}"))
-    assert '<dt>concurrency key</dt><dd class="mono" data-field="concurrency_key">tenant-42</dd>' in body
+    assert ('<dt>concurrency key</dt><dd class="mono" data-field="concurrency_key">'
+            '<a href="/admin/jobs?key=tenant-42" title="Every job with this concurrency key">tenant-42</a></dd>'
+            ) in body
 
 
 def test_a_job_without_a_concurrency_key_shows_no_such_field(signed_in, enqueue):

@@ -47,12 +47,15 @@ class JobFilterForm(Form):
     priority = SelectField("Priority", choices=PRIORITY_CHOICES, default="")
     worker = StringField("Worker", validators=[Optional(), Length(max=100)],
                          filters=[lambda v: v.strip() if v else v])
+    key = StringField("Concurrency key", validators=[Optional(), Length(max=200)],
+                      filters=[lambda v: v.strip() if v else v])
     q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
                     filters=[lambda v: v.strip() if v else v])
 
     def query_args(self) -> dict[str, str]:
         """The filters that are set, as query-string arguments (to keep them across links and redirects)."""
-        return {name: self[name].data for name in ("status", "type", "priority", "worker", "q") if self[name].data}
+        return {name: self[name].data for name in ("status", "type", "priority", "worker", "key", "q")
+                if self[name].data}
 
 
 class BulkRetryForm(FlaskForm):
