@@ -229,8 +229,11 @@ def _gallery(page, url: str, folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def seeded_server():
-    """A gunicorn serving the busy night ``seed`` writes, in a temporary directory (instance/ is never touched)."""
+def seeded_server(also=None):
+    """A gunicorn serving the busy night ``seed`` writes, in a temporary directory (instance/ is never touched).
+
+    ``also``: a function that seeds more, called in the app's context after ``seed``.
+    """
     from tests.support.server import running_server
 
     with tempfile.TemporaryDirectory(prefix="queuelog-shot-") as tmp:
@@ -242,6 +245,8 @@ def seeded_server():
                           "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
         with app.app_context():
             seed(app, random.Random(7))
+            if also is not None:
+                also()
         with running_server(env, workers=2) as server:
             yield server
 

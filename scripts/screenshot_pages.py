@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from screenshot_dashboard import ADMIN, PASSWORD, seeded_server  # noqa: E402
+from screenshot_dashboard import ADMIN, JOB_TYPES, PASSWORD, seeded_server  # noqa: E402
+
+from queuelog.queue import flow  # noqa: E402
 
 WIDTHS = {390: 844, 1366: 900}  # a phone held upright, a common laptop
 
@@ -27,7 +29,14 @@ def _pages(page, url: str) -> dict[str, str]:
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
     return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
-            "keys": "/admin/keys"}
+            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}"}
+
+
+def _seed_flow_control() -> None:
+    """A paused type and a limited one with a short history, for the Types pages."""
+    flow.update_type(JOB_TYPES[0], {"concurrency_limit": 8}, f"admin:{ADMIN}")
+    flow.update_type(JOB_TYPES[0], {"rate_limit": flow.RateLimit(120, 60), "key_concurrency_limit": 2}, "key:ops")
+    flow.update_type("sync-crm", {"paused": True}, f"admin:{ADMIN}")
 
 
 def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
@@ -67,7 +76,7 @@ def main(argv: list[str]) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    with seeded_server() as server, sync_playwright() as playwright:
+    with seeded_server(also=_seed_flow_control) as server, sync_playwright() as playwright:
         saved = capture(server.url, Path(args.out), "light" if args.light else "dark", playwright)
     for path in saved:
         print(f"saved {path} ({path.stat().st_size} bytes)")

@@ -27,13 +27,14 @@ class JobSearch:
     type: str | None = None
     priority: int | None = None
     worker: str | None = None
+    concurrency_key: str | None = None
     q: str | None = None
 
     def conditions(self, conn) -> list:
         """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
         where = []
         for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
-                              ("worker_id", self.worker)):
+                              ("worker_id", self.worker), ("concurrency_key", self.concurrency_key)):
             if value is not None:
                 where.append(jobs.c[column] == value)
         if self.q:
