@@ -78,7 +78,7 @@ def dashboard():
     minutes = stats.throughput(now)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
-        counts=counts, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
+        counts=counts, pending=stats.pending_split(now), stalled_count=stalled_count, stalled=stalled, oldest=oldest,
         oldest_age=span(now - oldest.created_at) if oldest else None,
         failures=stats.recent_failures(), chart=build_chart(minutes),
         narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),
