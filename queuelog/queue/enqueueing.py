@@ -9,6 +9,13 @@ ones: its first job is claimed within one round of the keys that are waiting, no
 without a key are one group like any key, across types, so without keys the claim order is the order of
 enqueueing, as it always was. Start-time fair queuing with the queue's head as its virtual time, read from
 the indexes (FAIR_TAGS), not kept in a row every enqueue would have to lock.
+
+A job enqueued with ``unique_for`` holds a dedupe window on (type, unique key) in ``unique_slots``: an enqueue
+of the same type and key while the window holder is younger than the new request's ``unique_for`` and not
+finished creates nothing and answers with that job (``deduplicated``). Idempotency keys are looked at first
+(a replay answers with its own job); a deduplicated item stores nothing, its idempotency key included, and
+is not counted by the producer's quotas. The windows are taken in the enqueue's transaction, one guarded
+INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs).
 """
 from __future__ import annotations
 
