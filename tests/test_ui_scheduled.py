@@ -137,3 +137,21 @@ def test_a_viewer_sees_the_scheduled_jobs_without_run_now_and_is_refused_403(cli
     assert f'data-job="{waiting["later"]}"' in body and not RUN_NOW.search(body)
     assert refused.status_code == 403
     assert read_job(waiting["later"]) == before
+
+
+def test_a_job_the_worker_gave_up_on_at_its_timeout_says_timed_out(signed_in, failed_job, read_job):
+    job_id = failed_job(error="TimeoutError: timed out: the handler did not finish within the job's timeout_seconds",
+                        timeout_seconds=5)
+
+    body = text_of(signed_in.get(f"/admin/jobs/{job_id}"))
+
+    assert 'data-reason="timed-out"' in body and "5 s after its claim" in body
+
+
+def test_reap_now_says_what_it_expired(signed_in, make_job):
+    make_job(expires_at=utcnow() - timedelta(seconds=1))
+    token = csrf_token(signed_in, "/admin")
+
+    response = signed_in.post("/admin/reap", data={"csrf_token": token}, follow_redirects=True)
+
+    assert "Cancelled 1 pending job no worker claimed before its expires_at." in flashes(response)
