@@ -218,8 +218,12 @@ def _take_windows(conn, new_jobs: list[NewJob], steps: list[_Step],
         cutoff = now - timedelta(seconds=new_jobs[index].unique_for)
         if sql.unique_take(conn, *window, now, cutoff):
             taken.add(window)
+            continue
+        holder = sql.unique_holder(conn, *window)
+        if holder is None and sql.unique_take(conn, *window, now, now):
+            taken.add(window)   # its job was purged since the take looked: the window is free after all
         else:
-            steps[index] = _Deduped(sql.unique_holder(conn, *window))
+            steps[index] = _Deduped(holder)
     for index, step in enumerate(steps):
         if isinstance(step, _Insert) and step.row.unique_key is not None:
             first = first_in_window[(step.row.type, step.row.unique_key)]
