@@ -30,8 +30,9 @@ from .operations import (
                          release,
                          retry,
                          retry_many,
+                         run_now,
 )
 
 __all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel", "claim",
            "complete", "complete_many", "enqueue", "fail", "give_back_unanswered", "heartbeat", "reap", "release",
-           "retry", "retry_many"]
+           "retry", "retry_many", "run_now"]

@@ -21,6 +21,7 @@ PAGES = {
     "dashboard": "/admin",
     "jobs": "/admin/jobs",
     "failed jobs": "/admin/jobs?status=failed",
+    "scheduled": "/admin/scheduled",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
     "types": "/admin/types",
