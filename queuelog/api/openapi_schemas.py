@@ -255,6 +255,10 @@ def _job_properties() -> dict[str, Schema]:
         "created_at": time("When the job was enqueued."),
         "updated_at": time("The job's last change."),
         "concurrency_key": nullable({"type": "string", "description": "The job's concurrency key, if it has one."}),
+        "schedule": nullable({"type": "string", "description": "The schedule that enqueued the job (null: a "
+                                                               "producer did)."}),
+        "scheduled_for": time("The schedule's tick the job was enqueued for (Run now: when it was asked).",
+                              null=True),
     }
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from flask import current_app
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from .. import quotas, sql
@@ -43,6 +44,8 @@ class NewJob:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     concurrency_key: str | None = None
+    schedule: str | None = None             # set only by a schedule's tick (queuelog/schedules), never by a request
+    scheduled_for: datetime | None = None
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""
@@ -116,28 +119,34 @@ class _AsItem(NamedTuple):
 
 
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
-    """One transaction: find the jobs the request's idempotency keys already name, insert the rest.
+    """One transaction (``enqueue_in``): find the jobs the request's idempotency keys already name, insert the rest.
 
     A key with a quota takes its turn first, so a replay racing its original finds the original's job
     (instead of being counted as new), and the quota's check sees every job committed before it.
     """
+    with write_transaction() as conn:
+        return enqueue_in(conn, caller, new_jobs, batch)
+
+
+def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[Enqueued]:
+    """The enqueue's work inside the caller's write transaction: a schedule's tick enqueues its job in the
+    transaction that moves the schedule on (queuelog/schedules), so the two commit or roll back together."""
     now = utcnow()
     keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
-    with write_transaction() as conn:
-        if caller.quota is not None:
-            quotas.take_turn(conn, caller.id)
-        earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
-        steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
-        inserts = [step.row for step in steps if isinstance(step, _Insert)]
-        made: list[JobRow] = []
-        if inserts and caller.quota is not None:
-            # Only new jobs count; refused, the transaction rolls back and nothing is stored.
-            quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
-        if inserts:
-            inserts = _with_turns(conn, inserts)
-            log = event_row(ENQUEUE, caller.actor, now)
-            made = sql.insert_jobs(conn, inserts, log)
-            changed(conn, ENQUEUE, made, log)
+    if caller.quota is not None:
+        quotas.take_turn(conn, caller.id)
+    earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
+    steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
+    inserts = [step.row for step in steps if isinstance(step, _Insert)]
+    made: list[JobRow] = []
+    if inserts and caller.quota is not None:
+        # Only new jobs count; refused, the transaction rolls back and nothing is stored.
+        quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
+    if inserts:
+        inserts = _with_turns(conn, inserts)
+        log = event_row(ENQUEUE, caller.actor, now)
+        made = sql.insert_jobs(conn, inserts, log)
+        changed(conn, ENQUEUE, made, log)
     # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
     created = iter(made)
     answers: list[Enqueued] = []
@@ -174,7 +183,7 @@ def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, Jo
                 status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
                 idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
                 run_at=job.run_at or now, created_at=now, updated_at=now, concurrency_key=job.concurrency_key or "",
-                fair_tag=0)))
+                fair_tag=0, schedule=job.schedule, scheduled_for=job.scheduled_for)))
     return steps
 
 

@@ -66,6 +66,8 @@ class NewJobRow(NamedTuple):
     updated_at: datetime
     concurrency_key: str = ""   # '' for none
     fair_tag: int = 0           # its turn among the jobs of its priority (FAIR_TAGS)
+    schedule: str | None = None             # the schedule that enqueued it (queuelog/schedules)
+    scheduled_for: datetime | None = None   # ... and the tick it was enqueued for
 
 
 class Claim(enum.StrEnum):
