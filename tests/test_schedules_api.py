@@ -208,3 +208,9 @@ def _set_next_run(app, name, at):
 
     with db.engine.begin() as conn:
         conn.execute(update(Schedule.__table__).where(Schedule.__table__.c.name == name).values(next_run_at=at))
+
+
+@pytest.mark.parametrize("name", ["nul%00", "has space", "x" * 101])
+def test_a_name_no_schedule_can_have_is_a_404(client, admin, name):
+    assert_problem(client.get(f"/schedules/{name}", headers=admin), 404)
+    assert_problem(client.delete(f"/schedules/{name}", headers=admin), 404)

@@ -332,6 +332,8 @@ def problem() -> Schema:
 
 def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema]:
     """Every named schema of the document."""
+    from .openapi_schedules import components as schedule_components  # it builds on this module
+
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
         "Job": job(),
@@ -354,4 +356,5 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "JobType": job_type(),
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
+        **schedule_components(),
     }

@@ -27,7 +27,7 @@ from ..patterns import Priority
 from ..queue import NewJob
 from ..queue.enqueueing import enqueue_in
 from ..sql import JobRow
-from .spec import JobTemplate, Spec, check_spec
+from .spec import NAME, JobTemplate, Spec, check_spec
 from .timing import Timing
 
 log = logging.getLogger("queuelog.schedules")
@@ -100,6 +100,9 @@ def list_schedules() -> list[ScheduleState]:
 
 def get_schedule(name: str) -> ScheduleState:
     """One schedule by name, or ScheduleNotFound (404)."""
+    if not NAME.fullmatch(name):
+        # No schedule can have it; and PostgreSQL text cannot even hold some (NUL): a 404, not a driver error.
+        raise ScheduleNotFound(f"schedule {name!r} does not exist")
     with read_connection() as conn:
         row = conn.execute(select(schedules).where(schedules.c.name == name)).first()
     if row is None:
@@ -158,6 +161,7 @@ def update_schedule(name: str, fields: dict) -> ScheduleState:
 
 def delete_schedule(name: str) -> None:
     """Delete a schedule; the jobs it enqueued stay (still naming it)."""
+    get_schedule(name)
     with write_transaction() as conn:
         deleted = conn.execute(delete(schedules).where(schedules.c.name == name)).rowcount
     if not deleted:

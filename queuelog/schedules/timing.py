@@ -82,7 +82,7 @@ def zone(name: str) -> ZoneInfo:
     """The IANA timezone ``name`` (the tzdata package provides them where the system has none)."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError, UnicodeError):
         raise TimingError(f"unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC") from None
 
 
@@ -105,6 +105,6 @@ def check_cron(expression: str, timezone: str) -> str:
         CronSim(tidy, datetime.now(UTC).astimezone(zone(timezone)))
     except CronSimError as error:
         raise TimingError(f"is not a valid cron expression: {str(error).lower()}") from None
-    except (ValueError, IndexError, TypeError):
+    except Exception:  # noqa: BLE001 - whatever the parser trips on in odd input is a bad expression, not a 500
         raise TimingError("is not a valid cron expression") from None
     return tidy
