@@ -23,6 +23,9 @@ PAGES = {
     "failed jobs": "/admin/jobs?status=failed",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
+    "schedules": "/admin/schedules",
+    "one schedule": "/admin/schedules/nightly-report",
+    "job from a schedule": "job:from-schedule",
     "missing job (error page)": "/admin/jobs/999999999",
     **{f"job {state}": f"job:{state}" for state in JOB_STATES},
 }

@@ -10,6 +10,7 @@ from tests.e2e.every_state import fresh_database_url, serving_every_state
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 900}
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers", "/admin/keys",
+         "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
          "job:pending", "job:running", "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
 READABLE_PX = 10  # the smallest label height we call readable
 
