@@ -85,7 +85,8 @@ def test_the_header_wraps_with_every_link_and_button_on_screen(every_state, open
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))
     controls = boxes(tab, ".topbar a, .topbar button")
-    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Workers", "API keys", "Sign out"]
+    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Workers", "Schedules", "API keys",
+                                                "Sign out"]
     for control in controls:
         assert control["left"] >= 0 and control["right"] <= PHONE["width"], control
     for index, first in enumerate(controls):
