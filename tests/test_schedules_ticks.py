@@ -178,6 +178,12 @@ def test_a_0230_job_runs_at_0230_local_on_the_days_around_the_changes():
         assert (tick.hour, tick.minute) == (2, 30), day
 
 
+def test_six_fields_with_seconds_0_run_once_on_both_dst_days_like_five():
+    timing = Timing("0 30 2 * * *", None, "Europe/Berlin")
+    assert [tick.astimezone(UTC) for tick in local_ticks(timing, "2026-03-29")] == [at("2026-03-29T01:00:00")]
+    assert [tick.astimezone(UTC) for tick in local_ticks(timing, "2026-10-25")] == [at("2026-10-25T00:30:00")]
+
+
 def test_an_hourly_job_follows_the_real_hours_of_the_dst_days():
     timing = Timing("@hourly", None, "Europe/Berlin")
     assert len(local_ticks(timing, "2026-03-29")) == 23

@@ -6,7 +6,9 @@ first. Times come in and go out as aware UTC datetimes; the timezone only decide
 match. Across DST changes cronsim does what Debian cron does, per tick of a fixed time of day: a time in the
 hour that spring-forward skips runs once, just after the gap; a time in the hour that fall-back repeats runs
 once, at its first occurrence. Expressions with a wildcard (or a step) in the minute or hour field run on
-every real minute or hour of the schedule's timezone.
+every real minute or hour of the schedule's timezone. Six fields with a seconds field other than 0 step in
+real time (cronsim leaves them out of Debian's DST handling): a fixed time of day in the skipped hour does
+not run that day, one in the repeated hour runs twice.
 
 An interval of N seconds ticks at the multiples of N seconds since the Unix epoch (every 600 s: at :00,
 :10, :20 … of each hour, UTC), so every server process computes the same ticks without any shared state.
@@ -87,8 +89,15 @@ def zone(name: str) -> ZoneInfo:
 
 
 def expand(expression: str) -> str:
-    """The five or six fields an expression stands for (an @-alias becomes its five fields)."""
-    return ALIASES.get(expression.strip().lower(), expression)
+    """The five or six fields an expression stands for (an @-alias becomes its five fields).
+
+    Six fields whose seconds are just 0 become the five they mean: cronsim gives five fields Debian cron's DST
+    handling (a 02:30 job runs once on both change days), and six fields none, so ``0 30 2 * * *`` would
+    otherwise skip the spring-forward day and run twice on the fall-back day.
+    """
+    expression = ALIASES.get(expression.strip().lower(), expression)
+    fields = expression.split()
+    return " ".join(fields[1:]) if len(fields) == 6 and fields[0] == "0" else expression
 
 
 def check_cron(expression: str, timezone: str) -> str:
