@@ -111,7 +111,9 @@ def check_cron(expression: str, timezone: str) -> str:
     if len(fields) not in (5, 6):
         raise TimingError(f"has {len(fields)} fields; use 5 (minute hour day month weekday) or 6 (seconds first)")
     try:
-        CronSim(tidy, datetime.now(UTC).astimezone(zone(timezone)))
+        next(CronSim(expand(tidy), datetime.now(UTC).astimezone(zone(timezone))))
+    except StopIteration:
+        raise TimingError("matches no time in the next 50 years") from None
     except CronSimError as error:
         raise TimingError(f"is not a valid cron expression: {str(error).lower()}") from None
     except Exception:  # noqa: BLE001 - whatever the parser trips on in odd input is a bad expression, not a 500
