@@ -211,3 +211,12 @@ def test_firing_through_the_fall_back_night_enqueues_one_job(client, admin):
     [job] = scheduled_jobs("0230")
     assert job.scheduled_for == at("2026-10-25T00:30:00")
     assert when(client.get("/schedules/0230", headers=admin).get_json()["next_run_at"]) == at("2026-10-26T01:30:00")
+
+
+def test_a_tick_whose_job_type_left_the_allowlist_moves_on_without_a_job(app, client, admin):
+    create(client, admin, name="orphan", every_seconds=60, job={"type": "noop"})
+    set_next_run("orphan", at("2030-01-01T10:00:00"))
+    app.config["JOB_TYPES"] = [name for name in app.config["JOB_TYPES"] if name != "noop"]
+    assert schedules.fire_due(at("2030-01-01T10:00:00.100")) == 0
+    assert scheduled_jobs("orphan") == []
+    assert schedules.get_schedule("orphan").next_run_at == at("2030-01-01T10:01:00")

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from flask import current_app
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -221,32 +222,27 @@ def fire(state: ScheduleState, now: datetime) -> bool:
     tick = spec.timing.latest_at_or_before(now, due)
     next_run_at = spec.timing.next_after(tick)
     enqueues = spec.catch_up == "one" or now - tick <= MISSED_AFTER
-    if enqueues and spec.job.type not in _allowed_types():
+    if enqueues and spec.job.type not in current_app.config["JOB_TYPES"]:
         log.warning("schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
                     spec.name, spec.job.type, tick.isoformat())
         enqueues = False
     moved_on = {"next_run_at": next_run_at, "updated_at": now}
+    job = None
     try:
         with write_transaction() as conn:
             won = conn.execute(update(schedules).where(
                 schedules.c.id == state.id, schedules.c.next_run_at == due, schedules.c.paused.is_(False),
             ).values(**moved_on)).rowcount == 1
-            if not won or not enqueues:
-                return False
-            job = _enqueue(conn, spec, tick, None)
-            conn.execute(update(schedules).where(schedules.c.id == state.id)
-                         .values(last_run_at=tick, last_job_id=job.id))
+            if won and enqueues:
+                job = _enqueue(conn, spec, tick, None)
+                conn.execute(update(schedules).where(schedules.c.id == state.id)
+                             .values(last_run_at=tick, last_job_id=job.id))
     except IntegrityError:
         # The tick's job exists already: the compare-and-set let two through (it cannot; this is the belt).
         log.error("schedule %s: a job for tick %s exists already; not enqueued again", spec.name, tick.isoformat())
         return False
-    if tick != due:
-        log.info("schedule %s: ticks from %s missed while no server ran; %s", spec.name, due.isoformat(),
-                 f"one job for {tick.isoformat()}" if enqueues else "none enqueued (catch_up none)")
-    return True
-
-
-def _allowed_types() -> list[str]:
-    from flask import current_app
-
-    return current_app.config["JOB_TYPES"]
+    if won and (tick != due or not enqueues):
+        log.info("schedule %s: tick %s %s", spec.name, due.isoformat(),
+                 f"and later ones missed while no server ran; one job for {tick.isoformat()}" if job is not None
+                 else "passed without a job")
+    return job is not None
