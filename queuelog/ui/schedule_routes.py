@@ -20,8 +20,8 @@ _FIELD_OF = {"/name": "name", "/cron": "cron", "/every_seconds": "every_seconds"
              "/job/max_retries": "max_retries", "/catch_up": "catch_up", "/paused": "paused"}
 
 
-def _form(state: ScheduleState | None = None, formdata=None) -> ScheduleForm:
-    """The schedule form, filled from ``state`` when editing (a POST fills it from the request instead)."""
+def _form(state: ScheduleState | None = None) -> ScheduleForm:
+    """The schedule form: on a POST as sent, else empty or (editing) filled from ``state``."""
     data = {}
     if state is not None:
         spec = state.spec
@@ -29,7 +29,7 @@ def _form(state: ScheduleState | None = None, formdata=None) -> ScheduleForm:
                 "timezone": spec.timing.timezone, "job_type": spec.job.type,
                 "payload": json.dumps(spec.job.payload, indent=2), "priority": Priority.label_of(spec.job.priority),
                 "max_retries": spec.job.max_retries, "catch_up": spec.catch_up, "paused": spec.paused}
-    form = ScheduleForm(data=data) if formdata is False else ScheduleForm(**({"data": data} if data else {}))
+    form = ScheduleForm(data=data) if data else ScheduleForm()
     form.job_type.choices = list(current_app.config["JOB_TYPES"])
     return form
 
@@ -92,7 +92,7 @@ def _schedule_page(state: ScheduleState, form: ScheduleForm, status: int = 200):
 def schedule_page(name: str):
     """One schedule, its last job, and (for admins) its edit form and actions."""
     state = schedules.get_schedule(name)
-    return _schedule_page(state, _form(state, formdata=False))
+    return _schedule_page(state, _form(state))
 
 
 @bp.post("/admin/schedules/<name>")
