@@ -220,3 +220,13 @@ def test_a_tick_whose_job_type_left_the_allowlist_moves_on_without_a_job(app, cl
     assert schedules.fire_due(at("2030-01-01T10:00:00.100")) == 0
     assert scheduled_jobs("orphan") == []
     assert schedules.get_schedule("orphan").next_run_at == at("2030-01-01T10:01:00")
+
+
+def test_resuming_does_not_replay_the_ticks_missed_while_paused(client, admin):
+    create(client, admin, name="daily", every_seconds=86_400, job={"type": "noop"})
+    client.patch("/schedules/daily", headers=admin, json={"paused": True})
+    set_next_run("daily", at("2020-01-01T10:00:00"))   # a tick long gone, as after a long pause
+    assert schedules.fire_due() == 0                       # paused: nothing
+    client.patch("/schedules/daily", headers=admin, json={"paused": False})
+    assert schedules.fire_due() == 0                       # resumed: the next tick is after now
+    assert scheduled_jobs("daily") == []
