@@ -1,4 +1,5 @@
-"""The admin web pages under /admin: sign-in, dashboard, jobs, scheduled jobs, job types, workers, API keys.
+"""The admin web pages under /admin: sign-in, dashboard, jobs, scheduled jobs, job types, workers,
+schedules, API keys.
 
 Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
 """
@@ -7,4 +8,4 @@ from flask import Blueprint
 bp = Blueprint("ui", __name__)
 
 # Imported for their side effect of registering views, hooks and filters on ``bp``.
-from . import auth, helpers, job_routes, key_routes, routes, schedule_routes, security, type_routes  # noqa: E402,F401
+from . import auth, helpers, job_routes, key_routes, routes, schedule_routes, scheduled_routes, security, type_routes  # noqa: E402,F401
