@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import patterns
-from ..states import EVENT_NAMES, STATUS_NAMES
+from ..states import EVENT_NAMES, STATUS_NAMES, RunWhen
 from . import schemas
 
 Schema = dict[str, Any]
@@ -24,6 +24,7 @@ MAX_JOB_ID = schemas.MAX_JOB_ID
 TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
+REF_PATTERN = "^" + schemas.REF.pattern + "$"
 
 
 def ref(name: str) -> Schema:
@@ -83,8 +84,29 @@ def _integer(low: int, high: int, description: str) -> Schema:
 
 # --- requests -------------------------------------------------------------------------------------
 
-def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
-    """POST /jobs (and each item of POST /jobs/batch)."""
+def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool = False) -> Schema:
+    """POST /jobs (and, ``in_batch``, each item of POST /jobs/batch, which may also name a ref)."""
+    parent = _integer(1, MAX_JOB_ID, "A job id.")
+    if in_batch:
+        parent = {"anyOf": [parent, {"type": "string", "pattern": REF_PATTERN,
+                                     "description": "The ref of another item of this batch."}]}
+    workflow: dict[str, Schema] = {
+        "depends_on": nullable({
+            "type": "array", "minItems": 1, "maxItems": schemas.MAX_DEPENDS_ON, "items": parent,
+            "description": "Parents: the job waits (status waiting) until they are done as run_when says. Each "
+                           "must be a job the caller may see (a producer: its own), else 422 pointing at it."
+                           + (" In a batch, an item's ref names a job of the same batch; a cycle is a 422."
+                              if in_batch else "")}),
+        "run_when": nullable({
+            "type": "string", "enum": [mode.value for mode in RunWhen],
+            "description": "completed (default): every parent completed; a parent that fails for good or is "
+                           "cancelled cancels this job (event dependency_failed). finished: every parent reached "
+                           "a final state, whichever (cleanups, callbacks). Only with depends_on."}),
+    }
+    if in_batch:
+        workflow["ref"] = nullable({"type": "string", "pattern": REF_PATTERN,
+                                    "description": "This item's name for other items' depends_on (unique in the "
+                                                   "batch)."})
     return closed({
         "type": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types),
                  "description": "A job type on this server's allowlist (QUEUELOG_JOB_TYPES); a key may be "
@@ -110,6 +132,7 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
             "description": "The tenant (or any group) the job belongs to: 1-200 printable ASCII characters. Among "
                            "jobs of equal priority, claims take the keys in turns (jobs without a key are one "
                            "group), and a type's key_concurrency_limit caps the running jobs of each key."}),
+        **workflow,
     }, required=["type"])
 
 
@@ -207,13 +230,18 @@ def fail_request() -> Schema:
 
 
 def heartbeat_request(max_lease: int) -> Schema:
-    return token_request(lease_seconds=nullable(_integer(
-        1, max_lease, "New lease from now (default QUEUELOG_LEASE_SECONDS).")))
+    return token_request(
+        lease_seconds=nullable(_integer(1, max_lease, "New lease from now (default QUEUELOG_LEASE_SECONDS).")),
+        progress=nullable(json_object(description=f"Any JSON object, at most {schemas.MAX_PROGRESS_BYTES} bytes "
+                                                  "as compact JSON: stored on the job as it is (else 422).")))
 
 
 def batch_enqueue_request() -> Schema:
-    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_ENQUEUE,
-                            "items": ref("EnqueueRequest")}}, required=["jobs"])
+    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_WORKFLOW,
+                            "items": ref("BatchEnqueueItem"),
+                            "description": f"At most {schemas.MAX_BATCH_ENQUEUE} jobs, or "
+                                           f"{schemas.MAX_BATCH_WORKFLOW} when an item names a ref or depends_on."}},
+                  required=["jobs"])
 
 
 def batch_complete_request() -> Schema:
@@ -255,7 +283,30 @@ def _job_properties() -> dict[str, Schema]:
         "created_at": time("When the job was enqueued."),
         "updated_at": time("The job's last change."),
         "concurrency_key": nullable({"type": "string", "description": "The job's concurrency key, if it has one."}),
+        "run_when": nullable({"type": "string", "enum": [mode.value for mode in RunWhen],
+                              "description": "When a job with parents may run (null: it has none)."}),
+        "progress": nullable(json_object(description="The holding worker's last progress report (heartbeat).")),
+        "depends_on": {"type": "array", "items": {"type": "integer"},
+                       "description": "The ids of its parents (a producer sees only its own jobs')."},
+        "dependents": {"type": "array", "items": {"type": "integer"},
+                       "description": "The ids of the jobs that depend on it (a producer sees only its own)."},
     }
+
+
+def _parents() -> Schema:
+    """A claimed child's parents, with their results: a fan-in handler reads its inputs from the claim."""
+    parent = closed({"id": {"type": "integer"}, "type": {"type": "string"},
+                     "status": {"type": "string", "enum": list(STATUSES)}, "result": nullable(json_object())},
+                    required=["id", "type", "status", "result"])
+    return {"type": "array", "items": parent, "description": "Only for a job with parents."}
+
+
+def claimed_job() -> Schema:
+    """A claimed job: a job with its claim token, and its parents when it has any."""
+    schema = job(claim_token={"type": "string", "description": "Send it back with every action."},
+                 parents=_parents())
+    schema["required"].remove("parents")
+    return schema
 
 
 def job(**extra: Schema) -> Schema:
@@ -275,7 +326,8 @@ def event() -> Schema:
         "to_status": status,
         "actor": {"type": "string", "description": "key:NAME, an admin, or reaper."},
         "attempt": {"type": "integer", "minimum": 0, "description": "The job's retry_count after the change."},
-        "error": nullable({"type": "string", "description": "Shown only to admins and the holding worker."}),
+        "error": nullable({"type": "string", "description": "Shown only to admins and the holding worker; "
+                                                             "dependency_failed's (which parent) to every viewer."}),
         "at": time("When it happened."),
     }
     return closed(properties, required=list(properties))
@@ -331,12 +383,13 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
         "Job": job(),
-        "ClaimedJob": job(claim_token={"type": "string", "description": "Send it back with every action."}),
+        "ClaimedJob": claimed_job(),
         "BatchJob": job(created={"type": "boolean",
                                  "description": "false when an idempotency key replayed an earlier job."}),
         "Event": event(),
         "Problem": problem(),
         "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),
+        "BatchEnqueueItem": enqueue_request(job_types, max_payload_bytes, in_batch=True),
         "BatchEnqueueRequest": batch_enqueue_request(),
         "ClaimRequest": claim_request(max_lease),
         "CompleteRequest": complete_request(),

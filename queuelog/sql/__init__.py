@@ -24,16 +24,31 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from .runner import execute_plain, insert_jobs, rowcount, run, scalar
-from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, QuotaState, Refusal
+from .runner import execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
+from .values import (
+    KEY_TIMES,
+    BrokenParent,
+    Claim,
+    FlowRow,
+    JobRow,
+    KeyRow,
+    Leave,
+    Log,
+    NewJobRow,
+    ParentMark,
+    QuotaState,
+    Refusal,
+)
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
-__all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "QuotaState", "Refusal", "cancel",
-           "claim", "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job",
-           "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn",
-           "record_claims", "retry", "something_due", "stalled", "take_back"]
+__all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
+           "QuotaState", "Refusal", "broken_parents", "cancel", "claim", "doom", "execute_plain", "fair_tags",
+           "find_key", "finish", "flow_refusals", "insert_dependencies", "insert_jobs", "job", "jobs_by_key",
+           "lock_flow", "mark_parents", "promote", "quota_forget", "quota_frees_at", "quota_record", "quota_state",
+           "quota_turn", "record_claims", "retry", "revive", "something_due", "stalled", "take_back",
+           "waiting_children", "watch"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -87,15 +102,54 @@ def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Le
     return run(conn, "TAKE_BACK", {"ids": ids, "token": token}, log, leave=leave)
 
 
-def cancel(conn: Connection, job_id: int, owner_key_id: int | None, now: datetime, log: Log) -> JobRow | None:
-    """CANCEL: the job, if pending (and ``owner_key_id``'s, when given), marked cancelled."""
-    rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "now": now}, log)
+def cancel(conn: Connection, job_id: int, owner_key_id: int | None, from_status: str, now: datetime,
+           log: Log) -> JobRow | None:
+    """CANCEL: the job, if ``from_status`` (and ``owner_key_id``'s, when given), marked cancelled."""
+    rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "from_status": from_status, "now": now}, log)
     return rows[0] if rows else None
 
 
 def retry(conn: Connection, ids: Sequence[int], from_status: str, now: datetime, log: Log) -> list[JobRow]:
     """RETRY: those of ``ids`` that are ``from_status`` (a retryable status), back to pending."""
     return run(conn, "RETRY", {"ids": ids, "from_status": from_status, "now": now}, log)
+
+
+# --- workflows ---------------------------------------------------------------------------------------
+
+def mark_parents(conn: Connection, ids: Sequence[int]) -> list[ParentMark]:
+    """MARK_PARENTS: those of ``ids`` that exist, marked as having dependents (locked until the commit)."""
+    return run(conn, "MARK_PARENTS", {"ids": sorted(set(ids))}, make=ParentMark, times_at=())
+
+
+def waiting_children(conn: Connection, ids: Sequence[int]) -> list[int]:
+    """WAITING_CHILDREN: the waiting jobs that depend on any of ``ids``."""
+    return run(conn, "WAITING_CHILDREN", {"ids": ids}, make=lambda child_id: child_id, times_at=())
+
+
+def promote(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """PROMOTE: those of ``ids`` waiting whose parents are done as their run_when asks, now pending."""
+    return run(conn, "PROMOTE", {"ids": ids, "now": now}, log)
+
+
+def broken_parents(conn: Connection, ids: Sequence[int]) -> list[BrokenParent]:
+    """BROKEN_PARENTS: for those of ``ids`` waiting on completed parents, each parent failed or cancelled."""
+    return run(conn, "BROKEN_PARENTS", {"ids": ids}, make=BrokenParent, times_at=())
+
+
+def doom(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """DOOM: those of ``ids`` still waiting, cancelled."""
+    return run(conn, "DOOM", {"ids": ids, "now": now}, log)
+
+
+def revive(conn: Connection, parent_ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """REVIVE: the children of ``parent_ids`` that a dependency failure cancelled, waiting again."""
+    return run(conn, "REVIVE", {"ids": parent_ids, "now": now}, log)
+
+
+def watch(conn: Connection, job_id: int) -> JobRow | None:
+    """WATCH: the job, marked as waited for (its finishing wakes every server process)."""
+    rows = run(conn, "WATCH", {"id": job_id})
+    return rows[0] if rows else None
 
 
 def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:
