@@ -37,6 +37,8 @@ class Held:
     handler_done: bool = False
     released: bool = False
     lost: bool = False
+    parents: list[dict] | None = None   # a workflow's child: its parents, with their results
+    progress: dict | None = None        # the handler's latest progress report, not yet sent
 
 
 @dataclass(eq=False)
