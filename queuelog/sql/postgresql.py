@@ -266,9 +266,14 @@ MARK_PARENTS = ("UPDATE jobs SET has_dependents = true"
 #: A workflow's edges: ``child_id`` runs after ``parent_id``.
 INSERT_DEPENDENCIES = "INSERT INTO job_dependencies (child_id, parent_id) VALUES (%s, %s)"
 
-#: The waiting children of jobs that just reached a final state (ix_job_dependencies_parent_child).
-WAITING_CHILDREN = (f"SELECT DISTINCT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
-                    f" WHERE d.parent_id = ANY(%(ids)s) AND c.{status_in(_MET.from_statuses)} ORDER BY d.child_id")
+#: The waiting children of jobs that just reached a final state (ix_job_dependencies_parent_child), each
+#: locked, in id order, until the transaction ends. Two parents of one child finishing at once would
+#: otherwise each see the other still unfinished (neither has committed) and leave the child waiting for
+#: ever; locked, the second decides only once the first has committed, and sees it (READ COMMITTED takes
+#: a new snapshot per statement, and re-checks ``waiting`` on a row it had to wait for).
+WAITING_CHILDREN = (f"SELECT c.id FROM jobs c"
+                    f" WHERE c.id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id = ANY(%(ids)s))"
+                    f" AND c.{status_in(_MET.from_statuses)} ORDER BY c.id FOR UPDATE OF c")
 
 #: A parent ``p`` that holds its waiting child (the updated row, ``jobs``) back: not completed, and, unless
 #: the child runs once its parents merely finished, not final either. Sought through the child's edges (the
