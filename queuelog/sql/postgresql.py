@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
+from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -291,11 +291,14 @@ UPDATE jobs
 RETURNING {JOB_LIST}"""
 
 #: Waiting jobs that must run after their parents completed, and the parents that failed or were
-#: cancelled: each such child is cancelled (DOOM), naming its first broken parent.
+#: cancelled: each such child is cancelled (DOOM), naming its first broken parent. The parent's status is
+#: compared as an expression: as the bare column the planner may walk every failed job by its status index
+#: (there are few, by its statistics) instead of seeking the child's few parents by id.
+_BROKEN_NAMES = "(" + ", ".join(f"'{name}'" for name in names(BROKEN)) + ")"
 BROKEN_PARENTS = (f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
                   f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
                   f" WHERE d.child_id = ANY(%(ids)s) AND c.{status_in(_DOOMED.from_statuses)}"
-                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND p.{status_in(BROKEN)}"
+                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND (p.status || '') IN {_BROKEN_NAMES}"
                   f" ORDER BY d.child_id, d.parent_id")
 DOOM = (f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = %(now)s"
         f" WHERE id = ANY(%(ids)s) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}")
