@@ -68,8 +68,9 @@ class Links:
     children: list[Row]
 
 
-def links(caller: Caller, job_ids: list[int]) -> dict[int, Links]:
-    """Each job's parents and children that ``caller`` may see (a producer: its own jobs), by id."""
+def links(caller: Caller | None, job_ids: list[int]) -> dict[int, Links]:
+    """Each job's parents and children that ``caller`` may see (a producer: its own jobs; None, a signed-in
+    person on the pages: all), by id."""
     found = {job_id: Links([], []) for job_id in job_ids}
     if not job_ids:
         return found
@@ -90,8 +91,8 @@ def links(caller: Caller, job_ids: list[int]) -> dict[int, Links]:
     return found
 
 
-def _may_see(caller: Caller, row: Row) -> bool:
-    return caller.role != Role.PRODUCER.value or row.producer_key_id == caller.id
+def _may_see(caller: Caller | None, row: Row) -> bool:
+    return caller is None or caller.role != Role.PRODUCER.value or row.producer_key_id == caller.id
 
 
 def parents_of(child_ids: list[int]) -> dict[int, list[Row]]:
