@@ -70,3 +70,10 @@ def test_the_jobs_list_filters_waiting_jobs(signed_in, make_job):
     body = text_of(signed_in.get("/admin/jobs?status=waiting"))
     assert f"/admin/jobs/{waiting}" in body and f"/admin/jobs/{pending}\"" not in body
     assert '<option selected value="waiting">' in body or 'value="waiting" selected' in body
+
+
+def test_the_dashboard_counts_waiting_jobs(signed_in, make_job):
+    make_job(status="waiting", run_when="completed")
+    body = text_of(signed_in.get("/admin"))
+    tile = re.search(r'<a class="tile tile-waiting"[^>]*href="/admin/jobs\?status=waiting"[^>]*>.*?</a>', body, re.S)
+    assert tile and ">1<" in tile.group(0).replace(" ", ""), body[:3000]
