@@ -250,13 +250,16 @@ def test_wait_answers_within_100_ms_of_the_completion(fleet, where):
             completed = requests.post(f"{completing_on.url}/jobs/{job['id']}/complete", headers=worker,
                                       json={"claim_token": claimed["claim_token"], "result": {"n": 1}},
                                       timeout=HTTP_TIMEOUT)
+            acknowledged = time.monotonic()
             assert completed.status_code == 200
             waiter.join(timeout=25)
             assert answered["response"].json()["status"] == "completed"
-            figures.append(answered["at"] - sent)
-        print(f"\nwait on {where} process: answered {', '.join(f'{f * 1000:.1f}' for f in figures)} ms after the "
-              "complete was sent")
-        assert max(figures) < 1.0
+            figures.append((answered["at"] - sent, answered["at"] - acknowledged))
+        print(f"\nwait on {where} process: answered "
+              f"{', '.join(f'{after_sent * 1000:.1f}' for after_sent, _ in figures)} ms after the complete was sent; "
+              f"{', '.join(f'{after_ack * 1000:+.1f}' for _, after_ack in figures)} ms after its answer came back")
+        # Generous, for a loaded test machine: the target is 100 ms.
+        assert max(after_sent for after_sent, _ in figures) < 1.0
 
 
 # --- progress ----------------------------------------------------------------------------------------------
