@@ -8,7 +8,9 @@ Where to look:
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
   CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`), the producer quotas' QUOTA_*,
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
-  decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
+  decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
+  DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
+  LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
