@@ -18,6 +18,7 @@ gthread worker serves one request per thread. So:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -297,6 +298,20 @@ class _WaitingClaims:
 
 
 _waiting = _WaitingClaims()
+
+
+@contextlib.contextmanager
+def waiting_place(what: str):
+    """A place among this process's waiting requests (claims, and producers waiting for a job's end), or
+    LongPollsFull (503 with Retry-After) when they are all taken."""
+    limit = waiting_limit()
+    if not _waiting.enter(limit):
+        raise LongPollsFull(f"this server process is holding as many waiting requests as it can ({limit}); "
+                            f"{what} again in {RETRY_AFTER_SECONDS} s", retry_after=RETRY_AFTER_SECONDS)
+    try:
+        yield
+    finally:
+        _waiting.leave()
 _server_threads: int | None = None
 _warned_uncapped = False
 

@@ -97,6 +97,15 @@ class Job(db.Model):
     # was enqueued for; NULL for jobs enqueued by a producer.
     schedule: Mapped[str | None] = mapped_column(String(100))
     scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Workflows (queue/dependencies.py). run_when is NULL for a job without parents, else "completed" or
+    # "finished" (states.RunWhen). has_dependents: some job depends on this one, so its finishing must look at
+    # its children; without it a completion costs no extra read. watched: a producer waits for its end
+    # (GET /jobs/{id}?wait=S), so its finishing wakes waiters in every server process.
+    run_when: Mapped[str | None] = mapped_column(String(16))
+    has_dependents: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    watched: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # What the holding worker last reported with a heartbeat: a JSON object (≤ 4 KiB), shown as it is.
+    progress: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.
@@ -183,6 +192,23 @@ class JobEvent(db.Model):
         Index("ix_job_events_job_id", "job_id", "id"),
         Index("ix_job_events_event_at", "event", "at"),
         {"sqlite_autoincrement": True},
+    )
+
+
+class JobDependency(db.Model):
+    """An edge of a workflow: ``child_id`` runs after ``parent_id`` (as the child's run_when says).
+
+    Read both ways by an index: a parent's children when it finishes (promotion), a child's parents when
+    deciding it and when a worker claims it. Deleting either job (purge) deletes the edge.
+    """
+
+    __tablename__ = "job_dependencies"
+
+    child_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    parent_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+
+    __table_args__ = (
+        Index("ix_job_dependencies_parent_child", "parent_id", "child_id"),
     )
 
 

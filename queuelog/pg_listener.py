@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the waker imports this module; only its type is needed here
 log = logging.getLogger("queuelog.wakeup")
 
 CHANNEL = "queuelog_jobs"
+#: Jobs that producers wait for (``GET /jobs/{id}?wait=S``) reached a final state.
+FINISHED_CHANNEL = "queuelog_finished"
 LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
 
 
@@ -40,19 +42,22 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
                                  application_name=LISTENER_NAME) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
-                waker.listening = True
+                conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                waker.listening = waker.finished.listening = True
                 delay = 0.5
                 # Anything announced while we were away is picked up by this first wake-up.
                 waker.signal()
+                waker.finished.signal()
                 while True:
-                    for _ in conn.notifies(timeout=30.0):
-                        waker.signal()
+                    for notify in conn.notifies(timeout=30.0):
+                        (waker.finished if notify.channel == FINISHED_CHANNEL else waker).signal()
                     conn.execute("SELECT 1")  # a quiet half-open connection raises here
         except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
             if waker.listening:
                 log.warning("LISTEN connection lost (%s); waiting claims poll until it is back",
                             exc.__class__.__name__)
-        waker.listening = False
+        waker.listening = waker.finished.listening = False
         waker.signal()
+        waker.finished.signal()
         time.sleep(delay)
         delay = min(delay * 2, 10.0)

@@ -9,11 +9,12 @@ from sqlalchemy import Row, select
 from .database.transactions import read_connection
 from .errors import InvalidRequest, JobNotFound
 from .keys import Caller
-from .models import Job, JobEvent, Role
+from .models import Job, JobDependency, JobEvent, Role
 from .states import HELD
 
 jobs = Job.__table__
 events = JobEvent.__table__
+edges = JobDependency.__table__
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,55 @@ def job_events(caller: Caller, job_id: int) -> tuple[Row, list[Row]]:
     with read_connection() as conn:
         history = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
     return job, history
+
+
+@dataclass(frozen=True)
+class Links:
+    """A job's place in its workflow: its parents and its children (rows with id, type, status), by id."""
+
+    parents: list[Row]
+    children: list[Row]
+
+
+def links(caller: Caller | None, job_ids: list[int]) -> dict[int, Links]:
+    """Each job's parents and children that ``caller`` may see (a producer: its own jobs; None, a signed-in
+    person on the pages: all), by id."""
+    found = {job_id: Links([], []) for job_id in job_ids}
+    if not job_ids:
+        return found
+    columns = (jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.producer_key_id)
+    with read_connection() as conn:
+        parents = conn.execute(select(edges.c.child_id.label("of"), *columns)
+                               .join(edges, edges.c.parent_id == jobs.c.id)
+                               .where(edges.c.child_id.in_(job_ids)).order_by(jobs.c.id)).all()
+        children = conn.execute(select(edges.c.parent_id.label("of"), *columns)
+                                .join(edges, edges.c.child_id == jobs.c.id)
+                                .where(edges.c.parent_id.in_(job_ids)).order_by(jobs.c.id)).all()
+    for row in parents:
+        if _may_see(caller, row):
+            found[row.of].parents.append(row)
+    for row in children:
+        if _may_see(caller, row):
+            found[row.of].children.append(row)
+    return found
+
+
+def _may_see(caller: Caller | None, row: Row) -> bool:
+    return caller is None or caller.role != Role.PRODUCER.value or row.producer_key_id == caller.id
+
+
+def parents_of(child_ids: list[int]) -> dict[int, list[Row]]:
+    """The parents of each of ``child_ids`` (id, type, status, result), for the worker that claimed them."""
+    if not child_ids:
+        return {}
+    query = (select(edges.c.child_id, jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.result)
+             .join(edges, edges.c.parent_id == jobs.c.id)
+             .where(edges.c.child_id.in_(child_ids)).order_by(edges.c.child_id, jobs.c.id))
+    found: dict[int, list[Row]] = {child_id: [] for child_id in child_ids}
+    with read_connection() as conn:
+        for row in conn.execute(query):
+            found[row.child_id].append(row)
+    return found
 
 
 def list_jobs(where: JobFilter, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:

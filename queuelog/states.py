@@ -19,6 +19,8 @@ class JobStatus(enum.StrEnum):
     A StrEnum, so f-strings and templates show the plain name (``pending``).
     """
 
+    WAITING = "waiting"      # left by: the server, when its parents finish (→ pending, or → cancelled when one
+    #                          failed and it runs only after all completed); a producer's or admin's cancel
     PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel; the reaper's expiry
     RUNNING = "running"      # left by: the holding worker (complete, fail, release), an admin's give-back,
     #                          the server giving back a claim nobody received, the reaper (`flask reap`, Reap now):
@@ -43,6 +45,9 @@ class Event(enum.StrEnum):
     EXPIRED = "expired"          # never claimed before its expires_at: cancelled
     TIMED_OUT = "timed_out"      # a run outlived its timeout_seconds: taken back even while heartbeating
     RESCHEDULED = "rescheduled"  # an admin made a scheduled (or backing-off) job due now
+    DEPENDENCIES_MET = "dependencies_met"      # its parents finished as its run_when asks: it may run
+    DEPENDENCY_FAILED = "dependency_failed"    # a parent failed or was cancelled: it will not run
+    DEPENDENCY_RETRIED = "dependency_retried"  # an admin retried the parent that cancelled it: it waits again
 
 
 class Actor(enum.StrEnum):
@@ -55,8 +60,8 @@ class Actor(enum.StrEnum):
     REAPER = "reaper"           # `flask reap` from cron, or an admin's "Reap now"
 
 
-P, R, C, F, X = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED,
-                 JobStatus.CANCELLED)
+W, P, R, C, F, X = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED,
+                    JobStatus.FAILED, JobStatus.CANCELLED)
 
 #: Statuses a job never leaves by itself: only people act on them (or purging removes them).
 FINAL = frozenset({C, F, X})
@@ -64,8 +69,19 @@ FINAL = frozenset({C, F, X})
 RETRYABLE = frozenset({F, X})
 #: The one status in which a worker holds a job (claim token, lease).
 HELD = frozenset({R})
-#: Statuses purging may delete.
+#: Statuses purging may delete (never a job that a job still waiting or running depends on).
 PURGEABLE = FINAL
+#: Statuses a job may be cancelled from, by its producer or an admin.
+CANCELLABLE = frozenset({W, P})
+#: The final statuses that cancel a waiting child whose run_when is "completed".
+BROKEN = frozenset({F, X})
+
+
+class RunWhen(enum.StrEnum):
+    """When a job with dependencies may run."""
+
+    COMPLETED = "completed"   # every parent completed; a parent failed or cancelled cancels it
+    FINISHED = "finished"     # every parent reached a final state, whichever (cleanups, callbacks)
 
 
 @dataclass(frozen=True)
@@ -83,6 +99,14 @@ class Transition:
 TRANSITIONS: tuple[Transition, ...] = (
     Transition("enqueue", frozenset(), P, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN),
                "a new job, due at its run_at"),
+    Transition("enqueue_waiting", frozenset(), W, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN),
+               "a new job whose parents (depends_on) have not all finished"),
+    Transition("dependencies_met", frozenset({W}), P, Event.DEPENDENCIES_MET, (Actor.SERVER,),
+               "its last parent finished as its run_when asks, in that parent's transaction"),
+    Transition("dependency_failed", frozenset({W}), X, Event.DEPENDENCY_FAILED, (Actor.SERVER,),
+               "a parent failed for good or was cancelled and its run_when is completed; so on down the graph"),
+    Transition("dependency_retried", frozenset({X}), W, Event.DEPENDENCY_RETRIED, (Actor.ADMIN,),
+               "an admin retried the parent whose failure cancelled it (dependency_failed): it waits again"),
     Transition("claim", frozenset({P}), R, Event.CLAIMED, (Actor.HOLDER,),
                "a worker takes the next due job under a fresh claim token and lease"),
     Transition("heartbeat", HELD, R, None, (Actor.HOLDER,),
@@ -103,8 +127,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the run outlived its timeout_seconds and retries remain: back to pending, one retry counted"),
     Transition("timeout_final", HELD, F, Event.TIMED_OUT, (Actor.REAPER,),
                "the run outlived its timeout_seconds with no retries left"),
-    Transition("cancel", frozenset({P}), X, Event.CANCELLED, (Actor.PRODUCER, Actor.ADMIN),
-               "a pending job will not run"),
+    Transition("cancel", CANCELLABLE, X, Event.CANCELLED, (Actor.PRODUCER, Actor.ADMIN),
+               "a waiting or pending job will not run"),
     Transition("expire", frozenset({P}), X, Event.EXPIRED, (Actor.REAPER,),
                "no worker claimed it before its expires_at: it will never run"),
     Transition("run_now", frozenset({P}), P, Event.RESCHEDULED, (Actor.ADMIN,),

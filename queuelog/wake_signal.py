@@ -47,7 +47,10 @@ MAX_SOCKET_PATH = 103
 #: A socket's file name: the pid (at most 7 digits on Linux), a random part, the suffix.
 _NAME_ROOM = len("4194304-") + 8 + len(SOCKET_SUFFIX)
 _TEMP_PREFIX = "queuelog-wake-"
-_WAKE = b"\x01"
+#: What a datagram announces: jobs became claimable (waiting claims wake), or jobs that producers wait for
+#: reached a final state (``GET /jobs/{id}?wait=S`` wakes).
+JOBS_READY = b"\x01"
+JOBS_FINISHED = b"\x02"
 
 
 # --- where -------------------------------------------------------------------------------------------
@@ -65,10 +68,11 @@ def directory_for(database: str) -> str:
 
 # --- sending -----------------------------------------------------------------------------------------
 
-def announce(database: str) -> None:
-    """Wake the waiting claims of every other process on ``database``: a datagram each, never waiting.
+def announce(database: str, kind: bytes = JOBS_READY) -> None:
+    """Wake the waiting claims (or, ``kind`` JOBS_FINISHED, the waiting producers) of every other process on
+    ``database``: a datagram each, never waiting.
 
-    Called after a commit that made jobs claimable, on the request's thread: it never raises.
+    Called after a commit that made jobs claimable (or final), on the request's thread: it never raises.
     """
     directory = directory_for(database)
     try:
@@ -87,7 +91,7 @@ def announce(database: str) -> None:
             continue
         path = os.path.join(directory, name)
         try:
-            sender.sendto(_WAKE, path)
+            sender.sendto(kind, path)
         except BlockingIOError:
             pass   # its queue is full, so a wake-up is waiting for it already
         except ConnectionRefusedError:
@@ -128,7 +132,7 @@ class _Listener:
         self.directory = directory
         self.name = f"{os.getpid()}-{secrets.token_hex(4)}{SOCKET_SUFFIX}"
         self.path = os.path.join(directory, self.name)
-        self.callbacks: list[Callable[[], None]] = []
+        self.callbacks: dict[bytes, list[Callable[[], None]]] = {JOBS_READY: [], JOBS_FINISHED: []}
         self._closed = False
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
@@ -140,21 +144,27 @@ class _Listener:
         self._thread.start()
 
     def _receive(self) -> None:
-        while self._wait_for_datagrams():
-            for wake in list(self.callbacks):
-                wake()
+        while True:
+            kinds = self._wait_for_datagrams()
+            if kinds is None:
+                return
+            for kind in kinds:
+                for wake in list(self.callbacks.get(kind, ())):
+                    wake()
 
-    def _wait_for_datagrams(self) -> bool:
-        """Sleep until datagrams come, then read every one queued: one wake-up for all. False once closed."""
+    def _wait_for_datagrams(self) -> set[bytes] | None:
+        """Sleep until datagrams come, then read every one queued: one wake-up of each kind for all. None once
+        closed."""
+        kinds: set[bytes] = set()
         try:
-            self._socket.recv(16)
+            kinds.add(self._socket.recv(16)[:1])
             while not self._closed:
-                self._socket.recv(16, socket.MSG_DONTWAIT)
+                kinds.add(self._socket.recv(16, socket.MSG_DONTWAIT)[:1])
         except BlockingIOError:
             pass   # all read
         except OSError:
-            return False   # closed under us
-        return not self._closed
+            return None   # closed under us
+        return None if self._closed else kinds
 
     def close(self) -> None:
         """Stop listening and remove the socket file, and the directory if it was the last one there."""
@@ -178,8 +188,8 @@ _lock = threading.Lock()
 _process_hooks_installed = False
 
 
-def listen(database: str, on_wake: Callable[[], None]) -> bool:
-    """Call ``on_wake`` whenever another process announces jobs on ``database``.
+def listen(database: str, on_wake: Callable[[], None], kind: bytes = JOBS_READY) -> bool:
+    """Call ``on_wake`` whenever another process announces jobs (of ``kind``) on ``database``.
 
     Binds this process's socket and starts its thread on first use. False when this process cannot
     listen (the directory is not usable, or the path is too long): its waiting claims must poll.
@@ -196,8 +206,9 @@ def listen(database: str, on_wake: Callable[[], None]) -> bool:
                 return False
             _listeners[directory] = listener
             _install_process_hooks()
-        if on_wake not in listener.callbacks:
-            listener.callbacks.append(on_wake)
+        callbacks = listener.callbacks.setdefault(kind, [])
+        if on_wake not in callbacks:
+            callbacks.append(on_wake)
     return True
 
 

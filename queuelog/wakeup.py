@@ -42,6 +42,7 @@ LISTENING_RECHECK_SECONDS = 1.0
 #: While other processes cannot wake it, a waiter polls for their jobs this often.
 POLLING_RECHECK_SECONDS = 0.5
 _READY_MARK = "queuelog_jobs_ready"
+_FINISHED_MARK = "queuelog_jobs_finished"
 
 
 class Waker:
@@ -51,10 +52,12 @@ class Waker:
     unchanged, so a job enqueued between its empty claim and its sleep is never missed.
     """
 
-    def __init__(self):
+    def __init__(self, finished: Waker | None = None):
         self._condition = threading.Condition()
         self._generation = 0
         self.listening = False  # can other processes wake it? (PostgreSQL: LISTEN is up; SQLite: a wake socket)
+        #: The claims' waker carries a second one, for producers waiting on a job's end (``jobs_finished``).
+        self.finished = finished
 
     @property
     def generation(self) -> int:
@@ -88,6 +91,18 @@ def jobs_ready(conn: Connection) -> None:
     conn.info[_READY_MARK] = True
 
 
+def jobs_finished(conn: Connection) -> None:
+    """Announce, from inside a write transaction, that jobs someone waits for are final once it commits.
+
+    Sent only for watched jobs (a producer asked ``GET /jobs/{id}?wait=S``), so finishing other jobs costs
+    no NOTIFY and no datagram.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"NOTIFY {pg_listener.FINISHED_CHANNEL}")
+    _watch_checkins(conn.engine)
+    conn.info[_FINISHED_MARK] = True
+
+
 def _watch_checkins(engine: Engine) -> None:
     # The pool takes a connection back only after its transaction ended, so this is the earliest
     # moment waiters can see the new jobs. A rolled-back transaction costs one useless wake-up.
@@ -99,12 +114,20 @@ def _watch_checkins(engine: Engine) -> None:
     sqlite_file = _sqlite_file(engine.url)
 
     def after_checkin(_dbapi_connection, record) -> None:
-        if record is not None and record.info.pop(_READY_MARK, False):
+        if record is None:
+            return
+        if record.info.pop(_READY_MARK, False):
             waker = _wakers.get(key)
             if waker is not None:
                 waker.signal()
             if sqlite_file is not None:
                 wake_signal.announce(sqlite_file)   # PostgreSQL's NOTIFY went with the commit
+        if record.info.pop(_FINISHED_MARK, False):
+            waker = _wakers.get(key)
+            if waker is not None:
+                waker.finished.signal()
+            if sqlite_file is not None:
+                wake_signal.announce(sqlite_file, wake_signal.JOBS_FINISHED)
 
     event.listen(engine, "checkin", after_checkin)
     if sqlite_file is not None:
@@ -142,13 +165,14 @@ def waker_for(engine: Engine) -> Waker:
             _wakers_pid = os.getpid()
         waker = _wakers.get(key)
         if waker is None:
-            waker = Waker()
+            waker = Waker(finished=Waker())
             _wakers[key] = waker
             if engine.dialect.name == "postgresql":
                 pg_listener.start(engine, waker)
     sqlite_file = _sqlite_file(engine.url)
     if sqlite_file is not None:
-        waker.listening = wake_signal.listen(sqlite_file, waker.signal)
+        waker.listening = waker.finished.listening = wake_signal.listen(sqlite_file, waker.signal)
+        wake_signal.listen(sqlite_file, waker.finished.signal, wake_signal.JOBS_FINISHED)
     _watch_checkins(engine)
     return waker
 
@@ -181,3 +205,4 @@ def stop_waiting() -> None:
     _shutting_down.set()
     for waker in list(_wakers.values()):
         waker.signal()
+        waker.finished.signal()

@@ -18,12 +18,17 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import insert
 
 from queuelog import queue
 from queuelog.api import openapi_schemas
 from queuelog.clock import utcnow
+from queuelog.database.transactions import write_transaction
 from queuelog.errors import StateConflict
+from queuelog.extensions import db
+from queuelog.models import JobDependency, JobEvent
 from queuelog.ops import metrics
+from queuelog.queue import dependencies
 from queuelog.states import (
     BY_ACTION,
     EVENT_NAMES,
@@ -62,6 +67,7 @@ class Way:
     logged_as: str = ""                           # the event row's actor
     refusal: int = 409                            # 409 with job_status; 204: nothing happens, nothing said
     through_api: bool = True                      # sent as an API request under a key of the actor's role
+    prepared_events: int = 0                      # event rows ``perform`` writes itself to set the move up
 
     @property
     def transition(self) -> Transition:
@@ -121,6 +127,51 @@ def _admin_runs_now(env, job_id) -> Answer:
     return Answer(200, job_id)
 
 
+def _enqueue_after_a_parent(default_key: str):
+    """An enqueue that names a pending parent of the same key (depends_on): the new job waits for it."""
+
+    def perform(env, job_id, key: str = default_key, token: str = "") -> Answer:
+        parent = env.client.post("/jobs", json={"type": "email"}, headers=env.headers[key])
+        if parent.status_code >= 400:
+            return Answer(parent.status_code)
+        return _api(lambda _: "/jobs", lambda _: {"type": "email", "depends_on": [parent.get_json()["id"]]},
+                    key)(env, None)
+
+    return perform
+
+
+def _parent_finishes(parent_status: JobStatus):
+    """A parent of the job reaches ``parent_status`` (its transaction decides its waiting children):
+    200 when the job moved, 204 when it was left alone."""
+
+    def perform(env, job_id) -> Answer:
+        before = env.read_job(job_id).status
+        parent = env.make_job(status=parent_status.value, has_dependents=True)
+        with db.engine.begin() as conn:
+            conn.execute(insert(JobDependency.__table__).values(child_id=job_id, parent_id=parent))
+        with write_transaction() as conn:
+            dependencies.after_final(conn, [env.read_job(parent)], utcnow())
+        return Answer(204 if env.read_job(job_id).status == before else 200, job_id)
+
+    return perform
+
+
+def _admin_retries_the_parent(env, job_id, key: str = "admin", token: str = "") -> Answer:
+    """An admin retries a failed parent whose failure cancelled the job (its last event: dependency_failed)."""
+    before = env.read_job(job_id).status
+    parent = env.make_job(status=JobStatus.FAILED.value, has_dependents=True)
+    with db.engine.begin() as conn:
+        conn.execute(insert(JobDependency.__table__).values(child_id=job_id, parent_id=parent))
+        if before == JobStatus.CANCELLED:
+            conn.execute(insert(JobEvent.__table__).values(
+                job_id=job_id, event=Event.DEPENDENCY_FAILED.value, from_status="waiting", to_status="cancelled",
+                actor="server", attempt=0, error=f"parent job {parent} failed", at=utcnow()))
+    response = env.client.post(f"/jobs/{parent}/retry", headers=env.headers[key])
+    if response.status_code >= 400:
+        return Answer(response.status_code, job_id)
+    return Answer(204 if env.read_job(job_id).status == before else 200, job_id)
+
+
 def _token(token: str) -> dict:
     return {"claim_token": token}
 
@@ -133,6 +184,14 @@ WAYS: list[Way] = [
         logged_as="key:producer-a"),
     Way("enqueue", Actor.ADMIN, "api", _api(lambda _: "/jobs", lambda _: {"type": "email"}, "admin"),
         logged_as="key:admin-a"),
+    Way("enqueue_waiting", Actor.PRODUCER, "api", _enqueue_after_a_parent("producer"), logged_as="key:producer-a"),
+    Way("enqueue_waiting", Actor.ADMIN, "api", _enqueue_after_a_parent("admin"), logged_as="key:admin-a"),
+    Way("dependencies_met", Actor.SERVER, "parent-completed", _parent_finishes(JobStatus.COMPLETED),
+        columns={"run_when": "completed"}, logged_as=Actor.SERVER.value, refusal=204, through_api=False),
+    Way("dependency_failed", Actor.SERVER, "parent-failed", _parent_finishes(JobStatus.FAILED),
+        columns={"run_when": "completed"}, logged_as=Actor.SERVER.value, refusal=204, through_api=False),
+    Way("dependency_retried", Actor.ADMIN, "parent-retried", _admin_retries_the_parent,
+        columns={"run_when": "completed"}, logged_as="key:admin-a", refusal=204, prepared_events=1),
     Way("claim", Actor.HOLDER, "api", _api(lambda _: "/jobs/claim", lambda _: {}, "worker"),
         logged_as="key:worker-a", refusal=204),
     Way("heartbeat", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/heartbeat", _token, "worker")),
@@ -190,14 +249,14 @@ ROLE_OF = {Actor.PRODUCER: "producer", Actor.HOLDER: "worker", Actor.ADMIN: "adm
 class Env:
     """What a way of acting needs: the test client, a key per role, and a way to re-read a job."""
 
-    def __init__(self, client, headers: dict, read_job):
-        self.client, self.headers, self.read_job = client, headers, read_job
+    def __init__(self, client, headers: dict, read_job, make_job):
+        self.client, self.headers, self.read_job, self.make_job = client, headers, read_job, make_job
 
 
 @pytest.fixture
-def env(client, producer, worker, other_worker, admin, read_job):
+def env(client, producer, worker, other_worker, admin, read_job, make_job):
     return Env(client, {"producer": producer, "worker": worker, "other_worker": other_worker, "admin": admin},
-               read_job)
+               read_job, make_job)
 
 
 @pytest.fixture
@@ -275,7 +334,7 @@ def test_move(env, job_in, read_job, way, from_status):
     if transition.event is None:
         assert len(log) == logged_before, "a move without an event writes no event row"
         return
-    assert len(log) == logged_before + 1, [entry.event for entry in log]
+    assert len(log) == logged_before + way.prepared_events + 1, [entry.event for entry in log]
     entry = log[-1]
     assert (entry.event, entry.from_status, entry.to_status, entry.actor) == (
         transition.event, from_status, transition.to_status, way.logged_as)

@@ -211,13 +211,15 @@ def paths() -> dict[str, Any]:
                 description="A producer sees the jobs it enqueued, an admin all jobs."),
         },
         "/jobs/batch": {"post": operation(
-            JOBS, "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
+            JOBS, "enqueueBatch", "Enqueue up to 500 jobs (a workflow: 1,000), all or nothing.", (PRODUCER, ADMIN),
             {201: json_response("At least one job was created.", batch_jobs),
              200: json_response("Every item replayed an earlier job or fell in a dedupe window.", batch_jobs)},
             errors=_ENQUEUE_ERRORS, request=body("BatchEnqueueRequest"),
             description="Each item has its own idempotency-key semantics; an item that falls in a dedupe window "
                         "(unique_for) answers, in its place, with the job holding it (\"deduplicated\": true; "
-                        "nothing stored for it, its idempotency key included). " + _QUOTAS)},
+                        "nothing stored for it, its idempotency key included). An item may name a ref, and others "
+                        "depend on it by that ref in depends_on: a whole workflow (a DAG) in one request. A "
+                        "duplicate or unknown ref, or a cycle, is a 422 pointing at it. " + _QUOTAS)},
         "/jobs/claim": {"post": operation(
             WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
@@ -238,16 +240,22 @@ def paths() -> dict[str, Any]:
             description="Each item is checked like a single complete: 200 with the job, or 404/409 with a "
                         "problem.")},
         "/jobs/{job_id}": {"get": operation(
-            JOBS, "getJob", "One job.", (PRODUCER, WORKER, ADMIN), {200: job_response("The job.")}, errors=(404,),
-            parameters=[JOB_ID],
-            description="A producer sees its own jobs, a worker the job it holds, an admin every job.")},
+            JOBS, "getJob", "One job.", (PRODUCER, WORKER, ADMIN), {200: job_response("The job.")},
+            errors=(404, 422, 503), parameters=[JOB_ID, _query(
+                "wait", {"type": "number", "exclusiveMinimum": 0, "maximum": s.schemas.MAX_CLAIM_WAIT_SECONDS},
+                "Hold the answer until the job is final (completed, failed, cancelled), at most this many "
+                "seconds; then answer with the job as it is.")],
+            description="A producer sees its own jobs, a worker the job it holds, an admin every job. With "
+                        "wait, a server process already holding as many waiting requests as it may answers "
+                        "503 (type .../long-polls-full) with Retry-After.")},
         "/jobs/{job_id}/events": {"get": operation(
             JOBS, "jobEvents", "The job's event log, oldest first.", (PRODUCER, WORKER, ADMIN),
             {200: json_response("Every state change.", s.closed(
                 {"events": {"type": "array", "items": s.ref("Event")}}, required=["events"]))},
             errors=(404,), parameters=[JOB_ID])},
         "/jobs/{job_id}/heartbeat": _job_action(
-            WORKERS, "heartbeat", "Extend the lease.", (WORKER,), body("HeartbeatRequest"), _HOLDER),
+            WORKERS, "heartbeat", "Extend the lease, and report progress.", (WORKER,), body("HeartbeatRequest"),
+            _HOLDER),
         "/jobs/{job_id}/complete": _job_action(
             WORKERS, "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), _HOLDER),
         "/jobs/{job_id}/fail": _job_action(
@@ -257,8 +265,10 @@ def paths() -> dict[str, Any]:
             WORKERS, "release", "Give the held job back to pending without counting a failure.", (WORKER,),
             body("ReleaseRequest"), _HOLDER),
         "/jobs/{job_id}/cancel": _job_action(
-            JOBS, "cancel", "Cancel a pending job.", (PRODUCER, ADMIN), body("EmptyRequest", required=False),
-            "A producer may cancel its own jobs, an admin any."),
+            JOBS, "cancel", "Cancel a waiting or pending job.", (PRODUCER, ADMIN),
+            body("EmptyRequest", required=False),
+            "A producer may cancel its own jobs, an admin any. Its waiting children that need it completed are "
+            "cancelled with it (dependency_failed)."),
         "/jobs/{job_id}/retry": _job_action(
             ADMIN_TAG, "retry", f"Put a {spell(RETRYABLE)} job back to pending, retries reset.", (ADMIN,),
             body("EmptyRequest", required=False)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import patterns
-from ..states import EVENT_NAMES, STATUS_NAMES
+from ..states import EVENT_NAMES, STATUS_NAMES, RunWhen
 from . import schemas
 
 Schema = dict[str, Any]
@@ -24,6 +24,7 @@ MAX_JOB_ID = schemas.MAX_JOB_ID
 TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
+REF_PATTERN = "^" + schemas.REF.pattern + "$"
 
 
 def ref(name: str) -> Schema:
@@ -83,8 +84,29 @@ def _integer(low: int, high: int, description: str) -> Schema:
 
 # --- requests -------------------------------------------------------------------------------------
 
-def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
-    """POST /jobs (and each item of POST /jobs/batch)."""
+def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool = False) -> Schema:
+    """POST /jobs (and, ``in_batch``, each item of POST /jobs/batch, which may also name a ref)."""
+    parent = _integer(1, MAX_JOB_ID, "A job id.")
+    if in_batch:
+        parent = {"anyOf": [parent, {"type": "string", "pattern": REF_PATTERN,
+                                     "description": "The ref of another item of this batch."}]}
+    workflow: dict[str, Schema] = {
+        "depends_on": nullable({
+            "type": "array", "minItems": 1, "maxItems": schemas.MAX_DEPENDS_ON, "items": parent,
+            "description": "Parents: the job waits (status waiting) until they are done as run_when says. Each "
+                           "must be a job the caller may see (a producer: its own), else 422 pointing at it."
+                           + (" In a batch, an item's ref names a job of the same batch; a cycle is a 422."
+                              if in_batch else "")}),
+        "run_when": nullable({
+            "type": "string", "enum": [mode.value for mode in RunWhen],
+            "description": "completed (default): every parent completed; a parent that fails for good or is "
+                           "cancelled cancels this job (event dependency_failed). finished: every parent reached "
+                           "a final state, whichever (cleanups, callbacks). Only with depends_on."}),
+    }
+    if in_batch:
+        workflow["ref"] = nullable({"type": "string", "pattern": REF_PATTERN,
+                                    "description": "This item's name for other items' depends_on (unique in the "
+                                                   "batch)."})
     return closed({
         "type": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types),
                  "description": "A job type on this server's allowlist (QUEUELOG_JOB_TYPES); a key may be "
@@ -128,6 +150,7 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
             "How long a run may take: a run not finished this long after its claim is failed by the reaper as "
             "timed out (retried per max_retries), even while its worker heartbeats, and the worker's late "
             "complete, fail or heartbeat is refused 409. The claim answers timeout_at.")),
+        **workflow,
     }, required=["type"])
 
 
@@ -225,13 +248,18 @@ def fail_request() -> Schema:
 
 
 def heartbeat_request(max_lease: int) -> Schema:
-    return token_request(lease_seconds=nullable(_integer(
-        1, max_lease, "New lease from now (default QUEUELOG_LEASE_SECONDS).")))
+    return token_request(
+        lease_seconds=nullable(_integer(1, max_lease, "New lease from now (default QUEUELOG_LEASE_SECONDS).")),
+        progress=nullable(json_object(description=f"Any JSON object, at most {schemas.MAX_PROGRESS_BYTES} bytes "
+                                                  "as compact JSON: stored on the job as it is (else 422).")))
 
 
 def batch_enqueue_request() -> Schema:
-    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_ENQUEUE,
-                            "items": ref("EnqueueRequest")}}, required=["jobs"])
+    return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_WORKFLOW,
+                            "items": ref("BatchEnqueueItem"),
+                            "description": f"At most {schemas.MAX_BATCH_ENQUEUE} jobs, or "
+                                           f"{schemas.MAX_BATCH_WORKFLOW} when an item names a ref or depends_on."}},
+                  required=["jobs"])
 
 
 def batch_complete_request() -> Schema:
@@ -282,7 +310,30 @@ def _job_properties() -> dict[str, Schema]:
                                                                "producer did)."}),
         "scheduled_for": time("The schedule's tick the job was enqueued for (Run now: when it was asked).",
                               null=True),
+        "run_when": nullable({"type": "string", "enum": [mode.value for mode in RunWhen],
+                              "description": "When a job with parents may run (null: it has none)."}),
+        "progress": nullable(json_object(description="The holding worker's last progress report (heartbeat).")),
+        "depends_on": {"type": "array", "items": {"type": "integer"},
+                       "description": "The ids of its parents (a producer sees only its own jobs')."},
+        "dependents": {"type": "array", "items": {"type": "integer"},
+                       "description": "The ids of the jobs that depend on it (a producer sees only its own)."},
     }
+
+
+def _parents() -> Schema:
+    """A claimed child's parents, with their results: a fan-in handler reads its inputs from the claim."""
+    parent = closed({"id": {"type": "integer"}, "type": {"type": "string"},
+                     "status": {"type": "string", "enum": list(STATUSES)}, "result": nullable(json_object())},
+                    required=["id", "type", "status", "result"])
+    return {"type": "array", "items": parent, "description": "Only for a job with parents."}
+
+
+def claimed_job() -> Schema:
+    """A claimed job: a job with its claim token, and its parents when it has any."""
+    schema = job(claim_token={"type": "string", "description": "Send it back with every action."},
+                 parents=_parents())
+    schema["required"].remove("parents")
+    return schema
 
 
 def job(**extra: Schema) -> Schema:
@@ -302,7 +353,8 @@ def event() -> Schema:
         "to_status": status,
         "actor": {"type": "string", "description": "key:NAME, an admin, or reaper."},
         "attempt": {"type": "integer", "minimum": 0, "description": "The job's retry_count after the change."},
-        "error": nullable({"type": "string", "description": "Shown only to admins and the holding worker."}),
+        "error": nullable({"type": "string", "description": "Shown only to admins and the holding worker; "
+                                                             "dependency_failed's (which parent) to every viewer."}),
         "at": time("When it happened."),
     }
     return closed(properties, required=list(properties))
@@ -370,7 +422,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
         "Job": job(),
-        "ClaimedJob": job(claim_token={"type": "string", "description": "Send it back with every action."}),
+        "ClaimedJob": claimed_job(),
         "EnqueuedJob": _optional(job(), deduplicated=_DEDUPLICATED),
         "BatchJob": _optional(job(created={"type": "boolean",
                                            "description": "false when an idempotency key replayed an earlier job, "
@@ -379,6 +431,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "Event": event(),
         "Problem": problem(),
         "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),
+        "BatchEnqueueItem": enqueue_request(job_types, max_payload_bytes, in_batch=True),
         "BatchEnqueueRequest": batch_enqueue_request(),
         "ClaimRequest": claim_request(max_lease),
         "CompleteRequest": complete_request(),

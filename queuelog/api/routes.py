@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from flask import jsonify, url_for
 
-from .. import longpoll, queries, queue
+from .. import longpoll, queries, queue, result_wait
 from ..errors import QueueError
 from ..models import Role
+from ..states import FINAL, names
 from . import bp
 from .auth import current_caller, require_role
 from .errors import queue_refused
@@ -18,12 +19,14 @@ from .schemas import (
     parse_enqueue_batch,
     parse_fail,
     parse_heartbeat,
+    parse_job_query,
     parse_list_query,
     parse_release,
 )
-from .serialize import event_json, job_json, may_read_error
+from .serialize import event_json, job_json, jobs_json, may_read_error, parents_json
 
 PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.value
+FINAL_NAMES = names(FINAL)
 
 
 @bp.post("/jobs")
@@ -46,14 +49,18 @@ def enqueue_batch():
     window answers, in its place, with the job holding it (``"deduplicated": true``)."""
     caller = current_caller()
     results = queue.enqueue(caller, parse_enqueue_batch(), batch=True)
-    body = {"jobs": [dict(_enqueued_json(row, caller, deduplicated), created=created)
-                     for row, created, deduplicated in results]}
+    shown = jobs_json([result.job for result in results], caller)
+    body = {"jobs": [dict(_marked(job, result.deduplicated), created=result.created)
+                     for job, result in zip(shown, results, strict=True)]}
     return jsonify(body), 201 if any(result.created for result in results) else 200
 
 
 def _enqueued_json(row, caller, deduplicated: bool) -> dict:
     """An enqueue's answer for one job: the job, with ``"deduplicated": true`` when it is another enqueue's."""
-    body = job_json(row, caller)
+    return _marked(job_json(row, caller), deduplicated)
+
+
+def _marked(body: dict, deduplicated: bool) -> dict:
     if deduplicated:
         body["deduplicated"] = True
     return body
@@ -70,7 +77,7 @@ def list_jobs():
         producer_key_id=caller.id if caller.role == PRODUCER else None,
     )
     rows, next_cursor = queries.list_jobs(where, query.limit, query.cursor)
-    return jsonify({"jobs": [job_json(row, caller) for row in rows], "next_cursor": next_cursor})
+    return jsonify({"jobs": jobs_json(rows, caller), "next_cursor": next_cursor})
 
 
 @bp.post("/jobs/claim")
@@ -88,17 +95,30 @@ def claim_job():
         asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204
+    # A workflow's child carries its parents' results, so a fan-in handler needs no more requests.
+    parents = queries.parents_of([row.id for row in rows if row.run_when is not None])
     if asked.limit is None:
-        return jsonify(job_json(rows[0], caller, claim_token=True))
-    return jsonify({"jobs": [job_json(row, caller, claim_token=True) for row in rows]})
+        return jsonify(job_json(rows[0], caller, claim_token=True, parents=parents.get(rows[0].id)))
+    shown = jobs_json(rows, caller, claim_token=True)
+    for job in shown:
+        if job["id"] in parents:
+            job["parents"] = parents_json(parents[job["id"]])
+    return jsonify({"jobs": shown})
 
 
 @bp.get("/jobs/<int:job_id>")
 @require_role(PRODUCER, WORKER, ADMIN)
 def get_job(job_id: int):
-    """One job, if the caller may see it (else 404, never 403: V-09)."""
+    """One job, if the caller may see it (else 404, never 403: V-09), with the ids of its parents and children.
+
+    With ``?wait=S`` (0 < S ≤ 30) the answer waits until the job is final, or S seconds, whichever is first.
+    """
     caller = current_caller()
-    return jsonify(job_json(queries.get_job(caller, job_id), caller))
+    wait = parse_job_query()
+    row = queries.get_job(caller, job_id)
+    if wait and row.status not in FINAL_NAMES:
+        row = result_wait.wait_for_end(row, wait)
+    return jsonify(job_json(row, caller))
 
 
 @bp.get("/jobs/<int:job_id>/events")
@@ -116,7 +136,7 @@ def job_events(job_id: int):
 def heartbeat_job(job_id: int):
     """Extend the holding worker's lease."""
     caller, beat = current_caller(), parse_heartbeat()
-    row = queue.heartbeat(caller, job_id, beat.token, beat.lease_seconds)
+    row = queue.heartbeat(caller, job_id, beat.token, beat.lease_seconds, beat.progress)
     return jsonify(job_json(row, caller))
 
 

@@ -27,11 +27,18 @@ from ..patterns import (
 )
 from ..queue import NewJob
 from ..queue.flow import RateLimit
-from ..states import STATUS_NAMES
+from ..states import STATUS_NAMES, RunWhen
 from .body import Fields, json_body
 
 MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500
+#: A batch that is a workflow (an item names a ref or depends_on) may hold a fan-out of up to this many jobs.
+MAX_BATCH_WORKFLOW = 1000
+MAX_DEPENDS_ON = 100
+#: A batch item's name for other items' depends_on: 1-100 letters, digits, '_', '-', '.', ':'.
+REF = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+REF_HINT = "must be 1-100 letters, digits, '_', '-', '.' or ':'"
+MAX_PROGRESS_BYTES = 4096
 MAX_BATCH_CLAIM = 100
 MAX_BATCH_COMPLETE = 100
 MAX_CLAIM_WAIT_SECONDS = 30
@@ -91,6 +98,7 @@ class HeartbeatRequest:
 
     token: str
     lease_seconds: int | None  # None: QUEUELOG_LEASE_SECONDS
+    progress: dict | None = None  # the worker's progress report, stored as it is (None: unchanged)
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,8 @@ def _priority(fields: Fields) -> int:
 
 
 _ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key",
-                   "unique_for", "unique_key", "expires_at", "timeout_seconds"}
+                   "unique_for", "unique_key", "expires_at", "timeout_seconds",
+                   "depends_on", "run_when"}
 #: A unique key takes what an idempotency key takes: 1-200 printable ASCII.
 UNIQUE_KEY, UNIQUE_KEY_HINT = IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT
 _TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
@@ -158,12 +167,43 @@ def _time_limits(fields: Fields, run_at: datetime | None) -> tuple[int | None, s
             fields.error("expires_at", "must be after run_at: the job could never run")
     timeout = fields.integer("timeout_seconds", None, 1, MAX_TIMEOUT_SECONDS)
     return unique_for, unique_key, expires_at, timeout
+_RUN_WHEN = tuple(mode.value for mode in RunWhen)
+
+
+def _depends_on(fields: Fields, in_batch: bool) -> tuple[tuple[int | str, ...], str | None]:
+    """``depends_on`` (up to 100 job ids; in a batch, also other items' refs) and ``run_when``."""
+    raw = fields.body.get("depends_on")
+    run_when = fields.string("run_when")
+    if run_when is not None and run_when not in _RUN_WHEN:
+        fields.error("run_when", "must be " + one_of(_RUN_WHEN))
+    if raw is None:
+        if run_when is not None:
+            fields.error("run_when", "applies only to a job with depends_on")
+        return (), None
+    what = "job ids or refs of other items of this batch" if in_batch else "job ids"
+    if not isinstance(raw, list) or not raw:
+        fields.error("depends_on", f"must be a non-empty list of {what}")
+        return (), None
+    if len(raw) > MAX_DEPENDS_ON:
+        fields.error("depends_on", f"at most {MAX_DEPENDS_ON} parents")
+        return (), None
+    parents: list[int | str] = []
+    for position, value in enumerate(raw):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        is_id = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_JOB_ID
+        if is_id or (in_batch and isinstance(value, str) and REF.fullmatch(value)):
+            parents.append(value)
+        else:
+            fields.error(f"depends_on/{position}", f"must be one of {what}")
+    return tuple(dict.fromkeys(parents)), run_when
 
 
 def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
     if not isinstance(body, dict):
         return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
-    fields = Fields(body, _ENQUEUE_FIELDS, prefix)
+    in_batch = prefix != ""   # a batch item: /jobs/<index>
+    fields = Fields(body, _ENQUEUE_FIELDS | ({"ref"} if in_batch else set()), prefix)
     job_type = fields.string("type", required=True, pattern=JOB_TYPE, hint=JOB_TYPE_HINT)
     payload = fields.obj("payload", {})
     if payload is not None:
@@ -184,11 +224,14 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     run_at = _time(fields, "run_at")
     concurrency_key = fields.string("concurrency_key", pattern=CONCURRENCY_KEY, hint=CONCURRENCY_KEY_HINT)
     unique_for, unique_key, expires_at, timeout = _time_limits(fields, run_at)
+    depends_on, run_when = _depends_on(fields, in_batch)
+    ref = fields.string("ref", pattern=REF, hint=REF_HINT) if in_batch else None
     if fields.errors:
         return None, fields.errors
     return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
                   idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key, unique_for=unique_for,
-                  unique_key=unique_key, expires_at=expires_at, timeout_seconds=timeout), []
+                  unique_key=unique_key, expires_at=expires_at, timeout_seconds=timeout, depends_on=depends_on,
+                  run_when=run_when, ref=ref), []
 
 
 def parse_enqueue() -> NewJob:
@@ -203,8 +246,9 @@ def parse_enqueue_batch() -> list[NewJob]:
     items = fields.body.get("jobs")
     if not isinstance(items, list) or not items:
         fields.error("jobs", "must be a non-empty list of jobs")
-    elif len(items) > MAX_BATCH_ENQUEUE:
-        fields.error("jobs", f"at most {MAX_BATCH_ENQUEUE} jobs per batch")
+    elif len(items) > MAX_BATCH_WORKFLOW or (len(items) > MAX_BATCH_ENQUEUE and not _is_workflow(items)):
+        fields.error("jobs", f"at most {MAX_BATCH_ENQUEUE} jobs per batch ({MAX_BATCH_WORKFLOW} when it is a "
+                             "workflow: its items name refs or depends_on)")
     fields.done()
     parsed, errors = [], []
     for index, item in enumerate(items):
@@ -213,7 +257,71 @@ def parse_enqueue_batch() -> list[NewJob]:
         errors.extend(item_errors)
     if errors:
         raise InvalidRequest(errors)
+    errors = _graph_problems(parsed)
+    if errors:
+        raise InvalidRequest(errors)
     return parsed
+
+
+def _is_workflow(items: list) -> bool:
+    return any(isinstance(item, dict) and ("ref" in item or "depends_on" in item) for item in items)
+
+
+def _graph_problems(jobs: list[NewJob]) -> list[dict]:
+    """A batch's refs: each unique, each named in a depends_on defined by an item, and no cycle among them."""
+    errors: list[dict] = []
+    index_of: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        if job.ref is None:
+            continue
+        if job.ref in index_of:
+            errors.append({"pointer": f"/jobs/{index}/ref",
+                           "detail": f"ref {job.ref!r} is already used by item {index_of[job.ref]}"})
+        else:
+            index_of[job.ref] = index
+    for index, job in enumerate(jobs):
+        for position, parent in enumerate(job.depends_on):
+            if isinstance(parent, str) and parent not in index_of:
+                errors.append({"pointer": f"/jobs/{index}/depends_on/{position}",
+                               "detail": f"no item of this batch has ref {parent!r}"})
+    if errors:
+        return errors
+    cycle = _find_cycle(jobs, index_of)
+    if cycle is not None:
+        index, position = cycle
+        errors.append({"pointer": f"/jobs/{index}/depends_on/{position}",
+                       "detail": f"depending on {jobs[index].depends_on[position]!r} makes a cycle: "
+                                 "a workflow must be a DAG"})
+    return errors
+
+
+def _find_cycle(jobs: list[NewJob], index_of: dict[str, int]) -> tuple[int, int] | None:
+    """An edge (item, position in its depends_on) on a cycle of the batch's refs, or None (Kahn's algorithm)."""
+    children: dict[int, list[int]] = {}
+    waiting_on = [0] * len(jobs)
+    for index, job in enumerate(jobs):
+        for parent in job.depends_on:
+            if isinstance(parent, str):
+                children.setdefault(index_of[parent], []).append(index)
+                waiting_on[index] += 1
+    ready = [index for index, count in enumerate(waiting_on) if count == 0]
+    while ready:
+        for child in children.get(ready.pop(), ()):
+            waiting_on[child] -= 1
+            if waiting_on[child] == 0:
+                ready.append(child)
+    for index in range(len(jobs)):
+        if waiting_on[index]:
+            # Left over: on a cycle, or downstream of one. Follow unfinished parents until one repeats.
+            seen: dict[int, int] = {}
+            current = index
+            while current not in seen:
+                position = next(p for p, parent in enumerate(jobs[current].depends_on)
+                                if isinstance(parent, str) and waiting_on[index_of[parent]])
+                seen[current] = position
+                current = index_of[jobs[current].depends_on[position]]
+            return current, seen[current]
+    return None
 
 
 def parse_claim(worker_name: str) -> ClaimRequest:
@@ -292,11 +400,16 @@ def parse_fail() -> FailRequest:
 
 
 def parse_heartbeat() -> HeartbeatRequest:
-    fields = Fields(json_body(), {"claim_token", "lease_seconds"})
+    fields = Fields(json_body(), {"claim_token", "lease_seconds", "progress"})
     token = _token(fields)
     lease = fields.integer("lease_seconds", None, 1, MAX_LEASE_SECONDS)
+    progress = fields.obj("progress", None)
+    if progress is not None:
+        size = len(json.dumps(progress, separators=(",", ":")).encode())
+        if size > MAX_PROGRESS_BYTES:
+            fields.error("progress", f"is {size} bytes as JSON; the limit is {MAX_PROGRESS_BYTES}")
     fields.done()
-    return HeartbeatRequest(token=token, lease_seconds=lease)
+    return HeartbeatRequest(token=token, lease_seconds=lease, progress=progress)
 
 
 def parse_release() -> ReleaseRequest:
@@ -309,6 +422,19 @@ def parse_release() -> ReleaseRequest:
 def parse_empty() -> None:
     """Actions without parameters still refuse unknown fields rather than ignore them."""
     Fields(json_body(required=False), set()).done()
+
+
+def parse_job_query() -> float:
+    """GET /jobs/{id}: ``wait`` seconds (0 < S ≤ 30) to hold the answer until the job is final; 0 without it."""
+    raw = request.args.get("wait")
+    if raw is None:
+        return 0.0
+    # Digits and an optional fraction only: float() would also take "nan", "inf", "1e1" and " 5".
+    wait = float(raw) if re.fullmatch(r"[0-9]{1,2}(\.[0-9]{1,3})?", raw) else -1.0
+    if not 0 < wait <= MAX_CLAIM_WAIT_SECONDS:
+        raise InvalidRequest([{"pointer": "/query/wait",
+                               "detail": f"must be a number of seconds above 0 and at most {MAX_CLAIM_WAIT_SECONDS}"}])
+    return wait
 
 
 def parse_list_query() -> ListQuery:

@@ -8,8 +8,13 @@ from sqlalchemy import Row
 from ..clock import rfc3339
 from ..keys import Caller
 from ..models import Priority, Role
+from ..queries import links as links_of
 from ..queue.flow import TypeState
 from ..schedules import ScheduleState
+from ..states import Event
+
+#: Events whose text the server writes itself (which parent failed), never a worker's: every viewer sees it.
+_SERVER_TEXT = frozenset({Event.DEPENDENCY_FAILED.value})
 
 
 def may_read_error(caller: Caller, row: Row) -> bool:
@@ -19,8 +24,14 @@ def may_read_error(caller: Caller, row: Row) -> bool:
     return caller.role == Role.WORKER.value and row.worker_id == caller.name
 
 
-def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
-    """Every schema field, priority as its label, payload/result as objects, times in RFC 3339."""
+def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[Row] | None = None,
+             links=None) -> dict:
+    """Every schema field, priority as its label, payload/result as objects, times in RFC 3339.
+
+    ``parents``: a claimed child's parents, with their results (fan-in). ``links``: the job's parents and
+    children the caller may see (``queries.links``), shown as ids; looked up here when not given and the
+    job is part of a workflow (``jobs_json`` looks them up for many jobs at once).
+    """
     body = {
         "id": row.id,
         "type": row.type,
@@ -49,10 +60,35 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
         "timeout_at": rfc3339(row.timeout_at),     # set by the claim: when the run must have ended
         "schedule": row.schedule,                         # the schedule that enqueued it, or null
         "scheduled_for": rfc3339(row.scheduled_for),      # ... and the tick it was enqueued for
+        "run_when": row.run_when,
+        "progress": json.loads(row.progress) if row.progress is not None else None,
     }
     if claim_token:
         body["claim_token"] = row.claim_token
+    if parents is not None:
+        body["parents"] = parents_json(parents)
+    if links is None and in_workflow(row):
+        links = links_of(caller, [row.id])[row.id]
+    body["depends_on"] = [parent.id for parent in links.parents] if links else []
+    body["dependents"] = [child.id for child in links.children] if links else []
     return body
+
+
+def parents_json(parents: list[Row]) -> list[dict]:
+    """A claimed child's parents: id, type, status and result each."""
+    return [{"id": parent.id, "type": parent.type, "status": parent.status,
+             "result": json.loads(parent.result) if parent.result is not None else None} for parent in parents]
+
+
+def in_workflow(row: Row) -> bool:
+    """Has the job parents or children? (Else its depends_on and dependents are empty, without a query.)"""
+    return row.run_when is not None or bool(row.has_dependents)
+
+
+def jobs_json(rows, caller: Caller, **options) -> list[dict]:
+    """``job_json`` of each row, the workflow links of them all looked up at once."""
+    links = links_of(caller, [row.id for row in rows if in_workflow(row)])
+    return [job_json(row, caller, links=links.get(row.id), **options) for row in rows]
 
 
 def type_json(state: TypeState) -> dict:
@@ -78,7 +114,7 @@ def event_json(row: Row, show_error: bool) -> dict:
         "to_status": row.to_status,
         "actor": row.actor,
         "attempt": row.attempt,
-        "error": row.error if show_error else None,
+        "error": row.error if show_error or row.event in _SERVER_TEXT else None,
         "at": rfc3339(row.at),
     }
 

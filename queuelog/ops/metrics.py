@@ -53,12 +53,15 @@ _EVENT_HELP = {
     Event.FAILED: "Jobs a worker failed for good (no retry left, or not retryable).",
     Event.REQUEUED: "Failed attempts put back to pending for another try.",
     Event.REAPED: "Running jobs taken back by the reaper after their lease expired.",
-    Event.CANCELLED: "Pending jobs cancelled by their producer or an admin.",
+    Event.CANCELLED: "Waiting or pending jobs cancelled by their producer or an admin.",
     Event.RETRIED: f"{spell(RETRYABLE).capitalize()} jobs an admin put back to pending.",
     Event.RELEASED: "Running jobs given back to the queue without counting a failure.",
     Event.EXPIRED: "Pending jobs cancelled because no worker claimed them before their expires_at.",
     Event.TIMED_OUT: "Runs the reaper took back because they outlived their timeout_seconds.",
     Event.RESCHEDULED: "Scheduled or backing-off jobs an admin made due now.",
+    Event.DEPENDENCIES_MET: "Waiting jobs whose parents finished as they asked: now pending.",
+    Event.DEPENDENCY_FAILED: "Waiting jobs cancelled because a parent failed for good or was cancelled.",
+    Event.DEPENDENCY_RETRIED: "Jobs a parent's failure cancelled, waiting again after an admin retried it.",
 }
 # registry=None: each scrape builds its own registry (see exposition), so repeated create_app calls in one
 # process never register a metric twice. Keyed by the plain name: entries may carry an Event or its text.

@@ -37,7 +37,13 @@ from ..keys import Caller
 from ..models import Role
 from ..patterns import Priority
 from ..sql import JobRow, NewJobRow
+from ..states import BY_ACTION, RunWhen
+from . import dependencies
 from .moves import ENQUEUE, changed, event_row
+
+ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
+#: A producer may name as parents only its own jobs (as it may see only those); an admin any job.
+_ANY_OWNER = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,9 @@ class NewJob:
     timeout_seconds: int | None = None   # how long a run may take
     schedule: str | None = None             # set only by a schedule's tick (queuelog/schedules), never by a request
     scheduled_for: datetime | None = None
+    depends_on: tuple[int | str, ...] = ()   # job ids, or (in a batch) the refs of other items
+    run_when: str | None = None               # states.RunWhen; None: "completed" when it has parents
+    ref: str | None = None                    # a batch item's name, for other items' depends_on
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""
@@ -67,6 +76,9 @@ class NewJob:
                     "unique_key": self.unique_key, "expires_at": rfc3339(self.expires_at),
                     "timeout_seconds": self.timeout_seconds}
         body.update({name: value for name, value in optional.items() if value is not None})
+        if self.depends_on:
+            body["depends_on"] = list(self.depends_on)
+            body["run_when"] = self.run_when or RunWhen.COMPLETED.value
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def window_key(self) -> str | None:
@@ -183,6 +195,10 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
     if inserts and caller.quota is not None:
         # Only new jobs count; refused, the transaction rolls back and nothing is stored.
         quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
+    workflow = any(job.depends_on for job in new_jobs)
+    if workflow:
+        steps = _with_parents(conn, caller, new_jobs, steps, batch)
+        inserts = [step.row for step in steps if isinstance(step, _Insert)]
     if inserts:
         inserts = _with_turns(conn, inserts)
         log = event_row(ENQUEUE, caller.actor, now)
@@ -191,7 +207,14 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         for row in made:
             if (row.type, row.unique_key) in windows:
                 sql.unique_set(conn, row.type, row.unique_key, row.id)
-    # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
+    answers = _answers(steps, made)
+    if workflow and made:
+        answers = _link(conn, new_jobs, steps, answers, now)
+    return answers
+
+
+def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
+    """The new jobs came back in the order of their items; an item repeating one of this batch comes after it."""
     created = iter(made)
     answers: list[Enqueued] = []
     for step in steps:
@@ -239,6 +262,73 @@ def _take_windows(conn, new_jobs: list[NewJob], steps: list[_Step],
             if first != index:
                 steps[index] = _SameWindow(first)
     return steps, taken
+def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, batch: bool) -> list:
+    """The steps, with each new job that has parents made ``waiting`` (run_when set), and each new job that
+    a new job of this batch depends on marked as having dependents.
+
+    The existing parents (job ids, and items answered with an earlier job) are marked and locked first
+    (MARK_PARENTS): each must exist and be the caller's to see, else the request is refused (422, pointing
+    at the id), and none can finish unseen before this transaction commits.
+    """
+    ref_index = {job.ref: index for index, job in enumerate(new_jobs) if job.ref is not None}
+    existing: dict[int, list[str]] = {}   # parent id → the pointers naming it
+    depended_on: set[int] = set()         # items a new item depends on
+    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
+        if not isinstance(step, _Insert):
+            continue
+        for position, parent in enumerate(job.depends_on):
+            pointer = f"/jobs/{index}/depends_on/{position}" if batch else f"/depends_on/{position}"
+            if isinstance(parent, str):
+                parent_index = ref_index[parent]
+                parent_step = steps[parent_index]
+                if isinstance(parent_step, _Earlier | _Deduped):
+                    # the caller's own earlier job, or the job holding the item's dedupe window
+                    existing.setdefault(parent_step.job.id, [])
+                else:
+                    same = isinstance(parent_step, _AsItem | _SameWindow)
+                    depended_on.add(parent_step.index if same else parent_index)
+            else:
+                existing.setdefault(parent, []).append(pointer)
+    if existing:
+        found = {mark.id: mark for mark in sql.mark_parents(conn, list(existing))}
+        problems = [{"pointer": pointer, "detail": f"job {parent_id} does not exist"}
+                    for parent_id, pointers in existing.items() for pointer in pointers
+                    if parent_id not in found or not _may_see(caller, found[parent_id].producer_key_id)]
+        if problems:
+            raise InvalidRequest(sorted(problems, key=lambda problem: problem["pointer"]))
+    shaped = []
+    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
+        if isinstance(step, _Insert):
+            row = step.row
+            if job.depends_on:
+                row = row._replace(status=ENQUEUE_WAITING.to_status.value,
+                                   run_when=job.run_when or RunWhen.COMPLETED.value)
+            if index in depended_on:
+                row = row._replace(has_dependents=True)
+            step = _Insert(row)
+        shaped.append(step)
+    return shaped
+
+
+def _may_see(caller: Caller, owner_key_id: int | None) -> bool:
+    return caller.role != Role.PRODUCER.value or owner_key_id == caller.id
+
+
+def _link(conn, new_jobs: list[NewJob], steps: list, answers: list[Enqueued], now: datetime) -> list[Enqueued]:
+    """The new jobs' edges to their parents; then each new waiting job is decided at once (its parents may
+    all be final already: it is pending, or cancelled, before the request is answered)."""
+    ids_by_ref = {job.ref: answers[index].job.id for index, job in enumerate(new_jobs) if job.ref is not None}
+    edges: list[tuple[int, int]] = []
+    waiting: list[int] = []
+    for job, step, answer in zip(new_jobs, steps, answers, strict=True):
+        if isinstance(step, _Insert) and job.depends_on:
+            child = answer.job.id
+            waiting.append(child)
+            parents = dict.fromkeys(ids_by_ref[p] if isinstance(p, str) else p for p in job.depends_on)
+            edges += [(child, parent) for parent in parents]
+    sql.insert_dependencies(conn, edges)
+    decided = dependencies.settle(conn, waiting, now)
+    return [answer._replace(job=decided.get(answer.job.id, answer.job)) for answer in answers]
 
 
 def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,

@@ -13,8 +13,8 @@ from ..clock import rfc3339, utcnow
 from ..errors import JobNotFound, QueueError, StateConflict
 from ..ops import observe_changes
 from ..sql import Claim, JobRow, Leave, Log
-from ..states import BY_ACTION, Actor, JobStatus, Transition, spell
-from . import flow
+from ..states import BY_ACTION, FINAL, Actor, JobStatus, Transition, spell
+from . import dependencies, flow
 
 ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim", "heartbeat", "complete"))
 FAIL_RETRY, FAIL_FINAL, RELEASE = (BY_ACTION[a] for a in ("fail_retry", "fail_final", "release"))
@@ -57,7 +57,8 @@ def event_row(transition: Transition, actor: str, now: datetime, error: str | No
 
 def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log) -> None:
     """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs,
-    and for the room a limited type's finished jobs leave."""
+    and for the room a limited type's finished jobs leave. Jobs now final decide their waiting children
+    (workflows), and wake the producers waiting for them."""
     if not rows:
         return
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
@@ -65,6 +66,10 @@ def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: L
         wakeup.jobs_ready(conn)
     else:
         flow.slots_freed(conn, rows, log.from_status)
+    if transition.to_status in FINAL:
+        dependencies.after_final(conn, rows, log.at)
+        if any(row.watched for row in rows):
+            wakeup.jobs_finished(conn)
 
 
 def refuse(conn: Connection, job_id: int, verb: str, transition: Transition,

@@ -23,7 +23,7 @@ from ..queries import max_job_id
 from ..scrub import scrub_error
 from ..sql import Claim, JobRow, Leave
 from ..states import JobStatus
-from . import flow
+from . import dependencies, flow
 from .moves import (
     CANCEL,
     CLAIM,
@@ -232,11 +232,13 @@ def backoff_delay(retry_count: int) -> timedelta:
     return timedelta(seconds=delay * random.uniform(0.5, 1.0))
 
 
-def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None) -> JobRow:
-    """Extend the lease of a job the caller holds (no event: nothing changes but the lease)."""
+def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None,
+              progress: dict | None = None) -> JobRow:
+    """Extend the lease of a job the caller holds, storing its progress report when given (no event: its
+    status does not change)."""
     now = utcnow()
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
-    leave = Leave(HEARTBEAT.to_status, Claim.KEEP, now, lease_until=now + lease)
+    leave = Leave(HEARTBEAT.to_status, Claim.KEEP, now, lease_until=now + lease, progress=_json(progress))
     with write_transaction() as conn:
         rows = sql.finish(conn, [job_id], caller.name, token, leave, log=None)
         if not rows:
@@ -282,19 +284,27 @@ def give_back_unanswered(rows: list[JobRow]) -> None:
 # --- producer and admin actions ------------------------------------------------------------------
 
 def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
-    """pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found')."""
+    """waiting or pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found').
+
+    Its waiting children that need it completed are cancelled with it (dependency_failed), and on down.
+    """
     now = utcnow()
-    log = event_row(CANCEL, actor, now)
     with write_transaction() as conn:
-        row = sql.cancel(conn, job_id, owner_key_id, now, log)
-        if row is None:
+        # One statement per from-status, so the event row says where the job came from.
+        for from_status in (JobStatus.PENDING, JobStatus.WAITING):
+            log = event_row(CANCEL, actor, now, from_status=from_status)
+            row = sql.cancel(conn, job_id, owner_key_id, from_status.value, now, log)
+            if row is not None:
+                break
+        else:
             refuse(conn, job_id, "cancel", CANCEL, owner_key_id=owner_key_id)
         changed(conn, CANCEL, [row], log)
     return row
 
 
 def retry(job_id: int, actor: str) -> JobRow:
-    """failed or cancelled → pending with a fresh retry budget (an admin's decision)."""
+    """failed or cancelled → pending with a fresh retry budget (an admin's decision); the descendants its
+    failure cancelled (dependency_failed) wait again."""
     rows = retry_many([job_id], actor)
     if not rows:
         with write_transaction() as conn:
@@ -315,6 +325,8 @@ def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
             retried = sql.retry(conn, job_ids, from_status.value, now, log)
             changed(conn, RETRY, retried, log)
             rows += retried
+        # The descendants a retried job's failure cancelled (dependency_failed) wait for it again.
+        dependencies.revive(conn, rows, actor, now)
     return sorted(rows, key=lambda row: row.id)
 
 

@@ -9,7 +9,9 @@ Where to look:
   CANCEL, RETRY, EXPIRABLE / EXPIRE (the reaper's expiry), RUN_NOW, UNIQUE_TAKE / UNIQUE_HOLDER / UNIQUE_SET
   (dedupe windows), PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`), the producer quotas' QUOTA_*,
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
-  decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
+  decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
+  DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
+  LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
@@ -25,18 +27,31 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from .runner import execute_plain, insert_jobs, rowcount, run, scalar
-from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJobRow, QuotaState, Refusal
+from .runner import execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
+from .values import (
+    KEY_TIMES,
+    BrokenParent,
+    Claim,
+    FlowRow,
+    JobRow,
+    KeyRow,
+    Leave,
+    Log,
+    NewJobRow,
+    ParentMark,
+    QuotaState,
+    Refusal,
+)
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
-__all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "QuotaState", "Refusal", "cancel",
-           "claim", "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
-           "insert_jobs", "job",
-           "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn",
-           "record_claims", "retry", "run_now", "something_due", "stalled", "take_back", "unique_holder",
-           "unique_set", "unique_take"]
+__all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
+           "QuotaState", "Refusal", "broken_parents", "cancel", "claim", "doom", "execute_plain", "expirable",
+           "expire", "fair_tags", "find_key", "finish", "flow_refusals", "insert_dependencies", "insert_jobs", "job",
+           "jobs_by_key", "lock_flow", "mark_parents", "promote", "quota_forget", "quota_frees_at", "quota_record",
+           "quota_state", "quota_turn", "record_claims", "retry", "revive", "run_now", "something_due", "stalled",
+           "take_back", "unique_holder", "unique_set", "unique_take", "waiting_children", "watch"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -90,9 +105,10 @@ def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Le
     return run(conn, "TAKE_BACK", {"ids": ids, "token": token}, log, leave=leave)
 
 
-def cancel(conn: Connection, job_id: int, owner_key_id: int | None, now: datetime, log: Log) -> JobRow | None:
-    """CANCEL: the job, if pending (and ``owner_key_id``'s, when given), marked cancelled."""
-    rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "now": now}, log)
+def cancel(conn: Connection, job_id: int, owner_key_id: int | None, from_status: str, now: datetime,
+           log: Log) -> JobRow | None:
+    """CANCEL: the job, if ``from_status`` (and ``owner_key_id``'s, when given), marked cancelled."""
+    rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "from_status": from_status, "now": now}, log)
     return rows[0] if rows else None
 
 
@@ -133,6 +149,44 @@ def unique_holder(conn: Connection, job_type: str, key: str) -> JobRow | None:
 def unique_set(conn: Connection, job_type: str, key: str, job_id: int) -> None:
     """UNIQUE_SET: the (type, key) slot this enqueue took now belongs to ``job_id``."""
     rowcount(conn, "UNIQUE_SET", {"type": job_type, "key": key, "job": job_id})
+
+
+# --- workflows ---------------------------------------------------------------------------------------
+
+def mark_parents(conn: Connection, ids: Sequence[int]) -> list[ParentMark]:
+    """MARK_PARENTS: those of ``ids`` that exist, marked as having dependents (locked until the commit)."""
+    return run(conn, "MARK_PARENTS", {"ids": sorted(set(ids))}, make=ParentMark, times_at=())
+
+
+def waiting_children(conn: Connection, ids: Sequence[int]) -> list[int]:
+    """WAITING_CHILDREN: the waiting jobs that depend on any of ``ids``."""
+    return run(conn, "WAITING_CHILDREN", {"ids": ids}, make=lambda child_id: child_id, times_at=())
+
+
+def promote(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """PROMOTE: those of ``ids`` waiting whose parents are done as their run_when asks, now pending."""
+    return run(conn, "PROMOTE", {"ids": ids, "now": now}, log)
+
+
+def broken_parents(conn: Connection, ids: Sequence[int]) -> list[BrokenParent]:
+    """BROKEN_PARENTS: for those of ``ids`` waiting on completed parents, each parent failed or cancelled."""
+    return run(conn, "BROKEN_PARENTS", {"ids": ids}, make=BrokenParent, times_at=())
+
+
+def doom(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """DOOM: those of ``ids`` still waiting, cancelled."""
+    return run(conn, "DOOM", {"ids": ids, "now": now}, log)
+
+
+def revive(conn: Connection, parent_ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """REVIVE: the children of ``parent_ids`` that a dependency failure cancelled, waiting again."""
+    return run(conn, "REVIVE", {"ids": parent_ids, "now": now}, log)
+
+
+def watch(conn: Connection, job_id: int) -> JobRow | None:
+    """WATCH: the job, marked as waited for (its finishing wakes every server process)."""
+    rows = run(conn, "WATCH", {"id": job_id})
+    return rows[0] if rows else None
 
 
 def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:

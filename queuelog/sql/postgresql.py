@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus
+from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -21,6 +21,7 @@ _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
 _EXPIRE = BY_ACTION["expire"]
 _RUN_NOW = BY_ACTION["run_now"]
+_MET, _DOOMED, _REVIVED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"], BY_ACTION["dependency_retried"]
 
 # --- the shared pieces: each condition written once ----------------------------------------------
 
@@ -64,6 +65,7 @@ LEAVE_PARTS = {
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = %(run_at)s",
     "error": "error = %(error)s",
+    "progress": "progress = %(progress)s",
     "completes": "result = %(result)s, completed_at = %(now)s",
 }
 
@@ -253,9 +255,10 @@ FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {HELD_B
 TAKE_BACK = (f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {status_in(HELD)}"
              f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}")
 
-#: A pending job will not run; a producer may cancel only its own (owner), an admin any (owner NULL).
+#: A waiting or pending job will not run (run once per from-status, so its event says which); a producer
+#: may cancel only its own (owner), an admin any (owner NULL).
 CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
-          f" WHERE id = %(id)s AND {status_in(_CANCEL.from_statuses)}"
+          f" WHERE id = %(id)s AND {status_in(_CANCEL.from_statuses)} AND status = %(from_status)s"
           f" AND (%(owner)s::integer IS NULL OR producer_key_id = %(owner)s) RETURNING {JOB_LIST}")
 
 #: Failed or cancelled jobs back to pending with a clean record. Run once per from-status
@@ -305,6 +308,71 @@ LOGGED = ("WITH changed AS ({statement}), "
           "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
           f"FROM changed) SELECT {JOB_LIST} FROM changed")
 
+# --- workflows (queue/dependencies.py): waiting jobs and their parents ---------------------------------
+
+#: The parents an enqueue names, marked as having dependents (so their finishing looks for children), with
+#: what the enqueue checks: that each exists, who may see it, and whether it is final already.
+#: Each parent's row is locked in id order (two enqueues naming the same parents cannot deadlock), so
+#: a parent's finishing, which updates that row, either commits before this read (the enqueue sees it
+#: final) or waits for the enqueue to commit (and then finds the new child).
+MARK_PARENTS = ("UPDATE jobs SET has_dependents = true"
+                " WHERE id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE)"
+                " RETURNING id, status, producer_key_id")
+
+#: A workflow's edges: ``child_id`` runs after ``parent_id``.
+INSERT_DEPENDENCIES = "INSERT INTO job_dependencies (child_id, parent_id) VALUES (%s, %s)"
+
+#: The waiting children of jobs that just reached a final state (ix_job_dependencies_parent_child), each
+#: locked, in id order, until the transaction ends. Two parents of one child finishing at once would
+#: otherwise each see the other still unfinished (neither has committed) and leave the child waiting for
+#: ever; locked, the second decides only once the first has committed, and sees it (READ COMMITTED takes
+#: a new snapshot per statement, and re-checks ``waiting`` on a row it had to wait for).
+WAITING_CHILDREN = (f"SELECT c.id FROM jobs c"
+                    f" WHERE c.id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id = ANY(%(ids)s))"
+                    f" AND c.{status_in(_MET.from_statuses)} ORDER BY c.id FOR UPDATE OF c")
+
+#: A parent ``p`` that holds its waiting child (the updated row, ``jobs``) back: not completed, and, unless
+#: the child runs once its parents merely finished, not final either. Sought through the child's edges (the
+#: primary key), one parent at a time.
+_HOLDS_BACK = (f"p.status <> '{JobStatus.COMPLETED}'"
+               f" AND (jobs.run_when = '{RunWhen.COMPLETED}' OR NOT p.{status_in(FINAL)})")
+
+#: Waiting jobs whose every parent is done as their run_when asks: pending now, claimable at their run_at.
+PROMOTE = f"""
+UPDATE jobs
+   SET status = '{_MET.to_status}', updated_at = %(now)s
+ WHERE id = ANY(%(ids)s) AND {status_in(_MET.from_statuses)}
+   AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+                    WHERE d.child_id = jobs.id AND {_HOLDS_BACK})
+RETURNING {JOB_LIST}"""
+
+#: Waiting jobs that must run after their parents completed, and the parents that failed or were
+#: cancelled: each such child is cancelled (DOOM), naming its first broken parent. The parent's status is
+#: compared as an expression: as the bare column the planner may walk every failed job by its status index
+#: (there are few, by its statistics) instead of seeking the child's few parents by id.
+_BROKEN_NAMES = "(" + ", ".join(f"'{name}'" for name in names(BROKEN)) + ")"
+BROKEN_PARENTS = (f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
+                  f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
+                  f" WHERE d.child_id = ANY(%(ids)s) AND c.{status_in(_DOOMED.from_statuses)}"
+                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND (p.status || '') IN {_BROKEN_NAMES}"
+                  f" ORDER BY d.child_id, d.parent_id")
+DOOM = (f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = %(now)s"
+        f" WHERE id = ANY(%(ids)s) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}")
+
+#: An admin retried jobs (:ids): their children that a dependency failure cancelled (their last event says
+#: so) wait again. The last event is one seek of ix_job_events_job_id per child.
+REVIVE = f"""
+UPDATE jobs
+   SET status = '{_REVIVED.to_status}', updated_at = %(now)s
+ WHERE id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id = ANY(%(ids)s))
+   AND {status_in(_REVIVED.from_statuses)}
+   AND (SELECT e.event FROM job_events e WHERE e.job_id = jobs.id ORDER BY e.id DESC LIMIT 1)
+       = '{_DOOMED.event}'
+RETURNING {JOB_LIST}"""
+
+#: A producer waits for this job's end (GET /jobs/{id}?wait=S): its finishing wakes every server process.
+WATCH = f"UPDATE jobs SET watched = true WHERE id = %(id)s RETURNING {JOB_LIST}"
+
 # --- the reads the operations decide by ---------------------------------------------------------------
 
 #: Is anything claimable? Asked by a waiting claim before it runs the claim. Under flow control a job is
@@ -345,13 +413,18 @@ STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED")
 CLAIMED_BEFORE = "OR claimed_at < %(claimed_before)s"
 
+#: A job that a job still waiting, pending or running depends on is never purged: its child would lose its
+#: parent (and its result). Looked up only for jobs that have dependents.
+_NEEDED = ("NOT (has_dependents AND EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
+           f" WHERE d.parent_id = jobs.id AND NOT c.{status_in(FINAL)}))")
 #: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since cutoff, a batch at a
 #: time, locked until commit so an admin's retry cannot turn one back into a pending job before the
 #: delete (a job it holds is skipped, for the next run); then their events, then the jobs, re-checked.
-PURGEABLE = ("SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(cutoff)s"
+PURGEABLE = (f"SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(cutoff)s AND {_NEEDED}"
              " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED")
 PURGE_EVENTS = "DELETE FROM job_events WHERE job_id = ANY(%(ids)s)"
-PURGE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s) AND status = %(status)s AND updated_at < %(cutoff)s"
+PURGE_JOBS = (f"DELETE FROM jobs WHERE id = ANY(%(ids)s) AND status = %(status)s AND updated_at < %(cutoff)s"
+              f" AND {_NEEDED}")
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = %(digest)s"

@@ -121,6 +121,14 @@ def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRo
     return sorted(inserted, key=lambda row: row.id)
 
 
+def insert_dependencies(conn: Connection, edges: list[tuple[int, int]]) -> None:
+    """INSERT_DEPENDENCIES: a workflow's edges, (child_id, parent_id) each, in one round of the driver."""
+    if not edges:
+        return
+    sql = _DIALECTS[conn.dialect.name].INSERT_DEPENDENCIES
+    on_driver(conn, sql, edges, lambda cursor: cursor.executemany(sql, edges))
+
+
 def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make=JobRow,
          times_at: tuple[int, ...] = JOB_TIMES) -> list:
     """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""

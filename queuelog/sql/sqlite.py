@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus
+from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -21,6 +21,7 @@ _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
 _EXPIRE = BY_ACTION["expire"]
 _RUN_NOW = BY_ACTION["run_now"]
+_MET, _DOOMED, _REVIVED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"], BY_ACTION["dependency_retried"]
 
 # --- the shared pieces: each condition written once ----------------------------------------------
 
@@ -68,6 +69,7 @@ LEAVE_PARTS = {
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = :run_at",
     "error": "error = :error",
+    "progress": "progress = :progress",
     "completes": "result = :result, completed_at = :now",
 }
 
@@ -241,9 +243,10 @@ FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY}\nR
 TAKE_BACK = (f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {status_in(HELD)}"
              f" AND (:token IS NULL OR claim_token = :token)\nRETURNING {JOB_LIST}")
 
-#: A pending job will not run; a producer may cancel only its own (:owner), an admin any (:owner NULL).
+#: A waiting or pending job will not run (run once per from-status, so its event says which); a producer
+#: may cancel only its own (:owner), an admin any (:owner NULL).
 CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
-          f" WHERE id = :id AND {status_in(_CANCEL.from_statuses)}"
+          f" WHERE id = :id AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
           f" AND (:owner IS NULL OR producer_key_id = :owner) RETURNING {JOB_LIST}")
 
 #: Failed or cancelled jobs back to pending with a clean record. Run once per from-status
@@ -286,6 +289,60 @@ UNIQUE_SET = "UPDATE unique_slots SET job_id = :job WHERE type = :type AND uniqu
 #: The event row of each job a write returned, sent right after it (executemany).
 LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+# --- workflows (queue/dependencies.py): waiting jobs and their parents ---------------------------------
+
+#: The parents an enqueue names, marked as having dependents (so their finishing looks for children), with
+#: what the enqueue checks: that each exists, who may see it, and whether it is final already.
+#: The transaction holds the write lock, so no parent can finish between this read and the commit.
+MARK_PARENTS = ("UPDATE jobs SET has_dependents = 1 WHERE id IN (:ids)"
+                " RETURNING id, status, producer_key_id")
+
+#: A workflow's edges: ``child_id`` runs after ``parent_id``.
+INSERT_DEPENDENCIES = "INSERT INTO job_dependencies (child_id, parent_id) VALUES (?, ?)"
+
+#: The waiting children of jobs that just reached a final state (ix_job_dependencies_parent_child).
+WAITING_CHILDREN = (f"SELECT DISTINCT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
+                    f" WHERE d.parent_id IN (:ids) AND c.{status_in(_MET.from_statuses)} ORDER BY d.child_id")
+
+#: A parent ``p`` that holds its waiting child (the updated row, ``jobs``) back: not completed, and, unless
+#: the child runs once its parents merely finished, not final either. Sought through the child's edges (the
+#: primary key), one parent at a time.
+_HOLDS_BACK = (f"p.status <> '{JobStatus.COMPLETED}'"
+               f" AND (jobs.run_when = '{RunWhen.COMPLETED}' OR NOT p.{status_in(FINAL)})")
+
+#: Waiting jobs whose every parent is done as their run_when asks: pending now, claimable at their run_at.
+PROMOTE = f"""
+UPDATE jobs
+   SET status = '{_MET.to_status}', updated_at = :now
+ WHERE id IN (:ids) AND {status_in(_MET.from_statuses)}
+   AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+                    WHERE d.child_id = jobs.id AND {_HOLDS_BACK})
+RETURNING {JOB_LIST}"""
+
+#: Waiting jobs that must run after their parents completed, and the parents that failed or were
+#: cancelled: each such child is cancelled (DOOM), naming its first broken parent.
+BROKEN_PARENTS = (f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
+                  f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
+                  f" WHERE d.child_id IN (:ids) AND c.{status_in(_DOOMED.from_statuses)}"
+                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND p.{status_in(BROKEN)}"
+                  f" ORDER BY d.child_id, d.parent_id")
+DOOM = (f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = :now"
+        f" WHERE id IN (:ids) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}")
+
+#: An admin retried jobs (:ids): their children that a dependency failure cancelled (their last event says
+#: so) wait again. The last event is one seek of ix_job_events_job_id per child.
+REVIVE = f"""
+UPDATE jobs
+   SET status = '{_REVIVED.to_status}', updated_at = :now
+ WHERE id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id IN (:ids))
+   AND {status_in(_REVIVED.from_statuses)}
+   AND (SELECT e.event FROM job_events e WHERE e.job_id = jobs.id ORDER BY e.id DESC LIMIT 1)
+       = '{_DOOMED.event}'
+RETURNING {JOB_LIST}"""
+
+#: A producer waits for this job's end (GET /jobs/{id}?wait=S): its finishing wakes every server process.
+WATCH = f"UPDATE jobs SET watched = 1 WHERE id = :id RETURNING {JOB_LIST}"
 
 # --- the reads the operations decide by ---------------------------------------------------------------
 
@@ -332,12 +389,18 @@ STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < :now {claimed_before}) ORDER BY id")
 CLAIMED_BEFORE = "OR claimed_at < :claimed_before"
 
+#: A job that a job still waiting, pending or running depends on is never purged: its child would lose its
+#: parent (and its result). Looked up only for jobs that have dependents.
+_NEEDED = ("NOT (has_dependents AND EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
+           f" WHERE d.parent_id = jobs.id AND NOT c.{status_in(FINAL)}))")
 #: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since :cutoff, a batch at a
 #: time; then their events (first: not every database cascades the foreign key), then the jobs, each
 #: re-checked so a job retried in between stays. The purge's transaction holds the write lock throughout.
-PURGEABLE = "SELECT id FROM jobs WHERE status = :status AND updated_at < :cutoff ORDER BY updated_at LIMIT :limit"
+PURGEABLE = (f"SELECT id FROM jobs WHERE status = :status AND updated_at < :cutoff AND {_NEEDED}"
+             " ORDER BY updated_at LIMIT :limit")
 PURGE_EVENTS = "DELETE FROM job_events WHERE job_id IN (:ids)"
-PURGE_JOBS = "DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff"
+PURGE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff"
+              f" AND {_NEEDED}")
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"

@@ -71,6 +71,24 @@ class NewJobRow(NamedTuple):
     timeout_seconds: int | None = None  # how long a run may take
     schedule: str | None = None             # the schedule that enqueued it (queuelog/schedules)
     scheduled_for: datetime | None = None   # ... and the tick it was enqueued for
+    run_when: str | None = None   # None: no parents; else states.RunWhen
+    has_dependents: bool = False  # a job of the same enqueue depends on it
+
+
+class ParentMark(NamedTuple):
+    """A parent an enqueue names, as MARK_PARENTS found it."""
+
+    id: int
+    status: str
+    producer_key_id: int | None
+
+
+class BrokenParent(NamedTuple):
+    """A waiting child that must be cancelled, and the parent that failed or was cancelled (BROKEN_PARENTS)."""
+
+    child_id: int
+    parent_id: int
+    status: str
 
 
 class Claim(enum.StrEnum):
@@ -97,19 +115,21 @@ class Leave(NamedTuple):
     error: str | None = None
     completes: bool = False               # result becomes ``result``, completed_at becomes now
     result: str | None = None             # JSON text
+    progress: str | None = None           # a heartbeat's progress report, JSON text (None: unchanged)
 
     def parts(self) -> tuple[str, ...]:
         """The names of the LEAVE_PARTS this move writes besides the time and the claim, in their order."""
         # A heartbeat leaves the status as it is: not writing it spares every index on status an update.
         written = (("status", self.status is not JobStatus.RUNNING), ("spends_retry", self.spends_retry),
                    ("stalled", self.stalled), ("run_at", self.run_at is not None), ("error", self.sets_error),
-                   ("completes", self.completes))
+                   ("progress", self.progress is not None), ("completes", self.completes))
         return tuple(name for name, writes in written if writes)
 
     def params(self) -> dict:
         """The statement's values, by name."""
         return {"status": self.status.value, "now": self.now, "lease_until": self.lease_until,
-                "run_at": self.run_at, "error": self.error, "result": self.result}
+                "run_at": self.run_at, "error": self.error, "result": self.result,
+                "progress": self.progress}
 
 
 class FlowRow(NamedTuple):

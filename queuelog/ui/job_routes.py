@@ -1,13 +1,15 @@
 """The jobs table, one job's page, and the admin's actions on jobs (all through ``queuelog.queue``)."""
 from __future__ import annotations
 
+import json
+
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
 from .. import queue
 from ..clock import utcnow
 from ..errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
-from ..queries import max_job_id
+from ..queries import links, max_job_id
 from ..states import RETRYABLE, spell
 from . import bp
 from .auth import actor_name
@@ -129,8 +131,10 @@ def job(job_id: int):
         row, history = load_job(job_id)
     except JobNotFound as error:
         abort(404, description=error.detail)
+    graph = links(None, [job_id])[job_id]
+    progress = json.loads(row.progress) if row.progress is not None else None
     return render_live("job.html", "_job_live.html", job=row, history=history, action_form=ActionForm(),
-                       failure=why_not_retried(row, history), now=utcnow())
+                       failure=why_not_retried(row, history), now=utcnow(), graph=graph, progress=progress)
 
 
 def _job_action(job_id: int, action, done: str):
@@ -154,7 +158,7 @@ def retry_job(job_id: int):
 
 @bp.post("/admin/jobs/<int:job_id>/cancel")
 def cancel_job(job_id: int):
-    """pending → cancelled."""
+    """waiting or pending → cancelled."""
     return _job_action(job_id, queue.cancel, "Job {id} is cancelled; no worker will claim it.")
 
 

@@ -39,6 +39,8 @@ class Held:
     lost: bool = False
     deadline: float | None = None   # monotonic time the runner gives up on the handler (timeout_seconds)
     timed_out: bool = False         # given up on: failed as timed out, the handler's own outcome is dropped
+    parents: list[dict] | None = None   # a workflow's child: its parents, with their results
+    progress: dict | None = None        # the handler's latest progress report, not yet sent
 
 
 @dataclass(eq=False)

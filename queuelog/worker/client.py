@@ -18,11 +18,15 @@ import select
 import socket
 import ssl
 import threading
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 DEFAULT_TIMEOUT = 30.0
+#: The longest a ``GET /jobs/{id}?wait=S`` may wait, as the server allows.
+MAX_RESULT_WAIT = 30.0
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 USER_AGENT = "queuelog-worker/0.1"
 
 
@@ -98,23 +102,25 @@ class Client:
                 max_retries: int | None = None, idempotency_key: str | None = None,
                 run_at: datetime | str | None = None, concurrency_key: str | None = None,
                 unique_for: int | None = None, unique_key: str | None = None,
-                expires_at: datetime | str | None = None, timeout_seconds: int | None = None) -> dict:
+                expires_at: datetime | str | None = None, timeout_seconds: int | None = None,
+                depends_on: list[int] | None = None, run_when: str | None = None) -> dict:
         """Enqueue one job; returns the job (an idempotent replay returns the original job).
 
         ``concurrency_key`` (e.g. a tenant): claims take turns across keys, and a type's per-key limit counts by it.
         ``unique_for`` (seconds) opens a dedupe window on (type, ``unique_key`` or the payload): an enqueue
         inside another's window returns that job, with ``"deduplicated": True``. ``expires_at``: not claimed
-        by then, the job never runs. ``timeout_seconds``: how long a run may take.
+        by then, the job never runs. ``timeout_seconds``: how long a run may take. ``depends_on``: job ids it
+        waits for; ``run_when``: "completed" (default) or "finished".
         """
         body = _without_none(type=type, payload=payload or {}, priority=priority, max_retries=max_retries,
                              idempotency_key=idempotency_key, run_at=_time(run_at), concurrency_key=concurrency_key,
                              unique_for=unique_for, unique_key=unique_key, expires_at=_time(expires_at),
-                             timeout_seconds=timeout_seconds)
+                             timeout_seconds=timeout_seconds, depends_on=depends_on, run_when=run_when)
         return self.request("POST", "/jobs", body)[1]
 
     def enqueue_batch(self, jobs: list[dict]) -> list[dict]:
-        """Enqueue up to 500 jobs (dicts with the enqueue fields, ``concurrency_key`` too) all-or-nothing; returns
-        them in order."""
+        """Enqueue up to 500 jobs (dicts with the enqueue fields; a workflow, with ref and depends_on, up to 1,000)
+        all-or-nothing; returns them in order."""
         body = {"jobs": [_without_none(**dict(job, run_at=_time(job.get("run_at")),
                                               expires_at=_time(job.get("expires_at")))) for job in jobs]}
         return self.request("POST", "/jobs/batch", body)[1]["jobs"]
@@ -122,6 +128,22 @@ class Client:
     def get_job(self, job_id: int) -> dict:
         """One job as the server shows it to this key."""
         return self.request("GET", f"/jobs/{job_id}")[1]
+
+    def wait(self, job_id: int, timeout: float) -> dict:
+        """The job once it is final (completed, failed, cancelled), or as it is after ``timeout`` seconds.
+
+        Long-polls ``GET /jobs/{id}?wait=S`` (S at most 30 a request), so the answer comes as soon as the job
+        ends, without polling.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self.get_job(job_id)
+            wait = min(remaining, MAX_RESULT_WAIT)
+            job = self.request("GET", f"/jobs/{job_id}?wait={wait:.3f}", timeout=self.timeout + wait)[1]
+            if job.get("status") in FINAL_STATUSES:
+                return job
 
     # --- workers ----------------------------------------------------------------------------
 
@@ -138,9 +160,10 @@ class Client:
             raise ServerUnavailable(f"POST /jobs/claim: unexpected answer (HTTP {status}); is {self.url} queuelog?")
         return jobs
 
-    def heartbeat(self, job_id: int, claim_token: str, lease_seconds: int | None = None) -> dict:
-        """Extend the lease on a held job."""
-        body = _without_none(claim_token=claim_token, lease_seconds=lease_seconds)
+    def heartbeat(self, job_id: int, claim_token: str, lease_seconds: int | None = None,
+                  progress: dict | None = None) -> dict:
+        """Extend the lease on a held job, with a progress report (any JSON object up to 4 KiB) when given."""
+        body = _without_none(claim_token=claim_token, lease_seconds=lease_seconds, progress=progress)
         return self.request("POST", f"/jobs/{job_id}/heartbeat", body)[1]
 
     def complete(self, job_id: int, claim_token: str, result: dict | None = None) -> dict:

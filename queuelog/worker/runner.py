@@ -14,6 +14,7 @@ Threads, and who moves a held job along:
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import random
@@ -37,7 +38,7 @@ HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for release
 #: fails the run as timed out instead: either way the run ends as a timed-out attempt.
 TIMEOUT_MARGIN_SECONDS = 1.0
 
-Handler = Callable[[dict], "dict | None"]
+Handler = Callable[..., "dict | None"]
 
 
 class PermanentError(Exception):
@@ -51,7 +52,13 @@ class Worker:
         self.handlers: dict[str, Handler] = {}
 
     def handler(self, job_type: str) -> Callable[[Handler], Handler]:
-        """Decorator: ``fn(payload) -> dict | None`` handles jobs of ``job_type``; its return is the result."""
+        """Decorator: ``fn(payload) -> dict | None`` handles jobs of ``job_type``; its return is the result.
+
+        A handler that declares a second parameter, ``fn(payload, parents)``, gets the job's parents (a
+        workflow's fan-in: ``[{"id", "type", "status", "result"}, ...]``, [] for a job without any). One that
+        declares a ``progress`` parameter gets a function to report progress with, ``progress({"percent":
+        40})``: any JSON object up to 4 KiB, sent with a heartbeat at once and shown on the job.
+        """
         if not JOB_TYPE.fullmatch(job_type):
             raise ValueError(f"{job_type!r} is not a valid job type name")
         if job_type in self.handlers:
@@ -249,7 +256,7 @@ class _Runner:
         now = time.monotonic()
         timeout = _timeout_of(job)
         held = Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
-                    beat_every=beat_every, next_beat=now + beat_every,
+                    beat_every=beat_every, next_beat=now + beat_every, parents=job.get("parents"),
                     deadline=None if timeout is None else now + timeout - min(TIMEOUT_MARGIN_SECONDS, timeout / 4))
         with self.cond:
             self.held[held.id] = held
@@ -264,7 +271,7 @@ class _Runner:
         try:
             if handler is None:
                 raise PermanentError(f"this worker has no handler for job type {held.type!r}")
-            result = handler(held.payload)
+            result = _call(handler, held, lambda report: self._report(held, report))
             if result is not None and not isinstance(result, dict):
                 raise TypeError(f"the handler returned {type(result).__name__}; return a dict or None")
             # Checked here, where a bad result can still fail the job, not in the acker.
@@ -301,6 +308,14 @@ class _Runner:
                 self.acker.put(Outcome(held, ok=False, error=error, retryable=True))
             if late:
                 self.cond.notify_all()
+    def _report(self, held: Held, report: dict) -> None:
+        """A handler's progress report: sent with a heartbeat right away (the latest one wins)."""
+        if not isinstance(report, dict):
+            raise TypeError(f"progress must be a dict, not {type(report).__name__}")
+        with self.cond:
+            held.progress = dict(report)
+            held.next_beat = time.monotonic()
+            self.cond.notify_all()
 
     # --- heartbeats -------------------------------------------------------------------------
 
@@ -322,8 +337,10 @@ class _Runner:
                     self.cond.wait(min(delay, 1.0))
 
     def _beat(self, held: Held) -> None:
+        with self.cond:
+            progress, held.progress = held.progress, None
         try:
-            self.client.heartbeat(held.id, held.token, self.lease_seconds)
+            self.client.heartbeat(held.id, held.token, self.lease_seconds, progress)
             held.next_beat = time.monotonic() + held.beat_every
         except ApiError as exc:
             with self.cond:
@@ -339,6 +356,28 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 - network, 5xx or a strange answer: try again soon
             log.warning("job %d: heartbeat failed (%s); retrying", held.id, exc)
             held.next_beat = time.monotonic() + min(held.beat_every, 1.0)
+            with self.cond:
+                if held.progress is None:
+                    held.progress = progress   # not lost: it goes with the next try
+
+
+def _call(handler: Handler, held: Held, report: Callable[[dict], None]):
+    """Run ``handler`` with what it declares: the payload; the parents as a second parameter; ``progress``."""
+    wants_parents, wants_progress = _wants(handler)
+    args = (held.payload, held.parents or []) if wants_parents else (held.payload,)
+    return handler(*args, progress=report) if wants_progress else handler(*args)
+
+
+def _wants(handler: Handler) -> tuple[bool, bool]:
+    """Does ``handler`` declare a second positional parameter (the parents), and one named progress?"""
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):   # a builtin or a C callable: the payload only
+        return False, False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                  and p.name != "progress"]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    return len(positional) >= 2 or (varargs and len(positional) == 1), any(p.name == "progress" for p in parameters)
 
 
 def _timeout_of(job: dict) -> float | None:

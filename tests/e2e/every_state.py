@@ -92,7 +92,9 @@ def seed_every_state() -> dict[str, int]:
     row = claimed("quarantined")
     _expire_lease(row.id, stall_count=MAX_STALLS - 1)
     queue.reap()
-    claimed("running", priority=int(Priority.CRITICAL))
+    row = claimed("running", priority=int(Priority.CRITICAL))
+    queue.heartbeat(worker, row.id, row.claim_token,
+                    progress={"percent": 40, "stage": "rendering", "frames": {"done": 4, "of": 10}})
     row = claimed("stalled", priority=int(Priority.HIGH))
     _expire_lease(row.id)
     queue.cancel(new("cancelled"), "key:storefront")
@@ -100,6 +102,8 @@ def seed_every_state() -> dict[str, int]:
     row = claimed("requeued")
     queue.fail(worker, row.id, row.claim_token, "ConnectionResetError: try again", retryable=True)
     new("pending", priority=int(Priority.LOW), concurrency_key="tenant-42")
+    # A workflow's child: it waits for the running job, after the completed one.
+    new("waiting", depends_on=(seeded["completed"], seeded["running"]))
     # Schedules: one ticking at 03:00 Berlin time with a job it enqueued, one paused.
     schedules.create_schedule({"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high"}})

@@ -16,10 +16,11 @@ from tests.support.server import REPO_ROOT
 AXE_SCRIPT = REPO_ROOT / "tests" / "clients" / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
 JOB_STATES = ["pending", "scheduled", "running", "stalled", "completed", "not-retryable", "retries-spent",
-              "timed-out", "quarantined", "requeued", "cancelled"]
+              "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
 PAGES = {
     "dashboard": "/admin",
     "jobs": "/admin/jobs",
+    "waiting jobs": "/admin/jobs?status=waiting",
     "failed jobs": "/admin/jobs?status=failed",
     "scheduled": "/admin/scheduled",
     "workers": "/admin/workers",
