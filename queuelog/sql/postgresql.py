@@ -45,7 +45,7 @@ LEAVE_PARTS = {
     "spends_retry": "retry_count = retry_count + 1",
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = %(run_at)s",
-    "error": "error = %(error)s",
+    "error": "error = %(error)s, error_group = %(error_group)s",
     "completes": "result = %(result)s, completed_at = %(now)s",
 }
 

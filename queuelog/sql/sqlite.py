@@ -45,7 +45,7 @@ LEAVE_PARTS = {
     "spends_retry": "retry_count = retry_count + 1",
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = :run_at",
-    "error": "error = :error",
+    "error": "error = :error, error_group = :error_group",
     "completes": "result = :result, completed_at = :now",
 }
 

@@ -5,8 +5,10 @@ from flask_wtf import FlaskForm
 from wtforms import Form, HiddenField, PasswordField, SelectField, SelectMultipleField, StringField, SubmitField
 from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
 
+from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS
+from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
 from ..states import STATUS_NAMES
 
 try:
@@ -44,10 +46,42 @@ class JobFilterForm(Form):
                          filters=[lambda v: v.strip() if v else v])
     q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
                     filters=[lambda v: v.strip() if v else v])
+    error = StringField("Error contains", validators=[Optional(), Length(max=200)],
+                        filters=[lambda v: v.strip() if v else v])
+    path = StringField("Payload path", validators=[Optional(), Length(max=MAX_PATH_CHARS)],
+                       filters=[lambda v: v.strip() if v else v])
+    value = StringField("equals", validators=[Optional(), Length(max=500)])
+    # An error group of the Top errors page (its normalised error); set by that page's links.
+    group = StringField("Error group", validators=[Optional(), Length(max=ERROR_GROUP_CHARS)])
+
+    NAMES = ("status", "type", "priority", "worker", "q", "error", "path", "value", "group")
+
+    payload_match: PayloadMatch | None = None
+
+    def validate(self, extra_validators=None) -> bool:
+        """The fields, then the payload filter as a whole: a path that parses and a value to compare with."""
+        valid = super().validate(extra_validators)
+        path, value = self.path.data, self.value.data
+        if not path and not value:
+            return valid
+        if not path:
+            self.path.errors = [*self.path.errors, "give the path the value is compared at, e.g. customer_id"]
+            return False
+        if not value:
+            self.value.errors = [*self.value.errors, "give the value to compare with, e.g. 42, \"abc\" or null"]
+            return False
+        for field, parse in ((self.path, parse_path), (self.value, parse_value)):
+            try:
+                parse(field.data)
+            except ValueError as error:
+                field.errors = [*field.errors, str(error)]
+                return False
+        self.payload_match = PayloadMatch.parse(path, value)
+        return valid
 
     def query_args(self) -> dict[str, str]:
         """The filters that are set, as query-string arguments (to keep them across links and redirects)."""
-        return {name: self[name].data for name in ("status", "type", "priority", "worker", "q") if self[name].data}
+        return {name: self[name].data for name in self.NAMES if self[name].data}
 
 
 class BulkRetryForm(FlaskForm):

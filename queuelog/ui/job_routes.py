@@ -29,7 +29,8 @@ def _search_from(form: JobFilterForm) -> JobSearch:
     return JobSearch(
         status=data["status"] or None, type=data["type"] or None,
         priority=int(Priority.from_label(data["priority"])) if data["priority"] else None,
-        worker=data["worker"] or None, q=data["q"] or None,
+        worker=data["worker"] or None, q=data["q"] or None, error=data["error"] or None,
+        payload=form.payload_match, group=data["group"] or None,
     )
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Row, func, select
 from ..database.transactions import read_connection
 from ..errors import JobNotFound
 from ..models import ApiKey, Job, JobEvent
+from ..payload_match import PayloadMatch
 from ..queries import decode_cursor, encode_cursor
 from ..states import RETRYABLE, JobStatus, names
 
@@ -21,23 +22,32 @@ RETRYABLE_NAMES = names(RETRYABLE)
 
 @dataclass(frozen=True)
 class JobSearch:
-    """What the operator asked for: exact filters, and an id or idempotency key to look up."""
+    """What the operator asked for: exact filters, an id or idempotency key to look up, text in the last
+    error, a value in the payload, an error group (of the Top errors page)."""
 
     status: str | None = None
     type: str | None = None
     priority: int | None = None
     worker: str | None = None
     q: str | None = None
+    error: str | None = None
+    payload: PayloadMatch | None = None
+    group: str | None = None
 
     def conditions(self, conn) -> list:
         """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
         where = []
         for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
-                              ("worker_id", self.worker)):
+                              ("worker_id", self.worker), ("error_group", self.group)):
             if value is not None:
                 where.append(jobs.c[column] == value)
         if self.q:
             where.append(jobs.c.id.in_(_ids_for(conn, self.q)))
+        if self.error:
+            # Case-insensitive on both databases (lower() LIKE lower()); % and _ in the text match themselves.
+            where.append(jobs.c.error.icontains(self.error, autoescape=True))
+        if self.payload is not None:
+            where.append(self.payload.condition(conn.dialect.name))
         return where
 
     def retry_statuses(self) -> tuple[str, ...]:
