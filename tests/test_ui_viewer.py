@@ -183,13 +183,15 @@ def test_the_action_routes_are_the_ones_the_pages_offer(app):
     # A floor, not the whole list: a route added later is refused to viewers by the same guard.
     assert {rule.endpoint for rule in _action_routes(app)} >= {
         "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job",
-        "ui.create_api_key", "ui.revoke_api_key"}
+        "ui.create_api_key", "ui.revoke_api_key", "ui.bulk_jobs"}
 
 
 def _form_for(endpoint: str, jobs: dict) -> dict:
     """What the page's own form would send to ``endpoint``, so only the role decides the answer."""
     return {
         "ui.retry_jobs": {"scope": "selected", "job_id": [jobs["failed"]]},
+        "ui.bulk_jobs": {"do": "delete-selected", "job_id": [jobs["failed"]], "confirmed": "yes"},
+        "ui.revoke_api_key": {"confirmed": "yes"},
         "ui.create_api_key": {"name": "sneaky", "role": "admin", "max_priority": "", "types": ""},
     }.get(endpoint, {})
 

@@ -10,7 +10,7 @@ Views, CLI commands and pages call these functions; none of them writes ``status
 
 - ``enqueueing.py``: enqueue, with idempotency keys;
 - ``operations.py``: the claim; the holding worker's complete, fail, heartbeat and release; the server's
-  give-back of a claim nobody received; cancel; an admin's retry; the reaper;
+  give-back of a claim nobody received; cancel; an admin's retry, bulk cancel and delete; the reaper;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
 """
 from .enqueueing import Enqueued, NewJob, enqueue
@@ -20,9 +20,11 @@ from .operations import (
                          ReapReport,
                          backoff_delay,
                          cancel,
+                         cancel_many,
                          claim,
                          complete,
                          complete_many,
+                         delete_many,
                          fail,
                          give_back_unanswered,
                          heartbeat,
@@ -32,6 +34,6 @@ from .operations import (
                          retry_many,
 )
 
-__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel", "claim",
-           "complete", "complete_many", "enqueue", "fail", "give_back_unanswered", "heartbeat", "reap", "release",
-           "retry", "retry_many"]
+__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
+           "cancel_many", "claim", "complete", "complete_many", "delete_many", "enqueue", "fail",
+           "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many"]

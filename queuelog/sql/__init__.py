@@ -31,9 +31,9 @@ from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJo
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "QuotaState", "Refusal", "cancel",
-           "claim", "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals", "insert_jobs", "job",
-           "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn",
-           "record_claims", "retry", "something_due", "stalled", "take_back"]
+           "cancel_many", "claim", "delete", "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals",
+           "insert_jobs", "job", "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record",
+           "quota_state", "quota_turn", "record_claims", "retry", "something_due", "stalled", "take_back"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -96,6 +96,17 @@ def cancel(conn: Connection, job_id: int, owner_key_id: int | None, now: datetim
 def retry(conn: Connection, ids: Sequence[int], from_status: str, now: datetime, log: Log) -> list[JobRow]:
     """RETRY: those of ``ids`` that are ``from_status`` (a retryable status), back to pending."""
     return run(conn, "RETRY", {"ids": ids, "from_status": from_status, "now": now}, log)
+
+
+def cancel_many(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """CANCEL_MANY: those of ``ids`` that are pending, marked cancelled."""
+    return run(conn, "CANCEL_MANY", {"ids": ids, "now": now}, log)
+
+
+def delete(conn: Connection, ids: Sequence[int]) -> list[JobRow]:
+    """DELETE_EVENTS then DELETE_JOBS: those of ``ids`` in a final status, gone with their events, as they were."""
+    rowcount(conn, "DELETE_EVENTS", {"ids": ids})
+    return run(conn, "DELETE_JOBS", {"ids": ids})
 
 
 def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:

@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, HELD, RETRYABLE, JobStatus
+from ..states import BY_ACTION, DELETABLE, HELD, RETRYABLE, JobStatus
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -242,6 +242,17 @@ UPDATE jobs
        run_at = %(now)s, updated_at = %(now)s
  WHERE id = ANY(%(ids)s) AND {status_in(RETRYABLE)} AND status = %(from_status)s
 RETURNING {JOB_LIST}"""
+
+#: An admin's bulk cancel: those of the ids that are pending, marked cancelled (CANCEL for one job).
+CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
+               f" WHERE id = ANY(%(ids)s) AND {status_in(_CANCEL.from_statuses)} RETURNING {JOB_LIST}")
+
+#: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
+#: foreign key), then the jobs, each re-checked. A running or pending job is never deleted. FOR UPDATE: the
+#: jobs stay locked until the transaction ends, so none is retried between the two (its events gone, itself kept).
+DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
+                 f" (SELECT id FROM jobs WHERE id = ANY(%(ids)s) AND {status_in(DELETABLE)} FOR UPDATE)")
+DELETE_JOBS = f"DELETE FROM jobs WHERE id = ANY(%(ids)s) AND {status_in(DELETABLE)} RETURNING {JOB_LIST}"
 
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
 LOGGED = ("WITH changed AS ({statement}), "

@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, HELD, RETRYABLE, JobStatus
+from ..states import BY_ACTION, DELETABLE, HELD, RETRYABLE, JobStatus
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -227,6 +227,17 @@ UPDATE jobs
        run_at = :now, updated_at = :now
  WHERE id IN (:ids) AND {status_in(RETRYABLE)} AND status = :from_status
 RETURNING {JOB_LIST}"""
+
+#: An admin's bulk cancel: those of the ids that are pending, marked cancelled (CANCEL for one job).
+CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
+               f" WHERE id IN (:ids) AND {status_in(_CANCEL.from_statuses)} RETURNING {JOB_LIST}")
+
+#: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
+#: foreign key), then the jobs, each re-checked. A running or pending job is never deleted. The transaction
+#: holds the write lock, so no job changes between the two.
+DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
+                 f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)})")
+DELETE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} RETURNING {JOB_LIST}"
 
 #: The event row of each job a write returned, sent right after it (executemany).
 LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"

@@ -7,4 +7,4 @@ from flask import Blueprint
 bp = Blueprint("ui", __name__)
 
 # Imported for their side effect of registering views, hooks and filters on ``bp``.
-from . import auth, helpers, job_routes, key_routes, routes, security  # noqa: E402,F401
+from . import auth, bulk_routes, helpers, job_routes, key_routes, routes, security  # noqa: E402,F401

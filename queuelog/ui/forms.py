@@ -2,8 +2,17 @@
 from __future__ import annotations
 
 from flask_wtf import FlaskForm
-from wtforms import Form, HiddenField, PasswordField, SelectField, SelectMultipleField, StringField, SubmitField
-from wtforms.validators import AnyOf, InputRequired, Length, Optional, Regexp
+from wtforms import (
+    Form,
+    HiddenField,
+    IntegerField,
+    PasswordField,
+    SelectField,
+    SelectMultipleField,
+    StringField,
+    SubmitField,
+)
+from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp
 
 from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
@@ -89,6 +98,29 @@ class BulkRetryForm(FlaskForm):
 
     job_id = SelectMultipleField(coerce=int, validate_choice=False)
     scope = StringField(validators=[InputRequired(), AnyOf(["selected", "matching"])])
+
+
+BULK_ACTIONS = [f"{action}-{scope}" for action in ("retry", "cancel", "delete") for scope in ("selected", "matching")]
+
+
+class BulkActionForm(FlaskForm):
+    """Retry, cancel or delete the ticked jobs or all matching the filters (sent along as hidden fields).
+
+    Without ``confirmed`` the answer is a page that names the count and asks; its button sends the same
+    fields with ``confirmed=yes``, and ``up_to``, the newest job id when it asked, so that jobs arriving
+    after the question are not swept in.
+    """
+
+    job_id = SelectMultipleField(coerce=int, validate_choice=False)
+    do = StringField(validators=[InputRequired(), AnyOf(BULK_ACTIONS)])
+    up_to = IntegerField(validators=[Optional(), NumberRange(min=0, max=2**63 - 1)])
+    confirmed = HiddenField()
+
+
+class ConfirmForm(FlaskForm):
+    """An action that asks first: ``confirmed=yes`` comes from the confirmation page (or the script's confirm())."""
+
+    confirmed = HiddenField()
 
 
 class KeyCreateForm(FlaskForm):

@@ -95,18 +95,38 @@ def find_jobs(search: JobSearch, limit: int, cursor: str | None) -> tuple[list[R
 
 def count_retryable(search: JobSearch, cap: int) -> int:
     """How many matching jobs "retry all matching" would take, counting no further than ``cap``."""
-    statuses = search.retry_statuses()
-    if not statuses:
-        return 0
-    with read_connection() as conn:
-        inner = (select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
-                 .limit(cap).subquery())
-        return conn.execute(select(func.count()).select_from(inner)).scalar_one()
+    return count_matching(search, search.retry_statuses(), cap)
 
 
 def retryable_batch(search: JobSearch, after_id: int, up_to_id: int, size: int) -> list[int]:
     """The next ``size`` ids of matching retryable jobs with ``after_id < id <= up_to_id``, ascending."""
-    statuses = search.retry_statuses()
+    return matching_batch(search, search.retry_statuses(), after_id, up_to_id, size)
+
+
+def count_matching(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_id: int | None = None) -> int:
+    """How many matching jobs in ``statuses`` (with ``id <= up_to_id``) there are, counting no further than ``cap``."""
+    if not statuses:
+        return 0
+    with read_connection() as conn:
+        inner = select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
+        if up_to_id is not None:
+            inner = inner.where(jobs.c.id <= up_to_id)
+        return conn.execute(select(func.count()).select_from(inner.limit(cap).subquery())).scalar_one()
+
+
+def count_others(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_id: int) -> dict[str, int]:
+    """Matching jobs *not* in ``statuses`` (a bulk action leaves them), by status; ``cap`` of them at most."""
+    with read_connection() as conn:
+        others = [jobs.c.status.not_in(statuses)] if statuses else []
+        inner = (select(jobs.c.status).where(*search.conditions(conn), jobs.c.id <= up_to_id, *others)
+                 .limit(cap).subquery())
+        rows = conn.execute(select(inner.c.status, func.count()).group_by(inner.c.status)).all()
+    return {status: count for status, count in rows}
+
+
+def matching_batch(search: JobSearch, statuses: tuple[str, ...], after_id: int, up_to_id: int,
+                   size: int) -> list[int]:
+    """The next ``size`` ids of matching jobs in ``statuses`` with ``after_id < id <= up_to_id``, ascending."""
     if not statuses:
         return []
     with read_connection() as conn:
@@ -116,6 +136,14 @@ def retryable_batch(search: JobSearch, after_id: int, up_to_id: int, size: int) 
                    jobs.c.id > after_id, jobs.c.id <= up_to_id)
             .order_by(jobs.c.id).limit(size)
         ).scalars().all()
+
+
+def statuses_of(job_ids: list[int]) -> dict[int, str]:
+    """The status of each of ``job_ids`` that exists, now."""
+    if not job_ids:
+        return {}
+    with read_connection() as conn:
+        return dict(conn.execute(select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids))).all())
 
 
 def newest_job_id() -> int:
