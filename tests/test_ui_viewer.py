@@ -127,7 +127,7 @@ def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys"])
+                                  "/admin/keys", "/admin/errors"])
 def test_every_page_opens_for_a_viewer(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     response = viewer.get(page)
@@ -143,13 +143,14 @@ def test_a_job_page_opens_for_a_viewer_in_every_state(viewer, jobs_in_every_stat
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1"])
+                                  "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/errors",
+                                  "/admin/errors?partial=1"])
 def test_a_viewers_pages_carry_no_action(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     body = text_of(viewer.get(page))
     assert not ACTION_FORM.search(body), ACTION_FORM.search(body).group(0)
     for control in ('type="checkbox"', "Reap now", "Retry selected", "Retry all", "Revoke", "Create a key",
-                    'form="bulk-retry"'):
+                    'form="bulk-retry"', "Cancel all", "Delete", "Cancel selected"):
         assert control not in body, control
 
 
