@@ -21,6 +21,9 @@ PAGES = {
     "dashboard": "/admin",
     "jobs": "/admin/jobs",
     "failed jobs": "/admin/jobs?status=failed",
+    "jobs searched by error and payload": "/admin/jobs?error=smtp&path=to&value=%22x%40example.org%22",
+    "jobs with a bad payload path": "/admin/jobs?path=a..b&value=1",
+    "top errors": "/admin/errors",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
     "missing job (error page)": "/admin/jobs/999999999",
@@ -145,7 +148,21 @@ def test_axe_finds_nothing_on_the_messages_an_action_leaves(every_state, admin_s
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys"])
+def test_axe_finds_nothing_on_the_confirmation_pages(every_state, admin_state, open_tab, scheme):
+    # Asked, never confirmed: the module's jobs and keys stay as they are for the other tests.
+    tab = open_tab(scheme, admin_state)
+    tab.goto(every_state.url + "/admin/errors")
+    tab.locator("button:has-text('Retry all in this group')").first.click()
+    assert tab.locator("h1").inner_text().startswith("Retry ")
+    assert_no_violations(tab, f"the confirmation of a group's retry, {scheme}")
+    tab.goto(every_state.url + "/admin/jobs")
+    tab.click("button:has-text('Delete all matching')")
+    assert tab.locator("h1").inner_text().startswith("Delete ")
+    assert_no_violations(tab, f"the confirmation of a bulk delete, {scheme}")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys", "top errors"])
 def test_axe_finds_nothing_on_a_viewers_page(every_state, viewer_state, open_tab, name, scheme):
     tab = open_tab(scheme, viewer_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
@@ -179,7 +196,7 @@ FOCUS_RING = """() => {
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers"])
+@pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers", "top errors"])
 def test_every_control_tab_reaches_shows_a_focus_ring(every_state, admin_state, open_tab, name, scheme):
     tab = open_tab(scheme, admin_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
