@@ -5,13 +5,13 @@ The line: the first non-blank line of the error, but for a Python traceback (who
 ``Traceback (most recent call last):``) its last non-blank line, the exception. The rules, in this order:
 
 1. UUIDs (``123e4567-e89b-12d3-a456-426614174000``) → ``<uuid>``
-2. e-mail addresses → ``<email>``
+2. e-mail addresses, with the angle brackets around them if any (``<bob@example.com>``) → ``<email>``
 3. IPv4 addresses, with a port if any (``10.0.0.7:5432``) → ``<ip>``
 4. hex numbers: ``0x`` followed by hex digits, or 8 or more hex digits holding a digit and a letter
    (``deadbeef01``, a git sha) → ``<hex>``
 5. quoted values, in single, double or back quotes (``'customer_42'``, ``"abc"``) → ``<str>``
-6. numbers, whole or decimal, not glued to a letter before them (``30`` in ``30s``, ``-2.5``; not the
-   ``8`` of ``utf8`` nor the ``2`` of ``HTTP2``) → ``<n>``
+6. numbers, whole, decimal or dotted, not glued to a letter before them (``30`` in ``30s``, ``-2.5``,
+   ``5.1.1``; not the ``8`` of ``utf8`` nor the ``2`` of ``HTTP2``) → ``<n>``
 7. runs of spaces become one space; the result is cut to ERROR_GROUP_CHARS characters.
 
 A job with no error text is in the group ``(no error message)``. The group is worked out once, when a
@@ -28,11 +28,11 @@ _TRACEBACK = "Traceback (most recent call last)"
 
 _RULES = (
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
-    (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
+    (re.compile(r"<[\w.+-]+@[\w-]+(?:\.[\w-]+)+>|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), "<ip>"),
     (re.compile(r"\b0[xX][0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
     (re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`"), "<str>"),
-    (re.compile(r"(?<![A-Za-z_<])-?\d+(?:\.\d+)?"), "<n>"),
+    (re.compile(r"(?<![A-Za-z0-9_<])-?\d+(?:\.\d+)*"), "<n>"),
     (re.compile(r"\s+"), " "),
 )
 

@@ -141,14 +141,16 @@ class Job(db.Model):
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
         # The Top errors page: failed jobs grouped by error_group, with the types and times of each group,
-        # read from this index alone; a group's pending jobs (cancel all) are one seek. Partial: jobs that
-        # never failed (most of them) are not in it.
+        # read from this index alone; a group's jobs (its link, retry all, cancel all) are one seek, and id
+        # last lets PostgreSQL count and list them without the table. Partial: jobs that never failed (most
+        # of them) are not in it.
         Index(
             "ix_jobs_error_groups",
             "status",
             "error_group",
             "type",
             "updated_at",
+            "id",
             sqlite_where=text("error_group IS NOT NULL"),
             postgresql_where=text("error_group IS NOT NULL"),
         ),

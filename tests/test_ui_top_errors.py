@@ -31,8 +31,11 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
     ("segfault at 0x7fff12ab in worker", "segfault at <hex> in worker"),
     ("commit deadbeef01 is missing", "commit <hex> is missing"),
     ("mail to bob@example.com bounced", "mail to <email> bounced"),
+    ("SMTPRecipientsRefused: 550 5.1.1 <bob@example.com>: rejected",
+     "SMTPRecipientsRefused: <n> <n> <email>: rejected"),
     ("balance -2.50 below zero", "balance <n> below zero"),
     ("utf8 codec over HTTP2 failed", "utf8 codec over HTTP2 failed"),   # digits glued to a word stay
+    ("Error10 in step abc123", "Error10 in step abc123"),
     ("deadline   exceeded\tnow", "deadline exceeded now"),
     ("first line 1\nsecond line 2", "first line <n>"),
     ("\n\n  card declined 402  \n", "card declined <n>"),

@@ -59,7 +59,7 @@ class JobFilterForm(Form):
                         filters=[lambda v: v.strip() if v else v])
     path = StringField("Payload path", validators=[Optional(), Length(max=MAX_PATH_CHARS)],
                        filters=[lambda v: v.strip() if v else v])
-    value = StringField("equals", validators=[Optional(), Length(max=500)])
+    value = StringField("Payload value", validators=[Optional(), Length(max=500)])
     # An error group of the Top errors page (its normalised error); set by that page's links.
     group = StringField("Error group", validators=[Optional(), Length(max=ERROR_GROUP_CHARS)])
 

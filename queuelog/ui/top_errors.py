@@ -5,10 +5,10 @@ stored values in index order and never reads an error's text; see README "Admin 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import distinct, func, select
+from sqlalchemy import func, select
 
 from ..database.transactions import read_connection
 from ..models import Job
@@ -32,40 +32,45 @@ class ErrorGroup:
     waiting: int   # pending jobs whose last attempt failed with this cause (the ones "cancel all" stops)
 
 
-def _types_of(dialect: str):
-    """The distinct types of a group as one comma-separated text: each dialect names the aggregate its way."""
-    if dialect == "postgresql":
-        return func.string_agg(distinct(jobs.c.type), ",")
-    return func.group_concat(distinct(jobs.c.type))
+@dataclass
+class _Tally:
+    """One cause's figures, summed over its types."""
+
+    first: datetime
+    last: datetime
+    failed: int = 0
+    types: list[str] = field(default_factory=list)
+
+    def add(self, job_type: str, count: int, first: datetime, last: datetime) -> None:
+        self.failed += count
+        self.first, self.last = min(self.first, first), max(self.last, last)
+        self.types.append(job_type)
 
 
 def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
     """The ``limit`` causes with the most failed jobs, largest first."""
+    failed = JobStatus.FAILED.value
     with read_connection() as conn:
         # "error_group IS NOT NULL" is what makes SQLite take the partial index (it must say what the index says).
         has_group = jobs.c.error_group.is_not(None)
-        rows = conn.execute(
-            select(jobs.c.error_group, func.count().label("failed"), func.min(jobs.c.updated_at),
-                   func.max(jobs.c.updated_at), _types_of(conn.dialect.name))
-            .where(jobs.c.status == JobStatus.FAILED.value, has_group)
-            .group_by(jobs.c.error_group)
-            .order_by(func.count().desc(), jobs.c.error_group)
-            .limit(limit)
+        # One pass over the index, in its own order: counts and times per (cause, type), summed per cause
+        # below. Grouping by cause alone would need the types as a DISTINCT aggregate, which sorts every
+        # job of a cause again, or a second read.
+        parts = conn.execute(
+            select(jobs.c.error_group, jobs.c.type, func.count(), func.min(jobs.c.updated_at),
+                   func.max(jobs.c.updated_at))
+            .where(jobs.c.status == failed, has_group)
+            .group_by(jobs.c.error_group, jobs.c.type)
         ).all()
-        groups = [row[0] for row in rows]
+        causes: dict[str, _Tally] = {}
+        for group, job_type, count, first, last in parts:
+            causes.setdefault(group, _Tally(first=first, last=last)).add(job_type, count, first, last)
+        top = sorted(causes.items(), key=lambda item: (-item[1].failed, item[0]))[:limit]
+        groups = [group for group, _ in top]
         waiting = dict(conn.execute(
             select(jobs.c.error_group, func.count())
             .where(jobs.c.status == JobStatus.PENDING.value, has_group, jobs.c.error_group.in_(groups))
             .group_by(jobs.c.error_group)
         ).all()) if groups else {}
-    column = Job.__table__.c.updated_at.type
-    return [ErrorGroup(group, failed, _time(column, first), _time(column, last),
-                       tuple(sorted(set((types or "").split(",")) - {""})), waiting.get(group, 0))
-            for group, failed, first, last, types in rows]
-
-
-def _time(column_type, value):
-    """min()/max() of a time column: SQLite hands back the stored text, not the column's datetime."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return column_type.process_result_value(value, None)
+    return [ErrorGroup(group, tally.failed, tally.first, tally.last, tuple(sorted(tally.types)),
+                       waiting.get(group, 0)) for group, tally in top]

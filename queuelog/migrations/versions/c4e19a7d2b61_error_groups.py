@@ -1,7 +1,7 @@
 """error groups: each job's error cause (masked first line) stored and indexed, for the Top errors page
 
 jobs.error_group holds the error's group (queuelog/error_groups.py), written with the error whenever a
-failure is recorded; ix_jobs_error_groups (status, error_group, type, updated_at), partial on jobs with a
+failure is recorded; ix_jobs_error_groups (status, error_group, type, updated_at, id), partial on jobs with a
 group, lets the page group failed jobs without reading their errors. Jobs that already carry an error are
 given their group here, a batch of ids at a time.
 
@@ -29,7 +29,7 @@ def upgrade():
     # Plain ALTER TABLE, not a batch: on SQLite a batch would copy the jobs table.
     op.add_column('jobs', sa.Column('error_group', sa.String(length=200), nullable=True))
     _backfill(op.get_bind())
-    op.create_index('ix_jobs_error_groups', 'jobs', ['status', 'error_group', 'type', 'updated_at'], unique=False,
+    op.create_index('ix_jobs_error_groups', 'jobs', ['status', 'error_group', 'type', 'updated_at', 'id'], unique=False,
                     sqlite_where=HAS_GROUP, postgresql_where=HAS_GROUP)
 
 
