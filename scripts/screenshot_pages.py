@@ -31,7 +31,7 @@ def _pages(page, url: str) -> dict[str, str]:
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
     return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
-            "keys": "/admin/keys"}
+            "keys": "/admin/keys", "errors": "/admin/errors"}
 
 
 def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
