@@ -11,6 +11,7 @@ burst of SMTP failures twenty minutes ago — the kind of night the dashboard is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -227,6 +228,29 @@ def _gallery(page, url: str, folder: Path) -> None:
     page.screenshot(path=str(folder / "login.png"))
 
 
+@contextlib.contextmanager
+def seeded_server(also=None):
+    """A gunicorn serving the busy night ``seed`` writes, in a temporary directory (instance/ is never touched).
+
+    ``also``: a function that seeds more, called in the app's context after ``seed``.
+    """
+    from tests.support.server import running_server
+
+    with tempfile.TemporaryDirectory(prefix="queuelog-shot-") as tmp:
+        url = f"sqlite:///{tmp}/queuelog.db"
+        env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "screenshot-only",
+               "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES), "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
+               "QUEUELOG_UI_REFRESH_SECONDS": "30"}
+        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "screenshot-only", "JOB_TYPES": JOB_TYPES,
+                          "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
+        with app.app_context():
+            seed(app, random.Random(7))
+            if also is not None:
+                also()
+        with running_server(env, workers=2) as server:
+            yield server
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "dashboard.png"))
@@ -239,35 +263,25 @@ def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
     from tests.support.browser import launch_chromium
-    from tests.support.server import running_server
 
-    with tempfile.TemporaryDirectory(prefix="queuelog-shot-") as tmp:
-        url = f"sqlite:///{tmp}/queuelog.db"
-        env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "screenshot-only",
-               "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES), "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
-               "QUEUELOG_UI_REFRESH_SECONDS": "30"}
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "screenshot-only", "JOB_TYPES": JOB_TYPES,
-                          "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
-        with app.app_context():
-            seed(app, random.Random(7))
-        with running_server(env, workers=2) as server, sync_playwright() as playwright:
-            browser = launch_chromium(playwright)
-            try:
-                page = browser.new_page(viewport={"width": 1360, "height": 900}, device_scale_factor=1,
-                                        color_scheme="light" if args.light else "dark")
-                page.goto(server.url + "/admin/login?next=" + args.page)
-                page.fill("input[name=username]", ADMIN)
-                page.fill("input[name=password]", PASSWORD)
-                page.click("button[type=submit]")
-                page.wait_for_url(server.url + args.page)
-                page.goto(server.url + args.page)  # once more, without the "signed in" message
-                out = Path(args.out)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(out), full_page=True)
-                if args.gallery:
-                    _gallery(page, server.url, Path(args.gallery))
-            finally:
-                browser.close()
+    with seeded_server() as server, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 900}, device_scale_factor=1,
+                                    color_scheme="light" if args.light else "dark")
+            page.goto(server.url + "/admin/login?next=" + args.page)
+            page.fill("input[name=username]", ADMIN)
+            page.fill("input[name=password]", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(server.url + args.page)
+            page.goto(server.url + args.page)  # once more, without the "signed in" message
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(out), full_page=True)
+            if args.gallery:
+                _gallery(page, server.url, Path(args.gallery))
+        finally:
+            browser.close()
     print(f"saved {out} ({out.stat().st_size} bytes)")
     return 0
 

@@ -10,18 +10,16 @@ instance/), serves it with gunicorn and signs in with Chromium. Each page is sav
 from __future__ import annotations
 
 import argparse
-import random
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from screenshot_dashboard import ADMIN, JOB_TYPES, PASSWORD, seed  # noqa: E402
+from screenshot_dashboard import ADMIN, JOB_TYPES, PASSWORD, seeded_server  # noqa: E402
 
-from queuelog import create_app  # noqa: E402
+from queuelog.queue import flow  # noqa: E402
 
 WIDTHS = {390: 844, 1366: 900}  # a phone held upright, a common laptop
 
@@ -31,7 +29,15 @@ def _pages(page, url: str) -> dict[str, str]:
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
     return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
-            "keys": "/admin/keys", "errors": "/admin/errors"}
+            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}",
+            "errors": "/admin/errors"}
+
+
+def _seed_flow_control() -> None:
+    """A paused type and a limited one with a short history, for the Types pages."""
+    flow.update_type(JOB_TYPES[0], {"concurrency_limit": 8}, f"admin:{ADMIN}")
+    flow.update_type(JOB_TYPES[0], {"rate_limit": flow.RateLimit(120, 60), "key_concurrency_limit": 2}, "key:ops")
+    flow.update_type("sync-crm", {"paused": True}, f"admin:{ADMIN}")
 
 
 def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
@@ -71,19 +77,8 @@ def main(argv: list[str]) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from tests.support.server import running_server
-
-    with tempfile.TemporaryDirectory(prefix="queuelog-shots-") as tmp:
-        url = f"sqlite:///{tmp}/queuelog.db"
-        env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "screenshot-only",
-               "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES), "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
-               "QUEUELOG_UI_REFRESH_SECONDS": "30"}
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "screenshot-only", "JOB_TYPES": JOB_TYPES,
-                          "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
-        with app.app_context():
-            seed(app, random.Random(7))
-        with running_server(env, workers=2) as server, sync_playwright() as playwright:
-            saved = capture(server.url, Path(args.out), "light" if args.light else "dark", playwright)
+    with seeded_server(also=_seed_flow_control) as server, sync_playwright() as playwright:
+        saved = capture(server.url, Path(args.out), "light" if args.light else "dark", playwright)
     for path in saved:
         print(f"saved {path} ({path.stat().st_size} bytes)")
     return 0

@@ -39,6 +39,25 @@ def test_jobs_filter_by_status_type_priority_and_worker(signed_in, make_job):
         assert set(listed(signed_in.get(f"/admin/jobs?{query}"))) == {jobs[name] for name in wanted}, query
 
 
+def test_jobs_filter_by_concurrency_key(signed_in, make_job):
+    tenant = [make_job(concurrency_key="tenant-42"), make_job(status="failed", concurrency_key="tenant-42")]
+    make_job(concurrency_key="tenant-7")
+    make_job()
+    assert listed(signed_in.get("/admin/jobs?key=tenant-42")) == tenant[::-1]
+    assert listed(signed_in.get("/admin/jobs?key=tenant-42&status=failed")) == [tenant[1]]
+    assert 'name="key" placeholder="any key" size="14" type="text" value="tenant-42"' in text_of(
+        signed_in.get("/admin/jobs?key=tenant-42"))
+
+
+def test_retry_all_matching_a_concurrency_key_takes_only_its_failed_jobs(signed_in, make_job, read_job):
+    mine = make_job(status="failed", concurrency_key="tenant-42")
+    other = make_job(status="failed", concurrency_key="tenant-7")
+    response = post_form(signed_in, "/admin/jobs/retry", {"scope": "matching", "key": "tenant-42"},
+                         page="/admin/jobs?key=tenant-42")
+    assert response.headers["Location"] == "/admin/jobs?key=tenant-42"
+    assert (read_job(mine).status, read_job(other).status) == ("pending", "failed")
+
+
 def test_the_apis_worker_id_filter_name_works_too(signed_in, make_job):
     held = make_job(status="running", worker_id="worker-b")
     make_job(status="running", worker_id="worker-a")

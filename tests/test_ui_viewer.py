@@ -127,7 +127,7 @@ def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin/errors"])
+                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/errors"])
 def test_every_page_opens_for_a_viewer(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     response = viewer.get(page)
@@ -143,14 +143,15 @@ def test_a_job_page_opens_for_a_viewer_in_every_state(viewer, jobs_in_every_stat
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/errors",
-                                  "/admin/errors?partial=1"])
+                                  "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/types",
+                                  "/admin/types/email", "/admin/errors", "/admin/errors?partial=1"])
 def test_a_viewers_pages_carry_no_action(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     body = text_of(viewer.get(page))
     assert not ACTION_FORM.search(body), ACTION_FORM.search(body).group(0)
     for control in ('type="checkbox"', "Reap now", "Retry selected", "Retry all", "Revoke", "Create a key",
-                    'form="bulk-retry"', "Cancel all", "Delete", "Cancel selected"):
+                    'form="bulk-retry"', "Save limits", "Remove every limit", "Cancel all", "Delete",
+                    "Cancel selected"):
         assert control not in body, control
 
 
@@ -159,6 +160,17 @@ def test_a_viewers_job_page_offers_no_retry_cancel_or_give_back(viewer, jobs_in_
     body = text_of(viewer.get(f"/admin/jobs/{jobs_in_every_state[status]}"))
     assert not ACTION_FORM.search(body)
     assert not re.search(r'action="/admin/jobs/\d+/(retry|cancel|release)"', body)
+
+
+def test_a_viewer_sees_each_types_pause_limits_and_history_but_no_control(viewer, client, admin):
+    client.patch("/types/email", headers=admin, json={"paused": True, "concurrency_limit": 3})
+    listed = text_of(viewer.get("/admin/types"))
+    row = re.search(r'<tr data-type="email">(.*?)</tr>', listed, re.S).group(1)
+    assert ">paused<" in row and ">3<" in row and "<form" not in row and "<button" not in row
+    page = text_of(viewer.get("/admin/types/email"))
+    assert "View only: your account cannot change types." in page
+    assert "concurrency limit: none → 3" in page and "state: active → paused" in page
+    assert 'name="concurrency_limit"' not in page and not ACTION_FORM.search(page)
 
 
 def test_an_admins_pages_still_carry_the_actions(signed_in, jobs_in_every_state):
@@ -184,7 +196,8 @@ def test_the_action_routes_are_the_ones_the_pages_offer(app):
     # A floor, not the whole list: a route added later is refused to viewers by the same guard.
     assert {rule.endpoint for rule in _action_routes(app)} >= {
         "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job",
-        "ui.create_api_key", "ui.revoke_api_key", "ui.bulk_jobs"}
+        "ui.create_api_key", "ui.revoke_api_key", "ui.pause_type", "ui.resume_type", "ui.limit_type",
+        "ui.clear_type_limits", "ui.bulk_jobs"}
 
 
 def _form_for(endpoint: str, jobs: dict) -> dict:
@@ -194,13 +207,14 @@ def _form_for(endpoint: str, jobs: dict) -> dict:
         "ui.bulk_jobs": {"do": "delete-selected", "job_id": [jobs["failed"]], "confirmed": "yes"},
         "ui.revoke_api_key": {"confirmed": "yes"},
         "ui.create_api_key": {"name": "sneaky", "role": "admin", "max_priority": "", "types": ""},
+        "ui.limit_type": {"concurrency_limit": "1", "rate_jobs": "", "rate_seconds": "", "key_concurrency_limit": ""},
     }.get(endpoint, {})
 
 
 def test_every_action_a_viewer_sends_is_refused_with_403_even_with_a_valid_csrf_token(
         app, viewer, jobs_in_every_state, make_key, read_job):
     make_key("worker", "worker-b")
-    values = {"job_id": jobs_in_every_state["failed"], "name": "worker-b"}
+    values = {"job_id": jobs_in_every_state["failed"], "name": "worker-b", "job_type": "email"}
     before = {job_id: read_job(job_id) for job_id in jobs_in_every_state.values()}
     token = csrf_token(viewer, "/admin")
     for rule in _action_routes(app):
@@ -213,6 +227,7 @@ def test_every_action_a_viewer_sends_is_refused_with_403_even_with_a_valid_csrf_
     assert all(event.actor != f"admin:{VIEWER_NAME}" for job_id in before for event in events_of(job_id))
     keys_page = text_of(viewer.get("/admin/keys"))
     assert 'data-key="sneaky"' not in keys_page and "revoked" not in keys_page
+    assert "No change yet" in text_of(viewer.get("/admin/types/email"))  # no pause, no limit, no history
 
 
 def test_the_same_forms_from_an_admin_act(signed_in, jobs_in_every_state, read_job):

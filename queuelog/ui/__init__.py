@@ -1,4 +1,4 @@
-"""The admin web pages under /admin: sign-in, dashboard, jobs, top errors, workers, API keys.
+"""The admin web pages under /admin: sign-in, dashboard, jobs, top errors, job types, workers, API keys.
 
 Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
 """
@@ -7,4 +7,14 @@ from flask import Blueprint
 bp = Blueprint("ui", __name__)
 
 # Imported for their side effect of registering views, hooks and filters on ``bp``.
-from . import auth, bulk_routes, error_routes, helpers, job_routes, key_routes, routes, security  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    auth,
+    bulk_routes,
+    error_routes,
+    helpers,
+    job_routes,
+    key_routes,
+    routes,
+    security,
+    type_routes,
+)

@@ -1,6 +1,9 @@
 """The pages' forms. Every POST form is a FlaskForm, so it carries and checks a CSRF token."""
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from flask_wtf import FlaskForm
 from wtforms import (
     Form,
@@ -12,12 +15,14 @@ from wtforms import (
     StringField,
     SubmitField,
 )
-from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp
+from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp, ValidationError
 
+from ..api.schemas import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
 from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS
 from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
+from ..queue.flow import RateLimit
 from ..states import STATUS_NAMES
 
 try:
@@ -53,6 +58,8 @@ class JobFilterForm(Form):
     priority = SelectField("Priority", choices=PRIORITY_CHOICES, default="")
     worker = StringField("Worker", validators=[Optional(), Length(max=100)],
                          filters=[lambda v: v.strip() if v else v])
+    key = StringField("Concurrency key", validators=[Optional(), Length(max=200)],
+                      filters=[lambda v: v.strip() if v else v])
     q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
                     filters=[lambda v: v.strip() if v else v])
     error = StringField("Error contains", validators=[Optional(), Length(max=200)],
@@ -63,7 +70,7 @@ class JobFilterForm(Form):
     # An error group of the Top errors page (its normalised error); set by that page's links.
     group = StringField("Error group", validators=[Optional(), Length(max=ERROR_GROUP_CHARS)])
 
-    NAMES = ("status", "type", "priority", "worker", "q", "error", "path", "value", "group")
+    NAMES = ("status", "type", "priority", "worker", "key", "q", "error", "path", "value", "group")
 
     payload_match: PayloadMatch | None = None
 
@@ -139,3 +146,70 @@ class KeyCreateForm(FlaskForm):
     max_pending = StringField("Most jobs pending at once (producers; empty = no limit)",
                               validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 1000"})
     submit = SubmitField("Create key")
+
+
+class TypeLimitsForm(FlaskForm):
+    """A type's three limits, sent together; an empty field means no limit (the form shows the current ones)."""
+
+    concurrency_limit = StringField("Concurrency: most jobs of the type running at once (empty = no limit)",
+                                    validators=[Optional(), Length(max=30)],
+                                    render_kw={"inputmode": "numeric", "placeholder": "e.g. 3"})
+    rate_jobs = StringField("Rate: at most N claims (empty = no rate limit)", validators=[Optional(), Length(max=30)],
+                            render_kw={"inputmode": "numeric", "placeholder": "N, e.g. 20"})
+    rate_seconds = StringField("… in any window of S seconds (1 to 86,400)", validators=[Optional(), Length(max=30)],
+                               render_kw={"inputmode": "numeric", "placeholder": "S, e.g. 2"})
+    key_concurrency_limit = StringField("Per key: most running jobs per concurrency key (empty = no limit)",
+                                        validators=[Optional(), Length(max=30)],
+                                        render_kw={"inputmode": "numeric", "placeholder": "e.g. 1"})
+    submit = SubmitField("Save limits")
+
+    def validate_concurrency_limit(self, field):
+        _whole(field.data, MAX_FLOW_LIMIT, "must be a whole number of jobs from 1 to {high:,}, or empty for no limit")
+
+    def validate_key_concurrency_limit(self, field):
+        _whole(field.data, MAX_FLOW_LIMIT, "must be a whole number of jobs from 1 to {high:,}, or empty for no limit")
+
+    def validate_rate_jobs(self, field):
+        _whole(field.data, MAX_FLOW_LIMIT, "N must be a whole number of claims from 1 to {high:,}")
+
+    def validate_rate_seconds(self, field):
+        _whole(field.data, MAX_RATE_WINDOW_SECONDS, "S (seconds) must be a whole number from 1 to {high:,}")
+
+    def validate(self, extra_validators=None) -> bool:
+        """Each field alone, then the rate's two halves together: both or neither."""
+        valid = super().validate(extra_validators)
+        jobs, seconds = (self.rate_jobs.data or "").strip(), (self.rate_seconds.data or "").strip()
+        if jobs and not seconds and not self.rate_jobs.errors:
+            self.rate_seconds.errors = [*self.rate_seconds.errors, "give S too, or empty N for no rate limit"]
+            valid = False
+        if seconds and not jobs and not self.rate_seconds.errors:
+            self.rate_jobs.errors = [*self.rate_jobs.errors, "give N too, or empty S for no rate limit"]
+            valid = False
+        return valid
+
+    def wanted(self) -> dict[str, Any]:
+        """The three limits as ``flow.update_type`` takes them (call after ``validate``)."""
+        def number(field) -> int | None:
+            text = (field.data or "").strip()
+            return int(text) if text else None
+
+        jobs, seconds = number(self.rate_jobs), number(self.rate_seconds)
+        return {"concurrency_limit": number(self.concurrency_limit),
+                "rate_limit": RateLimit(jobs, seconds) if jobs is not None else None,
+                "key_concurrency_limit": number(self.key_concurrency_limit)}
+
+    def show(self, settings) -> None:
+        """Fill the fields with a type's current limits (what a GET of its page shows)."""
+        rate = settings.rate_limit
+        for field, value in ((self.concurrency_limit, settings.concurrency_limit),
+                             (self.rate_jobs, rate.jobs if rate else None),
+                             (self.rate_seconds, rate.per_seconds if rate else None),
+                             (self.key_concurrency_limit, settings.key_concurrency_limit)):
+            field.data = "" if value is None else str(value)
+
+
+def _whole(data: str | None, high: int, message: str) -> None:
+    """Refuse anything in a limit field but a whole number from 1 to ``high`` (empty passes: no limit)."""
+    text = (data or "").strip()
+    if text and not (re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= high):
+        raise ValidationError(message.format(high=high) + f", not {text!r}")

@@ -29,8 +29,8 @@ def search_from(form: JobFilterForm) -> JobSearch:
     return JobSearch(
         status=data["status"] or None, type=data["type"] or None,
         priority=int(Priority.from_label(data["priority"])) if data["priority"] else None,
-        worker=data["worker"] or None, q=data["q"] or None, error=data["error"] or None,
-        payload=form.payload_match, group=data["group"] or None,
+        worker=data["worker"] or None, concurrency_key=data["key"] or None, q=data["q"] or None,
+        error=data["error"] or None, payload=form.payload_match, group=data["group"] or None,
     )
 
 
@@ -43,7 +43,8 @@ def _page_size() -> int:
 
 @bp.get("/admin/jobs")
 def jobs():
-    """Jobs newest first, filtered by status, type, priority and worker, or looked up by id / idempotency key."""
+    """Jobs newest first, filtered by status, type, priority, worker and concurrency key, or looked up by id or
+    idempotency key."""
     args = request.args.copy()
     if "worker_id" in args and "worker" not in args:
         args["worker"] = args["worker_id"]  # the API's name for the same filter, so its links work here too

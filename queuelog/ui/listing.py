@@ -29,6 +29,7 @@ class JobSearch:
     type: str | None = None
     priority: int | None = None
     worker: str | None = None
+    concurrency_key: str | None = None
     q: str | None = None
     error: str | None = None
     payload: PayloadMatch | None = None
@@ -38,7 +39,8 @@ class JobSearch:
         """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
         where = []
         for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
-                              ("worker_id", self.worker), ("error_group", self.group)):
+                              ("worker_id", self.worker), ("concurrency_key", self.concurrency_key),
+                              ("error_group", self.group)):
             if value is not None:
                 where.append(jobs.c[column] == value)
         if self.q:

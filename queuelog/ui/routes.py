@@ -72,13 +72,14 @@ def logout():
 def dashboard():
     """What is stuck and what failed, at a glance: counts, stalled jobs, recent failures, the last hour."""
     now = utcnow()
-    counts = stats.job_counts()
+    paused = stats.paused_types() & set(current_app.config["JOB_TYPES"])
+    counts = stats.with_paused(stats.job_counts(), paused)
     stalled_count, stalled = stats.stalled_jobs(now)
     oldest = stats.oldest_pending(now)
     minutes = stats.throughput(now)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
-        counts=counts, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
+        counts=counts, paused=paused, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
         oldest_age=span(now - oldest.created_at) if oldest else None,
         failures=stats.recent_failures(), chart=build_chart(minutes),
         narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),

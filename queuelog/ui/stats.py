@@ -13,12 +13,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Row, and_, func, select
 
 from ..database.transactions import read_connection
-from ..models import ApiKey, Job, JobEvent, Role
+from ..models import ApiKey, Job, JobEvent, Role, TypeSettings
 from ..states import STATUS_NAMES, TRANSITIONS, JobStatus
 
 jobs = Job.__table__
 events = JobEvent.__table__
 keys_table = ApiKey.__table__
+type_settings = TypeSettings.__table__
 
 STATUSES = list(STATUS_NAMES)
 PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
@@ -54,6 +55,18 @@ def job_counts() -> Counts:
         by_status[status] = by_status.get(status, 0) + count
         by_type.setdefault(job_type, {s: 0 for s in STATUSES})[status] = count
     return Counts(by_status, dict(sorted(by_type.items())))
+
+
+def paused_types() -> set[str]:
+    """The job types whose claims are paused now (type_settings has a row only per changed type: small)."""
+    with read_connection() as conn:
+        return set(conn.execute(select(type_settings.c.type).where(type_settings.c.paused.is_(True))).scalars())
+
+
+def with_paused(counts: Counts, paused: set[str]) -> Counts:
+    """``counts`` with a row of zeros for each paused type that has no jobs, so the dashboard shows the pause."""
+    missing = {name: {s: 0 for s in STATUSES} for name in paused if name not in counts.by_type}
+    return Counts(counts.by_status, dict(sorted({**counts.by_type, **missing}.items())))
 
 
 def oldest_pending(now: datetime) -> Row | None:

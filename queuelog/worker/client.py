@@ -96,14 +96,18 @@ class Client:
 
     def enqueue(self, type: str, payload: dict | None = None, *, priority: str | None = None,
                 max_retries: int | None = None, idempotency_key: str | None = None,
-                run_at: datetime | str | None = None) -> dict:
-        """Enqueue one job; returns the job (an idempotent replay returns the original job)."""
+                run_at: datetime | str | None = None, concurrency_key: str | None = None) -> dict:
+        """Enqueue one job; returns the job (an idempotent replay returns the original job).
+
+        ``concurrency_key`` (e.g. a tenant): claims take turns across keys, and a type's per-key limit counts by it.
+        """
         body = _without_none(type=type, payload=payload or {}, priority=priority, max_retries=max_retries,
-                             idempotency_key=idempotency_key, run_at=_time(run_at))
+                             idempotency_key=idempotency_key, run_at=_time(run_at), concurrency_key=concurrency_key)
         return self.request("POST", "/jobs", body)[1]
 
     def enqueue_batch(self, jobs: list[dict]) -> list[dict]:
-        """Enqueue up to 500 jobs (dicts with the enqueue fields) all-or-nothing; returns them in order."""
+        """Enqueue up to 500 jobs (dicts with the enqueue fields, ``concurrency_key`` too) all-or-nothing; returns
+        them in order."""
         body = {"jobs": [_without_none(**dict(job, run_at=_time(job.get("run_at")))) for job in jobs]}
         return self.request("POST", "/jobs/batch", body)[1]["jobs"]
 

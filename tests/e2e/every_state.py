@@ -18,7 +18,7 @@ from queuelog.clock import utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
 from queuelog.models import Job, Priority, UserRole
-from queuelog.queue import NewJob
+from queuelog.queue import NewJob, flow
 from tests.conftest import _wipe_postgres as wipe_postgres
 from tests.conftest import app_config, test_db_kind
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, server_env
@@ -53,7 +53,8 @@ def _expire_lease(job_id: int, stall_count: int | None = None) -> None:
 
 
 def seed_every_state() -> dict[str, int]:
-    """Jobs in every state and every way of failing, keys of every role (one revoked), an admin and a viewer.
+    """Jobs in every state and every way of failing, keys of every role (one revoked), an admin and a viewer,
+    a paused type (report) and a type with every limit and a history of changes (email).
 
     Each job is enqueued and moved on before the next one is enqueued, so a claim always takes the job
     just enqueued. Returns the job ids by name.
@@ -98,7 +99,13 @@ def seed_every_state() -> dict[str, int]:
     new("scheduled", run_at=utcnow() + timedelta(hours=2))
     row = claimed("requeued")
     queue.fail(worker, row.id, row.claim_token, "ConnectionResetError: try again", retryable=True)
-    new("pending", priority=int(Priority.LOW))
+    new("pending", priority=int(Priority.LOW), concurrency_key="tenant-42")
+    # Flow control last: the claims above must not wait on it.
+    admin = f"admin:{ADMIN_NAME}"
+    flow.update_type("email", {"concurrency_limit": 3}, admin)
+    flow.update_type("email", {"concurrency_limit": 5, "rate_limit": flow.RateLimit(20, 2),
+                               "key_concurrency_limit": 2}, "key:ops-cli")
+    flow.update_type("report", {"paused": True}, admin)
     return seeded
 
 

@@ -26,6 +26,9 @@ PAGES = {
     "top errors": "/admin/errors",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
+    "types": "/admin/types",
+    "type with limits and history": "/admin/types/email",
+    "paused type": "/admin/types/report",
     "missing job (error page)": "/admin/jobs/999999999",
     **{f"job {state}": f"job:{state}" for state in JOB_STATES},
 }
@@ -162,7 +165,23 @@ def test_axe_finds_nothing_on_the_confirmation_pages(every_state, admin_state, o
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys", "top errors"])
+def test_axe_finds_nothing_on_a_refused_limits_form_and_a_types_message(every_state, admin_state, open_tab, scheme):
+    tab = open_tab(scheme, admin_state)
+    tab.goto(every_state.url + "/admin/types/noop")
+    tab.fill("#rate_jobs", "20")
+    tab.fill("#rate_seconds", "0")
+    tab.click("button:has-text('Save limits')")
+    assert tab.locator(".field-error").is_visible()
+    assert_no_violations(tab, f"a refused limits form, {scheme}")
+    tab.fill("#rate_seconds", "2")
+    tab.click("button:has-text('Save limits')")
+    assert tab.locator(".flash-success").is_visible() and tab.locator("tr[data-change]").count() >= 1
+    assert_no_violations(tab, f"a type's page after saving its limits, {scheme}")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys", "types",
+                                  "type with limits and history", "top errors"])
 def test_axe_finds_nothing_on_a_viewers_page(every_state, viewer_state, open_tab, name, scheme):
     tab = open_tab(scheme, viewer_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
@@ -196,7 +215,8 @@ FOCUS_RING = """() => {
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers", "top errors"])
+@pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers", "types",
+                                  "type with limits and history", "top errors"])
 def test_every_control_tab_reaches_shows_a_focus_ring(every_state, admin_state, open_tab, name, scheme):
     tab = open_tab(scheme, admin_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))

@@ -9,7 +9,8 @@ import pytest
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, sign_in
 from tests.e2e.every_state import fresh_database_url, serving_every_state
 
-PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers", "/admin/keys", "/admin/errors",
+PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers", "/admin/keys", "/admin/types",
+         "/admin/types/email", "/admin/types/report", "/admin/errors",
          "job:pending", "job:running", "job:not-retryable", "job:completed", "/admin/jobs/999999999"]
 
 # What each visible control is: a link with somewhere to go, or a button that submits a form to an address.
@@ -79,6 +80,19 @@ def test_the_controls_a_script_would_add_confirm_to_still_act_without_it(every_s
     no_script_tab.click("button:has-text('Cancel')")  # asks first with the script; acts at once without
     assert "is cancelled" in no_script_tab.locator(".flashes").inner_text()
     assert no_script_tab.locator(".job-summary .badge").first.inner_text() == "cancelled"
+
+
+def test_a_type_is_paused_limited_and_resumed_without_javascript(every_state, no_script_tab):
+    no_script_tab.goto(every_state.url + "/admin/types")
+    no_script_tab.click("tr[data-type=noop] button:has-text('Pause')")
+    assert no_script_tab.locator("tr[data-type=noop] [data-field=state]").inner_text() == "paused"
+    no_script_tab.click("tr[data-type=noop] a:has-text('Limits and history')")
+    no_script_tab.fill("#concurrency_limit", "4")
+    no_script_tab.click("button:has-text('Save limits')")
+    assert no_script_tab.locator("[data-field=concurrency_limit]").inner_text() == "4"
+    no_script_tab.click("button:has-text('Resume')")
+    assert "Resumed noop" in no_script_tab.locator(".flashes").inner_text()
+    assert no_script_tab.locator("tr[data-change]").count() >= 3
 
 
 def test_with_javascript_the_pause_button_shows_and_stops_the_refresh(page, every_state):
