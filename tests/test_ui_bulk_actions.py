@@ -2,6 +2,7 @@
 jobs the state machine lets the action take, and a report of what changed and what was left alone and why."""
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -95,6 +96,16 @@ def test_delete_selected_removes_only_finished_jobs_never_a_running_one(signed_i
         assert all(read_job(j) is None and events_of(j) == [] for j in jobs[status])
     assert all(read_job(j).status == "running" for j in jobs["running"])
     assert all(read_job(j).status == "pending" for j in jobs["pending"])
+
+
+def test_the_server_log_records_who_deleted_each_job(signed_in, jobs, caplog):
+    # The job's own history goes with it, so the log line is where the admin's name stays.
+    caplog.set_level(logging.INFO, logger="queuelog")
+    confirm(signed_in, do="delete-selected", job_id=jobs["failed"])
+    deleted = [r.queuelog_fields for r in caplog.records
+               if getattr(r, "queuelog_fields", None) and r.getMessage().startswith("job_deleted")]
+    assert sorted((f["job_id"], f["status"], f["actor"]) for f in deleted) == [
+        (job_id, "failed", f"admin:{ADMIN_NAME}") for job_id in jobs["failed"]]
 
 
 def test_cancel_all_matching_takes_the_pending_jobs_of_the_filter_only(signed_in, make_job, read_job):
