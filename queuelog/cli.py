@@ -246,11 +246,15 @@ def limit_type_command(job_type, concurrency, rate, key_concurrency, clear):
               help="Also reap jobs claimed more than this many seconds ago.")
 @click.option("--dry-run", is_flag=True, help="Say what would be reaped, change nothing.")
 def reap_command(older_than, dry_run):
-    """Give back running jobs whose worker died (lease expired); safe to run from cron every minute."""
+    """Give back running jobs whose worker died (lease expired) or whose run timed out, and cancel pending jobs
+    past their expires_at; safe to run from cron every minute."""
     report = queue.reap(older_than=older_than, dry_run=dry_run)
     verb = "would reap" if dry_run else "reaped"
+    # The extra parts only when they happened: the line stays what scripts read before they existed.
+    extra = "".join(f"; {len(ids)} {what}" for what, ids in (("timed out", report.timed_out),
+                                                                ("expired", report.expired)) if ids)
     click.echo(f"{verb} {report.total} jobs: {len(report.requeued)} requeued, "
-               f"{len(report.failed)} failed, {len(report.quarantined)} quarantined")
+               f"{len(report.failed)} failed, {len(report.quarantined)} quarantined{extra}")
 
 
 @click.command("purge")

@@ -88,6 +88,14 @@ class Job(db.Model):
     # The job's turn among the jobs of its priority: claims go by priority, then fair_tag, then id. Set at
     # enqueue so that concurrency keys take turns (queue/enqueueing.py says how); never changed afterwards.
     fair_tag: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # Job-level time limits (queue/enqueueing.py, queue/operations.py). unique_key: the (type, key) this job
+    # holds a dedupe window for (unique_slots), NULL when enqueued without unique_for. expires_at: not claimed
+    # by then, it is never run (the claim passes it over, the reaper cancels it). timeout_seconds: how long a
+    # run may take; the claim sets timeout_at (claimed_at + timeout_seconds), which caps the lease.
+    unique_key: Mapped[str | None] = mapped_column(String(200))
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    timeout_seconds: Mapped[int | None] = mapped_column(Integer)
+    timeout_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.
@@ -137,6 +145,13 @@ class Job(db.Model):
             "producer_key_id",
             sqlite_where=text("status = 'pending'"),
             postgresql_where=text("status = 'pending'"),
+        ),
+        # The reaper's expiry: pending jobs with an expires_at, by it (jobs without one are not in it).
+        Index(
+            "ix_jobs_pending_expiry",
+            "expires_at",
+            sqlite_where=text("status = 'pending' AND expires_at IS NOT NULL"),
+            postgresql_where=text("status = 'pending' AND expires_at IS NOT NULL"),
         ),
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
@@ -201,6 +216,28 @@ class ApiKey(db.Model):
     enqueue_rate_limit: Mapped[int | None] = mapped_column(Integer)
     enqueue_rate_seconds: Mapped[int | None] = mapped_column(Integer)
     max_pending: Mapped[int | None] = mapped_column(Integer)
+
+
+class UniqueSlot(db.Model):
+    """The dedupe window of one (type, unique key): the job enqueued for it last, and when.
+
+    An enqueue with ``unique_for`` takes the slot (INSERT … ON CONFLICT DO UPDATE, only where the slot is
+    stale: its job finished, or enqueued ``unique_for`` seconds ago or more) or, finding it held, answers with
+    its job. The primary key makes concurrent enqueues of one key take turns on the row, on any number of
+    servers: exactly one of them creates a job. Deleted with its job (purge).
+    """
+
+    __tablename__ = "unique_slots"
+
+    type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    unique_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # NULL only inside the enqueue that took the slot, between taking it and inserting its job.
+    job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
+    enqueued_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_unique_slots_job_id", "job_id"),
+    )
 
 
 class EnqueueLedger(db.Model):

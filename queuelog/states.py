@@ -19,9 +19,10 @@ class JobStatus(enum.StrEnum):
     A StrEnum, so f-strings and templates show the plain name (``pending``).
     """
 
-    PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel
+    PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel; the reaper's expiry
     RUNNING = "running"      # left by: the holding worker (complete, fail, release), an admin's give-back,
-    #                          the server giving back a claim nobody received, the reaper (`flask reap`, Reap now)
+    #                          the server giving back a claim nobody received, the reaper (`flask reap`, Reap now):
+    #                          a lease that ran out, or a run past its timeout
     COMPLETED = "completed"  # final; only purging removes it
     FAILED = "failed"        # left by: an admin's retry
     CANCELLED = "cancelled"  # left by: an admin's retry
@@ -39,6 +40,9 @@ class Event(enum.StrEnum):
     REAPED = "reaped"        # taken back from a worker whose lease ran out
     CANCELLED = "cancelled"
     RETRIED = "retried"
+    EXPIRED = "expired"          # never claimed before its expires_at: cancelled
+    TIMED_OUT = "timed_out"      # a run outlived its timeout_seconds: taken back even while heartbeating
+    RESCHEDULED = "rescheduled"  # an admin made a scheduled (or backing-off) job due now
 
 
 class Actor(enum.StrEnum):
@@ -98,8 +102,16 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the lease ran out and retries remain: back to pending, one retry counted"),
     Transition("reap_final", HELD, F, Event.REAPED, (Actor.REAPER,),
                "the lease ran out with no retries left, or its workers died MAX_STALLS times (quarantine)"),
+    Transition("timeout_retry", HELD, P, Event.TIMED_OUT, (Actor.REAPER,),
+               "the run outlived its timeout_seconds and retries remain: back to pending, one retry counted"),
+    Transition("timeout_final", HELD, F, Event.TIMED_OUT, (Actor.REAPER,),
+               "the run outlived its timeout_seconds with no retries left"),
     Transition("cancel", frozenset({P}), X, Event.CANCELLED, (Actor.PRODUCER, Actor.ADMIN),
                "a pending job will not run"),
+    Transition("expire", frozenset({P}), X, Event.EXPIRED, (Actor.REAPER,),
+               "no worker claimed it before its expires_at: it will never run"),
+    Transition("run_now", frozenset({P}), P, Event.RESCHEDULED, (Actor.ADMIN,),
+               "an admin makes a job scheduled for later (or waiting out a backoff) due now"),
     Transition("retry", RETRYABLE, P, Event.RETRIED, (Actor.ADMIN,),
                "an admin puts a failed or cancelled job back, retries reset"),
 )

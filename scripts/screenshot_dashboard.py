@@ -119,7 +119,7 @@ class _Scene:
                                         [40, 40, 15, 5])[0]
             batch.append(NewJob(type=job_type, payload=payload_for(job_type, next(self.counter)),
                                 priority=int(priority), max_retries=3, **extra))
-        return [row for row, _ in queue.enqueue(self.producer, batch)]
+        return [answer.job for answer in queue.enqueue(self.producer, batch)]
 
     def worker_for(self, row):
         return self.workers[self.rng.choice(WORKER_FOR[row.type])]

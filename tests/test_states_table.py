@@ -106,17 +106,27 @@ def _server_gives_back(env, job_id) -> Answer:
 
 
 def _reaper(env, job_id) -> Answer:
-    """`flask reap` / Reap now: 200 when it took the job, 204 when it found nothing to do."""
+    """`flask reap` / Reap now: 200 when it took the job (or expired it), 204 when it found nothing to do."""
     report = queue.reap(actor=Actor.REAPER.value)
-    taken = report.requeued + report.failed + report.quarantined
+    taken = report.requeued + report.failed + report.quarantined + report.expired
     return Answer(200 if job_id in taken else 204, job_id)
+
+
+def _admin_runs_now(env, job_id) -> Answer:
+    """The Scheduled page's "Run now" (queue.run_now)."""
+    try:
+        queue.run_now(job_id, ADMIN_NAME)
+    except StateConflict as refusal:
+        return Answer(409, job_id, refusal.extra.get("job_status"))
+    return Answer(200, job_id)
 
 
 def _token(token: str) -> dict:
     return {"claim_token": token}
 
 
-EXPIRED = "expired"  # a column value meaning "a lease that ran out a second ago", resolved when the job is made
+EXPIRED = "expired"  # a column value meaning "a time that passed a second ago", resolved when the job is made
+LATER = "later"      # a column value meaning "an hour from now"
 
 WAYS: list[Way] = [
     Way("enqueue", Actor.PRODUCER, "api", _api(lambda _: "/jobs", lambda _: {"type": "email"}, "producer"),
@@ -153,6 +163,18 @@ WAYS: list[Way] = [
     Way("reap_final", Actor.REAPER, "quarantine", _reaper,
         columns={"retry_count": 0, "max_retries": 3, "stall_count": 2, "lease_expires_at": EXPIRED},
         logged_as=Actor.REAPER.value, refusal=204, through_api=False),
+    Way("timeout_retry", Actor.REAPER, "run-outlived-its-timeout", _reaper,
+        columns={"retry_count": 0, "max_retries": 3, "timeout_seconds": 30, "timeout_at": EXPIRED,
+                 "lease_expires_at": EXPIRED},
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
+    Way("timeout_final", Actor.REAPER, "retries-spent", _reaper,
+        columns={"retry_count": 3, "max_retries": 3, "timeout_seconds": 30, "timeout_at": EXPIRED,
+                 "lease_expires_at": EXPIRED},
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
+    Way("expire", Actor.REAPER, "expires-at-passed", _reaper, columns={"expires_at": EXPIRED},
+        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
+    Way("run_now", Actor.ADMIN, "scheduled-page", _admin_runs_now, columns={"run_at": LATER},
+        logged_as=ADMIN_NAME, through_api=False),
     Way("cancel", Actor.PRODUCER, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "producer"),
         logged_as="key:producer-a"),
     Way("cancel", Actor.ADMIN, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "admin"),
@@ -192,8 +214,11 @@ def job_in(make_job):
             now = utcnow()
             columns = {"worker_id": "worker-a", "claim_token": "token-a", "claimed_at": now, "heartbeat_at": now,
                        "lease_expires_at": now + timedelta(seconds=300), **columns}
-        if columns.get("lease_expires_at") == EXPIRED:
-            columns["lease_expires_at"] = utcnow() - timedelta(seconds=1)
+        for name, value in columns.items():
+            if value == EXPIRED:
+                columns[name] = utcnow() - timedelta(seconds=1)
+            elif value == LATER:
+                columns[name] = utcnow() + timedelta(hours=1)
         return make_job(status=status.value, **columns)
 
     return _make

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -58,6 +59,7 @@ def jobs_in_every_state(make_job, failed_job):
     made = {"failed": failed_job(error="SMTPRecipientsRefused: 550 mailbox unavailable")}  # first: claimed next
     made.update({status: make_job(status=status) for status in ("pending", "running", "completed", "cancelled")})
     made["stalled"] = make_job(status="running", lease_expires_at=utcnow().replace(year=2020))
+    made["scheduled"] = make_job(run_at=utcnow() + timedelta(hours=1))   # the Scheduled page's "Run now"
     return made
 
 
@@ -127,7 +129,8 @@ def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/errors"])
+                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/scheduled",
+                                  "/admin/errors"])
 def test_every_page_opens_for_a_viewer(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     response = viewer.get(page)
@@ -144,7 +147,8 @@ def test_a_job_page_opens_for_a_viewer_in_every_state(viewer, jobs_in_every_stat
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
                                   "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/types",
-                                  "/admin/types/email", "/admin/errors", "/admin/errors?partial=1"])
+                                  "/admin/types/email", "/admin/scheduled", "/admin/scheduled?partial=1",
+                                  "/admin/errors", "/admin/errors?partial=1"])
 def test_a_viewers_pages_carry_no_action(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     body = text_of(viewer.get(page))
@@ -195,7 +199,7 @@ def _action_routes(app) -> list:
 def test_the_action_routes_are_the_ones_the_pages_offer(app):
     # A floor, not the whole list: a route added later is refused to viewers by the same guard.
     assert {rule.endpoint for rule in _action_routes(app)} >= {
-        "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job",
+        "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job", "ui.run_job_now",
         "ui.create_api_key", "ui.revoke_api_key", "ui.pause_type", "ui.resume_type", "ui.limit_type",
         "ui.clear_type_limits", "ui.bulk_jobs"}
 

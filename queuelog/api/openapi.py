@@ -198,9 +198,10 @@ def paths() -> dict[str, Any]:
         "/jobs": {
             "post": operation(
                 JOBS, "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
-                {201: json_response("Created.", s.ref("Job"), location) | {"links": enqueued},
-                 200: json_response("The idempotency key replayed an earlier, identical request: that job.",
-                                    s.ref("Job"), location) | {"links": enqueued}},
+                {201: json_response("Created.", s.ref("EnqueuedJob"), location) | {"links": enqueued},
+                 200: json_response("The idempotency key replayed an earlier, identical request, or the job fell "
+                                    "in a dedupe window (unique_for; \"deduplicated\": true): that job.",
+                                    s.ref("EnqueuedJob"), location) | {"links": enqueued}},
                 errors=_ENQUEUE_ERRORS, request=body("EnqueueRequest"), parameters=[idempotency_header],
                 description=_QUOTAS),
             "get": operation(
@@ -211,9 +212,11 @@ def paths() -> dict[str, Any]:
         "/jobs/batch": {"post": operation(
             JOBS, "enqueueBatch", "Enqueue up to 500 jobs, all or nothing.", (PRODUCER, ADMIN),
             {201: json_response("At least one job was created.", batch_jobs),
-             200: json_response("Every item replayed an earlier job.", batch_jobs)},
+             200: json_response("Every item replayed an earlier job or fell in a dedupe window.", batch_jobs)},
             errors=_ENQUEUE_ERRORS, request=body("BatchEnqueueRequest"),
-            description="Each item has its own idempotency-key semantics. " + _QUOTAS)},
+            description="Each item has its own idempotency-key semantics; an item that falls in a dedupe window "
+                        "(unique_for) answers, in its place, with the job holding it (\"deduplicated\": true; "
+                        "nothing stored for it, its idempotency key included). " + _QUOTAS)},
         "/jobs/claim": {"post": operation(
             WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
@@ -221,7 +224,8 @@ def paths() -> dict[str, Any]:
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
             errors=_WITH_BODY, request=body("ClaimRequest", required=False),
             description="Highest priority first; among equal priorities concurrency keys take turns, oldest "
-                        "first within a key; only jobs whose run_at has come, of types not paused and within "
+                        "first within a key; only jobs whose run_at has come and whose expires_at has not, of "
+                        "types not paused and within "
                         "their limits (a claim held back by them is answered 204 too). A claim "
                         "with wait that finds nothing due while this server process already holds as many "
                         "waiting claims as it may is answered at once: 503, type .../long-polls-full, with "

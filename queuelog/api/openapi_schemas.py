@@ -110,6 +110,24 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int) -> Schema:
             "description": "The tenant (or any group) the job belongs to: 1-200 printable ASCII characters. Among "
                            "jobs of equal priority, claims take the keys in turns (jobs without a key are one "
                            "group), and a type's key_concurrency_limit caps the running jobs of each key."}),
+        "unique_for": nullable(_integer(
+            1, schemas.MAX_UNIQUE_FOR_SECONDS,
+            "Seconds of a dedupe window on (type, unique_key): while a job of the same type and unique key was "
+            "enqueued less than this long ago and is not finished (completed, failed or cancelled), the "
+            "enqueue answers 200 with that job and \"deduplicated\": true instead of creating one. Per type, "
+            "whatever key enqueued it.")),
+        "unique_key": nullable({
+            "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
+            "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for). "
+                           "Default: a digest of the type and the payload as canonical JSON."}),
+        "expires_at": nullable(time(
+            "Not claimed by then, the job never runs: the reaper cancels it (event expired). RFC 3339 with an "
+            "offset, in the future and after run_at (else 422).")),
+        "timeout_seconds": nullable(_integer(
+            1, schemas.MAX_TIMEOUT_SECONDS,
+            "How long a run may take: a run not finished this long after its claim is failed by the reaper as "
+            "timed out (retried per max_retries), even while its worker heartbeats, and the worker's late "
+            "complete, fail or heartbeat is refused 409. The claim answers timeout_at.")),
     }, required=["type"])
 
 
@@ -255,6 +273,11 @@ def _job_properties() -> dict[str, Schema]:
         "created_at": time("When the job was enqueued."),
         "updated_at": time("The job's last change."),
         "concurrency_key": nullable({"type": "string", "description": "The job's concurrency key, if it has one."}),
+        "unique_key": nullable({"type": "string",
+                                "description": "The dedupe window the job was enqueued with (unique_for), if any."}),
+        "expires_at": time("Not claimed by then, the job never runs.", null=True),
+        "timeout_seconds": nullable({"type": "integer", "minimum": 1, "description": "How long a run may take."}),
+        "timeout_at": time("Set by the claim: when the current run times out (null: no timeout).", null=True),
     }
 
 
@@ -326,14 +349,27 @@ def problem() -> Schema:
     }
 
 
+_DEDUPLICATED = {"type": "boolean", "const": True,
+                 "description": "Present (true) when this is the job holding the dedupe window (unique_for) the "
+                                "request fell in: nothing was created."}
+
+
+def _optional(schema: Schema, **extra: Schema) -> Schema:
+    """``schema`` with optional extra properties (present only in some answers)."""
+    return dict(schema, properties={**schema["properties"], **extra})
+
+
 def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema]:
     """Every named schema of the document."""
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
         "Job": job(),
         "ClaimedJob": job(claim_token={"type": "string", "description": "Send it back with every action."}),
-        "BatchJob": job(created={"type": "boolean",
-                                 "description": "false when an idempotency key replayed an earlier job."}),
+        "EnqueuedJob": _optional(job(), deduplicated=_DEDUPLICATED),
+        "BatchJob": _optional(job(created={"type": "boolean",
+                                           "description": "false when an idempotency key replayed an earlier job, "
+                                                          "or the item fell in a dedupe window."}),
+                              deduplicated=_DEDUPLICATED),
         "Event": event(),
         "Problem": problem(),
         "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),

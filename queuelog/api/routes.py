@@ -29,10 +29,11 @@ PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.val
 @bp.post("/jobs")
 @require_role(PRODUCER, ADMIN)
 def enqueue_job():
-    """Enqueue one job: 201 when created, 200 when the idempotency key replays an earlier request."""
+    """Enqueue one job: 201 when created; 200 when the idempotency key replays an earlier request, or when the
+    job falls in another's dedupe window (``unique_for``: that job, ``"deduplicated": true``)."""
     caller = current_caller()
-    [(row, created)] = queue.enqueue(caller, [parse_enqueue()])
-    response = jsonify(job_json(row, caller))
+    [(row, created, deduplicated)] = queue.enqueue(caller, [parse_enqueue()])
+    response = jsonify(_enqueued_json(row, caller, deduplicated))
     response.status_code = 201 if created else 200
     response.headers["Location"] = url_for("api.get_job", job_id=row.id)
     return response
@@ -41,11 +42,21 @@ def enqueue_job():
 @bp.post("/jobs/batch")
 @require_role(PRODUCER, ADMIN)
 def enqueue_batch():
-    """Enqueue up to 500 jobs all-or-nothing; 201 if any was created, else 200."""
+    """Enqueue up to 500 jobs all-or-nothing; 201 if any was created, else 200. An item that falls in a dedupe
+    window answers, in its place, with the job holding it (``"deduplicated": true``)."""
     caller = current_caller()
     results = queue.enqueue(caller, parse_enqueue_batch(), batch=True)
-    body = {"jobs": [dict(job_json(row, caller), created=created) for row, created in results]}
-    return jsonify(body), 201 if any(created for _, created in results) else 200
+    body = {"jobs": [dict(_enqueued_json(row, caller, deduplicated), created=created)
+                     for row, created, deduplicated in results]}
+    return jsonify(body), 201 if any(result.created for result in results) else 200
+
+
+def _enqueued_json(row, caller, deduplicated: bool) -> dict:
+    """An enqueue's answer for one job: the job, with ``"deduplicated": true`` when it is another enqueue's."""
+    body = job_json(row, caller)
+    if deduplicated:
+        body["deduplicated"] = True
+    return body
 
 
 @bp.get("/jobs")

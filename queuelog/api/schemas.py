@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from flask import current_app, request
 
-from ..clock import parse_rfc3339
+from ..clock import parse_rfc3339, utcnow
 from ..errors import InvalidRequest
 from ..patterns import (
     IDEMPOTENCY_KEY,
@@ -36,6 +37,8 @@ MAX_BATCH_COMPLETE = 100
 MAX_CLAIM_WAIT_SECONDS = 30
 MAX_JOB_ID = 2**63 - 1
 MAX_LEASE_SECONDS = 86400
+MAX_UNIQUE_FOR_SECONDS = 604_800   # a dedupe window: up to a week
+MAX_TIMEOUT_SECONDS = 86_400       # a run's timeout: up to a day
 MAX_FLOW_LIMIT = 1_000_000   # jobs: a concurrency, rate or per-key limit
 MAX_RATE_WINDOW_SECONDS = 86400
 #: A concurrency key (a tenant, a customer, …) takes what an idempotency key takes: 1-200 printable ASCII.
@@ -119,7 +122,42 @@ def _priority(fields: Fields) -> int:
     return PRIORITY_BY_LABEL[value.lower()]
 
 
-_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key"}
+_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key",
+                   "unique_for", "unique_key", "expires_at", "timeout_seconds"}
+#: A unique key takes what an idempotency key takes: 1-200 printable ASCII.
+UNIQUE_KEY, UNIQUE_KEY_HINT = IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT
+_TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
+
+
+def _time(fields: Fields, name: str) -> datetime | None:
+    """An optional RFC 3339 time with an offset."""
+    raw = fields.string(name)
+    if raw is None:
+        return None
+    try:
+        return parse_rfc3339(raw)
+    except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
+        fields.error(name, _TIME_HINT)
+        return None
+
+
+def _time_limits(fields: Fields, run_at: datetime | None) -> tuple[int | None, str | None, datetime | None, int | None]:
+    """unique_for, unique_key, expires_at and timeout_seconds of an enqueue.
+
+    An expires_at already past, or not after the job's run_at, is refused: such a job could never run.
+    """
+    unique_for = fields.integer("unique_for", None, 1, MAX_UNIQUE_FOR_SECONDS)
+    unique_key = fields.string("unique_key", pattern=UNIQUE_KEY, hint=UNIQUE_KEY_HINT)
+    if unique_key is not None and fields.body.get("unique_for") is None:
+        fields.error("unique_key", "needs unique_for: the seconds its dedupe window lasts")
+    expires_at = _time(fields, "expires_at")
+    if expires_at is not None:
+        if expires_at <= utcnow():
+            fields.error("expires_at", "is in the past: the job could never run")
+        elif run_at is not None and expires_at <= run_at:
+            fields.error("expires_at", "must be after run_at: the job could never run")
+    timeout = fields.integer("timeout_seconds", None, 1, MAX_TIMEOUT_SECONDS)
+    return unique_for, unique_key, expires_at, timeout
 
 
 def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
@@ -143,18 +181,14 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
             fields.error("idempotency_key", "differs from the Idempotency-Key header")
         else:
             key = header_key
-    run_at = None
-    raw_run_at = fields.string("run_at")
-    if raw_run_at is not None:
-        try:
-            run_at = parse_rfc3339(raw_run_at)
-        except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
-            fields.error("run_at", "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z")
+    run_at = _time(fields, "run_at")
     concurrency_key = fields.string("concurrency_key", pattern=CONCURRENCY_KEY, hint=CONCURRENCY_KEY_HINT)
+    unique_for, unique_key, expires_at, timeout = _time_limits(fields, run_at)
     if fields.errors:
         return None, fields.errors
     return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
-                  idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key), []
+                  idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key, unique_for=unique_for,
+                  unique_key=unique_key, expires_at=expires_at, timeout_seconds=timeout), []
 
 
 def parse_enqueue() -> NewJob:

@@ -42,6 +42,10 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
         "concurrency_key": row.concurrency_key or None,   # stored as '' when the job has none
+        "unique_key": row.unique_key,
+        "expires_at": rfc3339(row.expires_at),
+        "timeout_seconds": row.timeout_seconds,
+        "timeout_at": rfc3339(row.timeout_at),     # set by the claim: when the run must have ended
     }
     if claim_token:
         body["claim_token"] = row.claim_token

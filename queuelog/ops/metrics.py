@@ -56,6 +56,9 @@ _EVENT_HELP = {
     Event.CANCELLED: "Pending jobs cancelled by their producer or an admin.",
     Event.RETRIED: f"{spell(RETRYABLE).capitalize()} jobs an admin put back to pending.",
     Event.RELEASED: "Running jobs given back to the queue without counting a failure.",
+    Event.EXPIRED: "Pending jobs cancelled because no worker claimed them before their expires_at.",
+    Event.TIMED_OUT: "Runs the reaper took back because they outlived their timeout_seconds.",
+    Event.RESCHEDULED: "Scheduled or backing-off jobs an admin made due now.",
 }
 # registry=None: each scrape builds its own registry (see exposition), so repeated create_app calls in one
 # process never register a metric twice. Keyed by the plain name: entries may carry an Event or its text.

@@ -32,8 +32,9 @@ from .operations import (
                          release,
                          retry,
                          retry_many,
+                         run_now,
 )
 
 __all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
            "cancel_many", "claim", "complete", "complete_many", "delete_many", "enqueue", "fail",
-           "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many"]
+           "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many", "run_now"]

@@ -9,13 +9,20 @@ ones: its first job is claimed within one round of the keys that are waiting, no
 without a key are one group like any key, across types, so without keys the claim order is the order of
 enqueueing, as it always was. Start-time fair queuing with the queue's head as its virtual time, read from
 the indexes (FAIR_TAGS), not kept in a row every enqueue would have to lock.
+
+A job enqueued with ``unique_for`` holds a dedupe window on (type, unique key) in ``unique_slots``: an enqueue
+of the same type and key while the window holder is younger than the new request's ``unique_for`` and not
+finished creates nothing and answers with that job (``deduplicated``). Idempotency keys are looked at first
+(a replay answers with its own job); a deduplicated item stores nothing, its idempotency key included, and
+is not counted by the producer's quotas. The windows are taken in the enqueue's transaction, one guarded
+INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from flask import current_app
@@ -43,22 +50,40 @@ class NewJob:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     concurrency_key: str | None = None
+    unique_for: int | None = None        # seconds: a dedupe window on (type, unique key)
+    unique_key: str | None = None        # None: a digest of type and payload (only with unique_for)
+    expires_at: datetime | None = None   # not claimed by then: never run
+    timeout_seconds: int | None = None   # how long a run may take
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""
         body = {"type": self.type, "payload": self.payload, "priority": self.priority,
                 "max_retries": self.max_retries, "run_at": rfc3339(self.run_at)}
-        if self.concurrency_key is not None:
-            # Only when given, so a request without one keeps the fingerprint it had before keys existed.
-            body["concurrency_key"] = self.concurrency_key
+        # Each only when given, so a request without them keeps the fingerprint it had before they existed.
+        optional = {"concurrency_key": self.concurrency_key, "unique_for": self.unique_for,
+                    "unique_key": self.unique_key, "expires_at": rfc3339(self.expires_at),
+                    "timeout_seconds": self.timeout_seconds}
+        body.update({name: value for name, value in optional.items() if value is not None})
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def window_key(self) -> str | None:
+        """The key of the job's dedupe window: ``unique_key``, or a digest of type and payload; None without
+        ``unique_for``."""
+        if self.unique_for is None:
+            return None
+        if self.unique_key is not None:
+            return self.unique_key
+        canonical = json.dumps(self.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(f"{self.type}\n{canonical}".encode()).hexdigest()
 
 
 class Enqueued(NamedTuple):
-    """An enqueue's answer for one job: the job, and whether this request created it."""
+    """An enqueue's answer for one job: the job, whether this request created it, and whether it is another
+    enqueue's job whose dedupe window (unique_for) this one fell in."""
 
     job: JobRow
-    created: bool    # False: the request repeats an idempotency key, and this is the job made for it
+    created: bool    # False: the request repeats an idempotency key, or was deduplicated
+    deduplicated: bool = False
 
 
 def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[Enqueued]:
@@ -115,6 +140,21 @@ class _AsItem(NamedTuple):
     index: int
 
 
+class _Deduped(NamedTuple):
+    """An item whose dedupe window another job holds: answered with that job, nothing stored."""
+
+    job: JobRow
+
+
+class _SameWindow(NamedTuple):
+    """An item in the dedupe window of an earlier item of this batch: answered with that item's job."""
+
+    index: int
+
+
+_Step = _Insert | _Earlier | _AsItem | _Deduped | _SameWindow
+
+
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
     """One transaction: find the jobs the request's idempotency keys already name, insert the rest.
 
@@ -128,6 +168,7 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[En
             quotas.take_turn(conn, caller.id)
         earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
         steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
+        steps, windows = _take_windows(conn, new_jobs, steps, now)
         inserts = [step.row for step in steps if isinstance(step, _Insert)]
         made: list[JobRow] = []
         if inserts and caller.quota is not None:
@@ -138,24 +179,64 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[En
             log = event_row(ENQUEUE, caller.actor, now)
             made = sql.insert_jobs(conn, inserts, log)
             changed(conn, ENQUEUE, made, log)
+            for row in made:
+                if (row.type, row.unique_key) in windows:
+                    sql.unique_set(conn, row.type, row.unique_key, row.id)
     # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
     created = iter(made)
     answers: list[Enqueued] = []
     for step in steps:
         if isinstance(step, _Insert):
             answers.append(Enqueued(next(created), True))
-        elif isinstance(step, _Earlier):
-            answers.append(Enqueued(step.job, False))
+        elif isinstance(step, _Earlier | _Deduped):
+            answers.append(Enqueued(step.job, False, isinstance(step, _Deduped)))
+        elif isinstance(step, _SameWindow):
+            answers.append(Enqueued(answers[step.index].job, False, True))
         else:
-            answers.append(Enqueued(answers[step.index].job, False))
+            answers.append(answers[step.index]._replace(created=False))
     return answers
 
 
+def _take_windows(conn, new_jobs: list[NewJob], steps: list[_Step],
+                  now: datetime) -> tuple[list[_Step], set[tuple[str, str]]]:
+    """Each new job with ``unique_for`` takes its (type, unique key) dedupe window, or is answered with the job
+    holding it (``_Deduped``), or with the job of an earlier item of the batch in the same window.
+
+    Returns the steps and the windows taken (their job_id is set once the jobs are inserted). Windows are taken
+    in (type, key) order, so two batches sharing several keys never wait for each other in a circle.
+    """
+    first_in_window: dict[tuple[str, str], int] = {}
+    for index, step in enumerate(steps):
+        if isinstance(step, _Insert) and step.row.unique_key is not None:
+            first_in_window.setdefault((step.row.type, step.row.unique_key), index)
+    if not first_in_window:
+        return steps, set()
+    steps = list(steps)
+    taken: set[tuple[str, str]] = set()
+    for window in sorted(first_in_window):
+        index = first_in_window[window]
+        cutoff = now - timedelta(seconds=new_jobs[index].unique_for)
+        if sql.unique_take(conn, *window, now, cutoff):
+            taken.add(window)
+            continue
+        holder = sql.unique_holder(conn, *window)
+        if holder is None and sql.unique_take(conn, *window, now, now):
+            taken.add(window)   # its job was purged since the take looked: the window is free after all
+        else:
+            steps[index] = _Deduped(holder)
+    for index, step in enumerate(steps):
+        if isinstance(step, _Insert) and step.row.unique_key is not None:
+            first = first_in_window[(step.row.type, step.row.unique_key)]
+            if first != index:
+                steps[index] = _SameWindow(first)
+    return steps, taken
+
+
 def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,
-                   now: datetime) -> list[_Insert | _Earlier | _AsItem]:
+                   now: datetime) -> list[_Step]:
     """What each item does: insert a new job, or answer with the job an idempotency key already names."""
     first_with_key: dict[str, int] = {}
-    steps: list[_Insert | _Earlier | _AsItem] = []
+    steps: list[_Step] = []
     for index, job in enumerate(new_jobs):
         key, digest = job.idempotency_key, job.digest()
         if key and key in earlier:
@@ -174,7 +255,8 @@ def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, Jo
                 status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
                 idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
                 run_at=job.run_at or now, created_at=now, updated_at=now, concurrency_key=job.concurrency_key or "",
-                fair_tag=0)))
+                fair_tag=0, unique_key=job.window_key(), expires_at=job.expires_at,
+                timeout_seconds=job.timeout_seconds)))
     return steps
 
 

@@ -9,6 +9,7 @@ from typing import NoReturn
 from sqlalchemy.engine import Connection
 
 from .. import sql, wakeup
+from ..clock import rfc3339, utcnow
 from ..errors import JobNotFound, QueueError, StateConflict
 from ..ops import observe_changes
 from ..sql import Claim, JobRow, Leave, Log
@@ -19,6 +20,8 @@ ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim"
 FAIL_RETRY, FAIL_FINAL, RELEASE = (BY_ACTION[a] for a in ("fail_retry", "fail_final", "release"))
 REAP_RETRY, REAP_FINAL = BY_ACTION["reap_retry"], BY_ACTION["reap_final"]
 CANCEL, RETRY = BY_ACTION["cancel"], BY_ACTION["retry"]
+TIMEOUT_RETRY, TIMEOUT_FINAL = BY_ACTION["timeout_retry"], BY_ACTION["timeout_final"]
+EXPIRE, RUN_NOW = BY_ACTION["expire"], BY_ACTION["run_now"]
 
 REAPER = Actor.REAPER.value   # the actor of the cron reaper's changes
 SERVER = Actor.SERVER.value   # the actor of changes the server makes by itself
@@ -75,7 +78,10 @@ def refusal(conn: Connection, job_id: int, verb: str, transition: Transition,
     job = sql.job(conn, job_id)
     if job is None or (owner_key_id is not None and job.producer_key_id != owner_key_id):
         return JobNotFound(f"job {job_id} does not exist")
-    if Actor.HOLDER in transition.actors:
+    if Actor.HOLDER in transition.actors and job.status == JobStatus.RUNNING and job.timeout_at is not None \
+            and job.timeout_at <= utcnow():
+        why = f"its run timed out at {rfc3339(job.timeout_at)} (timeout_seconds {job.timeout_seconds})"
+    elif Actor.HOLDER in transition.actors:
         why = f"it is {job.status} and not held by this worker under this claim token"
     else:
         why = f"it is {job.status}, not {spell(transition.from_statuses)}"

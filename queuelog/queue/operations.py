@@ -29,6 +29,7 @@ from .moves import (
     CANCEL,
     CLAIM,
     COMPLETE,
+    EXPIRE,
     FAIL_FINAL,
     FAIL_RETRY,
     HEARTBEAT,
@@ -37,7 +38,10 @@ from .moves import (
     REAPER,
     RELEASE,
     RETRY,
+    RUN_NOW,
     SERVER,
+    TIMEOUT_FINAL,
+    TIMEOUT_RETRY,
     changed,
     event_row,
     failed,
@@ -58,15 +62,29 @@ class Completion(NamedTuple):
 
 @dataclass
 class ReapReport:
-    """What a reaper pass took back: the jobs requeued, failed for good, and quarantined."""
+    """What a reaper pass did: the running jobs it took back (requeued, failed for good, quarantined; those
+    among them whose run outlived its timeout also in ``timed_out``), and the pending jobs it cancelled
+    because they expired."""
 
     requeued: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     quarantined: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
 
     @property
     def total(self) -> int:
+        """The running jobs taken back (expired pending jobs are counted apart)."""
         return len(self.requeued) + len(self.failed) + len(self.quarantined)
+
+
+class _Verdict(NamedTuple):
+    """What the reaper does with one running job it found: the move, its report list, the error, the Leave."""
+
+    transition: object
+    bucket: list[int]
+    error: str
+    leave: Leave
 
 
 # --- claim and the holding worker's moves ---------------------------------------------------------
@@ -330,43 +348,76 @@ def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
 
 def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None,
          actor: str = REAPER) -> ReapReport:
-    """Give back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago).
+    """Take back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago), and cancel
+    pending jobs whose expires_at passed.
 
-    Each goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
-    workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet.
-    A job completed meanwhile is never touched: every take-back re-checks status and claim token.
-    ``actor`` is who asked, for the event log: the cron reaper, or an admin pressing "reap now".
+    A running job goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
+    workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet. A run
+    past its timeout_at (its lease never outlasts it) is timed out the same way, even while its worker
+    heartbeats: no stall is counted, its worker is alive. A job completed meanwhile is never touched: every
+    take-back re-checks status and claim token. ``actor`` is who asked, for the event log: the cron reaper,
+    or an admin pressing "reap now".
     """
     now = now or utcnow()
-    max_stalls = current_app.config["MAX_STALLS"]
     claimed_before = None if older_than is None else now - timedelta(seconds=older_than)
     report = ReapReport()
     with write_transaction() as conn:
         for job in sql.stalled(conn, now, claimed_before):
-            stalls = job.stall_count + 1
-            if stalls >= max_stalls:
-                transition, bucket = REAP_FINAL, report.quarantined
-                error = f"quarantined: its worker died {stalls} times"
-            elif job.retry_count < job.max_retries:
-                transition, bucket = REAP_RETRY, report.requeued
-                error = f"worker {job.worker_id} stopped heartbeating; its lease expired"
-            else:
-                transition, bucket = REAP_FINAL, report.failed
-                error = f"worker {job.worker_id} stopped heartbeating and no retries are left"
+            verdict = _verdict(job, now, report)
             if dry_run:
-                bucket.append(job.id)
+                verdict.bucket.append(job.id)
                 continue
-            if transition is REAP_RETRY:
-                leave = requeued(now, error, run_at=now, stalled=True)
-            else:
-                leave = failed(now, error, stalled=True)
-            log = event_row(transition, actor, now, error=error)
-            taken = sql.take_back(conn, [job.id], job.claim_token, leave, log)
+            log = event_row(verdict.transition, actor, now, error=verdict.error)
+            taken = sql.take_back(conn, [job.id], job.claim_token, verdict.leave, log)
             if taken:  # else it finished between our read and our write: left alone
-                bucket.append(job.id)
-                changed(conn, transition, taken, log)
+                verdict.bucket.append(job.id)
+                if verdict.transition in (TIMEOUT_RETRY, TIMEOUT_FINAL):
+                    report.timed_out.append(job.id)
+                changed(conn, verdict.transition, taken, log)
+        _expire(conn, now, actor, dry_run, report)
     return report
 
+
+def _verdict(job: JobRow, now: datetime, report: ReapReport) -> _Verdict:
+    """What the reaper does with a running job it found: timed out, quarantined, requeued or failed."""
+    if job.timeout_at is not None and job.timeout_at <= now:
+        error = f"timed out: the run outlived its timeout_seconds ({job.timeout_seconds} s)"
+        if job.retry_count < job.max_retries:
+            return _Verdict(TIMEOUT_RETRY, report.requeued, error, requeued(now, error, run_at=now))
+        return _Verdict(TIMEOUT_FINAL, report.failed, error + " and no retries are left", failed(now, error))
+    stalls = job.stall_count + 1
+    if stalls >= current_app.config["MAX_STALLS"]:
+        error = f"quarantined: its worker died {stalls} times"
+        return _Verdict(REAP_FINAL, report.quarantined, error, failed(now, error, stalled=True))
+    if job.retry_count < job.max_retries:
+        error = f"worker {job.worker_id} stopped heartbeating; its lease expired"
+        return _Verdict(REAP_RETRY, report.requeued, error, requeued(now, error, run_at=now, stalled=True))
+    error = f"worker {job.worker_id} stopped heartbeating and no retries are left"
+    return _Verdict(REAP_FINAL, report.failed, error, failed(now, error, stalled=True))
+
+
+def _expire(conn: Connection, now: datetime, actor: str, dry_run: bool, report: ReapReport) -> None:
+    """pending → cancelled (event ``expired``) for the jobs no worker claimed before their expires_at."""
+    ids = [job.id for job in sql.expirable(conn, now)]
+    if dry_run or not ids:
+        report.expired += ids
+        return
+    log = event_row(EXPIRE, actor, now, error="expired: no worker claimed it before its expires_at")
+    expired = sql.expire(conn, ids, now, log)
+    report.expired += [row.id for row in expired]
+    changed(conn, EXPIRE, expired, log)
+
+
+def run_now(job_id: int, actor: str) -> JobRow:
+    """pending → pending, due now: an admin's "Run now" for a job scheduled for later or waiting out a backoff."""
+    now = utcnow()
+    log = event_row(RUN_NOW, actor, now)
+    with write_transaction() as conn:
+        row = sql.run_now(conn, job_id, now, log)
+        if row is None:
+            refuse(conn, job_id, "run now", RUN_NOW)
+        changed(conn, RUN_NOW, [row], log)
+    return row
 
 
 def _json(result: dict | None) -> str | None:

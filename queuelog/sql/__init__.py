@@ -6,7 +6,8 @@ Where to look:
   FLOW_REFUSALS to say why a claim came back short); FAIR_TAGS places new jobs in their keys' turns;
   FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
-  CANCEL, RETRY, PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`), the producer quotas' QUOTA_*,
+  CANCEL, RETRY, EXPIRABLE / EXPIRE (the reaper's expiry), RUN_NOW, UNIQUE_TAKE / UNIQUE_HOLDER / UNIQUE_SET
+  (dedupe windows), PURGEABLE / PURGE_EVENTS / PURGE_JOBS (`flask purge`), the producer quotas' QUOTA_*,
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by. CLAIMABLE, HELD_BY and LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
@@ -31,9 +32,10 @@ from .values import KEY_TIMES, Claim, FlowRow, JobRow, KeyRow, Leave, Log, NewJo
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "QuotaState", "Refusal", "cancel",
-           "cancel_many", "claim", "delete", "execute_plain", "fair_tags", "find_key", "finish", "flow_refusals",
-           "insert_jobs", "job", "jobs_by_key", "lock_flow", "quota_forget", "quota_frees_at", "quota_record",
-           "quota_state", "quota_turn", "record_claims", "retry", "something_due", "stalled", "take_back"]
+           "cancel_many", "claim", "delete", "execute_plain", "expirable", "expire", "fair_tags", "find_key",
+           "finish", "flow_refusals", "insert_jobs", "job", "jobs_by_key", "lock_flow", "quota_forget",
+           "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry", "run_now",
+           "something_due", "stalled", "take_back", "unique_holder", "unique_set", "unique_take"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -107,6 +109,40 @@ def delete(conn: Connection, ids: Sequence[int]) -> list[JobRow]:
     """DELETE_EVENTS then DELETE_JOBS: those of ``ids`` in a final status, gone with their events, as they were."""
     rowcount(conn, "DELETE_EVENTS", {"ids": ids})
     return run(conn, "DELETE_JOBS", {"ids": ids})
+
+
+def expirable(conn: Connection, now: datetime) -> list[JobRow]:
+    """EXPIRABLE: pending jobs whose expires_at has passed, by id."""
+    return run(conn, "EXPIRABLE", {"now": now})
+
+
+def expire(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
+    """EXPIRE: those of ``ids`` still pending and past their expires_at, marked cancelled."""
+    return run(conn, "EXPIRE", {"ids": ids, "now": now}, log)
+
+
+def run_now(conn: Connection, job_id: int, now: datetime, log: Log) -> JobRow | None:
+    """RUN_NOW: the job, if pending, due now (a job already due keeps its run_at)."""
+    rows = run(conn, "RUN_NOW", {"id": job_id, "now": now}, log)
+    return rows[0] if rows else None
+
+
+def unique_take(conn: Connection, job_type: str, key: str, now: datetime, cutoff: datetime) -> bool:
+    """UNIQUE_TAKE: whether this enqueue took the (type, key) slot; False: a job enqueued after ``cutoff``
+    and not finished holds it."""
+    return bool(run(conn, "UNIQUE_TAKE", {"type": job_type, "key": key, "now": now, "cutoff": cutoff},
+                    make=lambda taken: taken, times_at=()))
+
+
+def unique_holder(conn: Connection, job_type: str, key: str) -> JobRow | None:
+    """UNIQUE_HOLDER: the job holding the (type, key) slot."""
+    rows = run(conn, "UNIQUE_HOLDER", {"type": job_type, "key": key})
+    return rows[0] if rows else None
+
+
+def unique_set(conn: Connection, job_type: str, key: str, job_id: int) -> None:
+    """UNIQUE_SET: the (type, key) slot this enqueue took now belongs to ``job_id``."""
+    rowcount(conn, "UNIQUE_SET", {"type": job_type, "key": key, "job": job_id})
 
 
 def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:

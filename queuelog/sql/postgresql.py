@@ -13,33 +13,51 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, DELETABLE, HELD, RETRYABLE, JobStatus
+from ..states import BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
+_EXPIRE = BY_ACTION["expire"]
+_RUN_NOW = BY_ACTION["run_now"]
 
 # --- the shared pieces: each condition written once ----------------------------------------------
 
-#: A job a claim may take now: pending and due. The claim picks by it; a waiting claim's due-check asks it.
-CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= %(now)s {{types}}"
+def not_expired(table: str = "") -> str:
+    """A job (of ``table``) that has no expires_at or whose expires_at is still ahead: the claim may hand it out.
+
+    A job past it stays pending until the reaper cancels it (EXPIRE), and no claim takes it meanwhile.
+    """
+    column = f"{table}.expires_at" if table else "expires_at"
+    return f"({column} IS NULL OR {column} > %(now)s)"
+
+
+#: A job a claim may take now: pending, due, and not expired. The claim picks by it; a waiting claim's
+#: due-check asks it.
+CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= %(now)s AND {not_expired()} {{types}}"
 TYPES = "AND type = ANY(%(types)s)"
 
-#: The holding worker's guard: running, held by this worker key, under the claim it was given.
-HELD_BY = f"{status_in(HELD)} AND worker_id = %(worker)s AND claim_token = %(token)s"
+#: When a run of a job claimed at now must end (NULL: it has no timeout_seconds).
+TIMEOUT_AT = "%(now)s + timeout_seconds * interval '1 second'"
+
+#: The holding worker's guard: running, held by this worker key, under the claim it was given, and not past
+#: the run's timeout: a late complete, fail or heartbeat is refused, and the reaper fails the run as timed out.
+HELD_BY = (f"{status_in(HELD)} AND worker_id = %(worker)s AND claim_token = %(token)s"
+           " AND (timeout_at IS NULL OR timeout_at > %(now)s)")
 
 #: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
 #: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
 #: (values.Leave). Every column it does not write keeps its value.
 LEAVE_RUNNING = "updated_at = %(now)s, {claim}{parts}"
-#: A heartbeat: the claim stands, its lease is renewed.
-CLAIM_KEPT = "heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s"
+#: A heartbeat: the claim stands, its lease is renewed, never past the run's timeout_at (the lease then runs
+#: out when the run times out, and the reaper finds it by its lease like any other). LEAST skips a NULL.
+CLAIM_KEPT = "heartbeat_at = %(now)s, lease_expires_at = LEAST(%(lease_until)s, timeout_at)"
 #: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
 CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
 #: Back to pending: every claim column cleared, the job is anybody's again.
 CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
-                 " heartbeat_at = NULL")
+                 " heartbeat_at = NULL, timeout_at = NULL")
 LEAVE_PARTS = {
     "status": "status = %(status)s",
     "spends_retry": "retry_count = retry_count + 1",
@@ -118,7 +136,8 @@ def _first_due(queue: str, with_room: bool) -> str:
     planner turns an EXISTS into a join, and joined the pending jobs of every type (a scan) to the types."""
     key = f" AND {_KEY_HAS_ROOM.replace('f.blocked', queue + '.blocked')}" if with_room else ""
     return (f"(SELECT true FROM jobs p WHERE p.type = {queue}.type AND p.status = 'pending'"
-            f" AND p.run_at <= %(now)s{key} ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)")
+            f" AND p.run_at <= %(now)s AND {not_expired('p')}{key}"
+            " ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)")
 
 
 #: The flow-controlled pick, CLAIM's ``{flow}``: ``by_type`` walks each type with room along
@@ -131,7 +150,7 @@ by_type AS (
            row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
       FROM rooms f CROSS JOIN LATERAL (
            SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {not_expired('p')}
               AND {_KEY_HAS_ROOM}
             ORDER BY p.priority DESC, p.fair_tag, p.id
             LIMIT {{limit}}
@@ -186,7 +205,8 @@ picked AS MATERIALIZED (
     {{flow_pick}})
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
-       heartbeat_at = %(now)s, lease_expires_at = %(lease_until)s, updated_at = %(now)s
+       heartbeat_at = %(now)s, timeout_at = {TIMEOUT_AT},
+       lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
  WHERE {status_in(_CLAIM.from_statuses)} AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""
 
@@ -238,7 +258,7 @@ CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s
 RETRY = f"""
 UPDATE jobs
    SET status = '{_RETRY.to_status}', retry_count = 0, stall_count = 0, worker_id = NULL, claimed_at = NULL,
-       claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL, completed_at = NULL,
+       claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL, completed_at = NULL, timeout_at = NULL,
        run_at = %(now)s, updated_at = %(now)s
  WHERE id = ANY(%(ids)s) AND {status_in(RETRYABLE)} AND status = %(from_status)s
 RETURNING {JOB_LIST}"""
@@ -253,6 +273,37 @@ CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(
 DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
                  f" (SELECT id FROM jobs WHERE id = ANY(%(ids)s) AND {status_in(DELETABLE)} FOR UPDATE)")
 DELETE_JOBS = f"DELETE FROM jobs WHERE id = ANY(%(ids)s) AND {status_in(DELETABLE)} RETURNING {JOB_LIST}"
+
+#: Pending jobs past their expires_at, cancelled by the reaper (EXPIRABLE found and locked them; each is
+#: re-checked, so a job claimed in between is left alone).
+EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = %(now)s"
+          f" WHERE id = ANY(%(ids)s) AND {status_in(_EXPIRE.from_statuses)} AND expires_at <= %(now)s"
+          f" RETURNING {JOB_LIST}")
+
+#: An admin's "Run now": a pending job scheduled for later (or waiting out a backoff) becomes due now.
+RUN_NOW = (f"UPDATE jobs SET run_at = LEAST(run_at, %(now)s), updated_at = %(now)s"
+           f" WHERE id = %(id)s AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
+
+# --- dedupe windows (unique_for): one unique_slots row per (type, unique key) --------------------------
+
+#: Take the (type, key) slot for a new job, unless it is held: its job enqueued after cutoff (now less the new
+#: request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
+#: job is inserted, in the same transaction); none: answer with the holder's job (UNIQUE_HOLDER).
+#: Why two enqueues of one key on any number of servers never both create a job: the primary key makes the
+#: second INSERT wait for the first's transaction, then take the DO UPDATE path on the row as committed, which
+#: it locks and re-checks. The job that the first just inserted is not in the second's snapshot, so the
+#: EXISTS (finished) reads false and the slot counts as held: a race errs towards answering with that job.
+UNIQUE_TAKE = f"""
+INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES (%(type)s, %(key)s, NULL, %(now)s)
+ON CONFLICT (type, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
+ WHERE unique_slots.enqueued_at <= %(cutoff)s OR unique_slots.job_id IS NULL
+    OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id AND {status_in(FINAL)})
+RETURNING type"""
+#: The job holding a (type, key) slot.
+UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
+                 " WHERE id = (SELECT job_id FROM unique_slots WHERE type = %(type)s AND unique_key = %(key)s)")
+#: The job a taken slot now belongs to.
+UNIQUE_SET = "UPDATE unique_slots SET job_id = %(job)s WHERE type = %(type)s AND unique_key = %(key)s"
 
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
 LOGGED = ("WITH changed AS ({statement}), "
@@ -282,6 +333,10 @@ SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THE
         OR (f.type IS NOT NULL AND {_first_due("f", with_room=True)} IS NULL))
    AND {_first_due("l", with_room=False)}
  ORDER BY l.type"""
+
+#: Pending jobs whose expires_at has passed, for the reaper; one another reaper is cancelling is skipped.
+EXPIRABLE = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= %(now)s"
+             " ORDER BY id FOR UPDATE SKIP LOCKED")
 
 #: One job, to explain a refusal or to weigh a failure against its retries.
 JOB = f"SELECT {JOB_LIST} FROM jobs WHERE id = %(id)s"

@@ -13,33 +13,55 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BY_ACTION, DELETABLE, HELD, RETRYABLE, JobStatus
+from ..states import BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
+_EXPIRE = BY_ACTION["expire"]
+_RUN_NOW = BY_ACTION["run_now"]
 
 # --- the shared pieces: each condition written once ----------------------------------------------
 
-#: A job a claim may take now: pending and due. The claim picks by it; a waiting claim's due-check asks it.
-CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= :now {{types}}"
+def not_expired(table: str = "") -> str:
+    """A job (of ``table``) that has no expires_at or whose expires_at is still ahead: the claim may hand it out.
+
+    A job past it stays pending until the reaper cancels it (EXPIRE), and no claim takes it meanwhile.
+    """
+    column = f"{table}.expires_at" if table else "expires_at"
+    return f"({column} IS NULL OR {column} > :now)"
+
+
+#: A job a claim may take now: pending, due, and not expired. The claim picks by it; a waiting claim's
+#: due-check asks it.
+CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= :now AND {not_expired()} {{types}}"
 TYPES = "AND type IN (:types)"
 
-#: The holding worker's guard: running, held by this worker key, under the claim it was given.
-HELD_BY = f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token"
+
+#: When a run of a job claimed at :now must end (NULL: it has no timeout_seconds). Whole seconds are added to
+#: the time without its fraction, and the fraction put back, so the text is exactly what SQLAlchemy stores
+#: (SQLite compares times as text; its own date functions keep milliseconds only).
+TIMEOUT_AT = ("CASE WHEN timeout_seconds IS NULL THEN NULL ELSE strftime('%Y-%m-%d %H:%M:%S', substr(:now, 1, 19),"
+              " '+' || timeout_seconds || ' seconds') || substr(:now, 20) END")
+
+#: The holding worker's guard: running, held by this worker key, under the claim it was given, and not past
+#: the run's timeout: a late complete, fail or heartbeat is refused, and the reaper fails the run as timed out.
+HELD_BY = (f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token"
+           " AND (timeout_at IS NULL OR timeout_at > :now)")
 
 #: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
 #: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
 #: (values.Leave). Every column it does not write keeps its value.
 LEAVE_RUNNING = "updated_at = :now, {claim}{parts}"
-#: A heartbeat: the claim stands, its lease is renewed.
-CLAIM_KEPT = "heartbeat_at = :now, lease_expires_at = :lease_until"
+#: A heartbeat: the claim stands, its lease is renewed, never past the run's timeout_at (the lease then runs
+#: out when the run times out, and the reaper finds it by its lease like any other).
+CLAIM_KEPT = "heartbeat_at = :now, lease_expires_at = coalesce(min(:lease_until, timeout_at), :lease_until)"
 #: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
 CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
 #: Back to pending: every claim column cleared, the job is anybody's again.
 CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
-                 " heartbeat_at = NULL")
+                 " heartbeat_at = NULL, timeout_at = NULL")
 LEAVE_PARTS = {
     "status": "status = :status",
     "spends_retry": "retry_count = retry_count + 1",
@@ -130,7 +152,8 @@ by_type AS (
            row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
       FROM rooms f JOIN jobs j ON j.id IN (
            SELECT p.id FROM jobs p INDEXED BY ix_jobs_type_claim_order
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+              AND {_KEY_HAS_ROOM}
             ORDER BY p.priority DESC, p.fair_tag, p.id
             LIMIT :limit)),
 taken AS (
@@ -161,7 +184,9 @@ CLAIM = f"""
 {{flow}}
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = :worker, claim_token = :token, claimed_at = :now,
-       heartbeat_at = :now, lease_expires_at = :lease_until, updated_at = :now
+       heartbeat_at = :now, timeout_at = {TIMEOUT_AT},
+       lease_expires_at = CASE WHEN timeout_seconds IS NULL THEN :lease_until ELSE min(:lease_until, {TIMEOUT_AT}) END,
+       updated_at = :now
  WHERE {status_in(_CLAIM.from_statuses)}
    AND id IN (SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
                                WHERE {CLAIMABLE}
@@ -223,7 +248,7 @@ CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
 RETRY = f"""
 UPDATE jobs
    SET status = '{_RETRY.to_status}', retry_count = 0, stall_count = 0, worker_id = NULL, claimed_at = NULL,
-       claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL, completed_at = NULL,
+       claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL, completed_at = NULL, timeout_at = NULL,
        run_at = :now, updated_at = :now
  WHERE id IN (:ids) AND {status_in(RETRYABLE)} AND status = :from_status
 RETURNING {JOB_LIST}"""
@@ -238,6 +263,33 @@ CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :n
 DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
                  f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)})")
 DELETE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} RETURNING {JOB_LIST}"
+
+#: Pending jobs past their expires_at, cancelled by the reaper (EXPIRABLE finds them by ix_jobs_pending_expiry;
+#: EXPIRE re-checks each, so a job claimed in between is left alone).
+EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = :now"
+          f" WHERE id IN (:ids) AND {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now RETURNING {JOB_LIST}")
+
+#: An admin's "Run now": a pending job scheduled for later (or waiting out a backoff) becomes due now.
+RUN_NOW = (f"UPDATE jobs SET run_at = min(run_at, :now), updated_at = :now"
+           f" WHERE id = :id AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
+
+# --- dedupe windows (unique_for): one unique_slots row per (type, unique key) --------------------------
+
+#: Take the (type, key) slot for a new job, unless it is held: its job enqueued after :cutoff (now less the new
+#: request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
+#: job is inserted, in the same transaction); none: answer with the holder's job (UNIQUE_HOLDER). The
+#: transaction holds the write lock, so the check and the take are one step.
+UNIQUE_TAKE = f"""
+INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES (:type, :key, NULL, :now)
+ON CONFLICT (type, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
+ WHERE unique_slots.enqueued_at <= :cutoff OR unique_slots.job_id IS NULL
+    OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id AND {status_in(FINAL)})
+RETURNING type"""
+#: The job holding a (type, key) slot.
+UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
+                 " WHERE id = (SELECT job_id FROM unique_slots WHERE type = :type AND unique_key = :key)")
+#: The job a taken slot now belongs to.
+UNIQUE_SET = "UPDATE unique_slots SET job_id = :job WHERE type = :type AND unique_key = :key"
 
 #: The event row of each job a write returned, sent right after it (executemany).
 LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
@@ -254,7 +306,8 @@ SOMETHING_DUE = f"""
 SELECT CASE WHEN {_ANY_CONTROLLED} THEN 0 ELSE EXISTS (SELECT 1 FROM jobs WHERE {CLAIMABLE}) END
     OR EXISTS (SELECT 1 FROM rooms f WHERE EXISTS (
            SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM}))"""
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+              AND {_KEY_HAS_ROOM}))"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,
 #: and the first reason that held them (for queuelog_claims_limited_total).
@@ -265,10 +318,16 @@ SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THE
   FROM limits l LEFT JOIN rooms f ON f.type = l.type
  WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (f.type IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {_KEY_HAS_ROOM})))
+             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+              AND {_KEY_HAS_ROOM})))
    AND EXISTS (SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-                WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now)
+                WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')})
  ORDER BY l.type"""
+
+#: Pending jobs whose expires_at has passed, for the reaper. The index is named: left to itself, SQLite walks
+#: every pending job by id (ix_jobs_status_id) for the ORDER BY, instead of seeking the few that expired.
+EXPIRABLE = (f"SELECT {JOB_LIST} FROM jobs INDEXED BY ix_jobs_pending_expiry"
+             f" WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now ORDER BY id")
 
 #: One job, to explain a refusal or to weigh a failure against its retries.
 JOB = f"SELECT {JOB_LIST} FROM jobs WHERE id = :id"

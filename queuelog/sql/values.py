@@ -67,6 +67,9 @@ class NewJobRow(NamedTuple):
     updated_at: datetime
     concurrency_key: str = ""   # '' for none
     fair_tag: int = 0           # its turn among the jobs of its priority (FAIR_TAGS)
+    unique_key: str | None = None       # the dedupe window it holds (unique_slots), if enqueued with one
+    expires_at: datetime | None = None  # not claimed by then: never run
+    timeout_seconds: int | None = None  # how long a run may take
 
 
 class Claim(enum.StrEnum):

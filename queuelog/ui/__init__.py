@@ -1,4 +1,5 @@
-"""The admin web pages under /admin: sign-in, dashboard, jobs, top errors, job types, workers, API keys.
+"""The admin web pages under /admin: sign-in, dashboard, jobs, top errors, scheduled jobs, job types, workers,
+API keys.
 
 Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
 """
@@ -15,6 +16,7 @@ from . import (  # noqa: E402,F401
     job_routes,
     key_routes,
     routes,
+    schedule_routes,
     security,
     type_routes,
 )

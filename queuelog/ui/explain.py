@@ -17,7 +17,10 @@ QUARANTINE_PREFIX = "quarantined:"
 _RAN = frozenset({JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED})
 # The ways out of running that count the run against max_retries; their event rows already carry the
 # new retry_count, so the run they end is that count, not one more.
-_SPENDS_A_RETRY = {(t.event.value, t.to_status.value) for t in (BY_ACTION["fail_retry"], BY_ACTION["reap_retry"])}
+_SPENDS_A_RETRY = {(t.event.value, t.to_status.value)
+                   for t in (BY_ACTION["fail_retry"], BY_ACTION["reap_retry"], BY_ACTION["timeout_retry"])}
+#: How queuelog-worker's failure of a handler it gave up on at the job's timeout begins.
+WORKER_TIMEOUT_PREFIX = "TimeoutError: timed out"
 
 
 class NotRetried(enum.StrEnum):
@@ -26,7 +29,8 @@ class NotRetried(enum.StrEnum):
     NOT_RETRYABLE = "not retryable"  # its worker failed it as permanent
     RETRIES_SPENT = "retries spent"  # every run its max_retries allows has failed
     QUARANTINED = "quarantined"      # its workers kept dying while holding it (MAX_STALLS)
-    TIMED_OUT = "timed out"          # its worker stopped heartbeating on the last allowed run
+    TIMED_OUT = "timed out"          # its last allowed run outlived its timeout_seconds, or its worker stopped
+    #                                  heartbeating on it
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,11 @@ def why_not_retried(job, history) -> FailureReason | None:
         return FailureReason(NotRetried.QUARANTINED,
                              f"Its workers died {job.stall_count} times while holding it, so the reaper stopped "
                              "handing it out: it may be what kills them. Look at its payload before retrying.")
+    if ending is not None and (ending.event == Event.TIMED_OUT.value or (
+            ending.event == Event.FAILED.value and (job.error or "").startswith(WORKER_TIMEOUT_PREFIX))):
+        return FailureReason(NotRetried.TIMED_OUT,
+                             f"Run {spent}, the last one its retries allow, timed out: it was still running "
+                             f"{job.timeout_seconds} s after its claim (timeout_seconds).")
     if ending is not None and ending.event == Event.REAPED.value:
         return FailureReason(NotRetried.TIMED_OUT,
                              f"Its worker stopped heartbeating on run {spent}, the last one its retries "

@@ -79,7 +79,8 @@ def dashboard():
     minutes = stats.throughput(now)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
-        counts=counts, paused=paused, stalled_count=stalled_count, stalled=stalled, oldest=oldest,
+        counts=counts, paused=paused, pending=stats.pending_split(now), stalled_count=stalled_count,
+        stalled=stalled, oldest=oldest,
         oldest_age=span(now - oldest.created_at) if oldest else None,
         failures=stats.recent_failures(), chart=build_chart(minutes),
         narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),
@@ -96,8 +97,13 @@ def reap_now():
             flash(f"Reaped {report.total} stalled job{'s' if report.total != 1 else ''}: "
                   f"{len(report.requeued)} back in the queue, {len(report.failed)} failed "
                   f"(no retries left), {len(report.quarantined)} quarantined.", "success")
-        else:
+        elif not report.expired:
             flash("No running job had an expired lease; nothing was reaped.", "info")
+        if report.timed_out:
+            flash(f"{len(report.timed_out)} of them outlived their timeout_seconds.", "info")
+        if report.expired:
+            flash(f"Cancelled {len(report.expired)} pending job{'s' if len(report.expired) != 1 else ''} "
+                  "no worker claimed before its expires_at.", "success")
     return redirect(url_for("ui.dashboard"))
 
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Row, and_, func, select
+from sqlalchemy import Row, and_, case, func, select
 
 from ..database.transactions import read_connection
 from ..models import ApiKey, Job, JobEvent, Role, TypeSettings
@@ -67,6 +67,38 @@ def with_paused(counts: Counts, paused: set[str]) -> Counts:
     """``counts`` with a row of zeros for each paused type that has no jobs, so the dashboard shows the pause."""
     missing = {name: {s: 0 for s in STATUSES} for name in paused if name not in counts.by_type}
     return Counts(counts.by_status, dict(sorted({**counts.by_type, **missing}.items())))
+
+
+@dataclass(frozen=True)
+class PendingSplit:
+    """Pending jobs that are due now, and those scheduled for later (a future run_at, or a retry's backoff)."""
+
+    due: int
+    scheduled: int
+
+
+def pending_split(now: datetime) -> PendingSplit:
+    """Pending jobs due now and scheduled for later: one count of the later ones (run_at > now; the index on
+    (type, status, priority, run_at) serves it), the due ones are the rest."""
+    with read_connection() as conn:
+        pending, later = conn.execute(select(
+            func.count(), func.coalesce(func.sum(case((jobs.c.run_at > now, 1), else_=0)), 0)
+        ).where(jobs.c.status == PENDING)).one()
+    return PendingSplit(due=pending - later, scheduled=later)
+
+
+def scheduled_jobs(now: datetime, limit: int = 200) -> tuple[int, list[Row]]:
+    """Pending jobs not yet due (scheduled by run_at, or waiting out a retry's backoff): how many, and the
+    ``limit`` coming due first."""
+    later = and_(jobs.c.status == PENDING, jobs.c.run_at > now)
+    with read_connection() as conn:
+        count = conn.execute(select(func.count()).select_from(jobs).where(later)).scalar_one()
+        rows = conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.priority, jobs.c.run_at, jobs.c.retry_count, jobs.c.max_retries,
+                   jobs.c.created_at, jobs.c.expires_at, jobs.c.producer)
+            .where(later).order_by(jobs.c.run_at, jobs.c.id).limit(limit)
+        ).all()
+    return count, rows
 
 
 def oldest_pending(now: datetime) -> Row | None:

@@ -37,6 +37,8 @@ class Held:
     handler_done: bool = False
     released: bool = False
     lost: bool = False
+    deadline: float | None = None   # monotonic time the runner gives up on the handler (timeout_seconds)
+    timed_out: bool = False         # given up on: failed as timed out, the handler's own outcome is dropped
 
 
 @dataclass(eq=False)

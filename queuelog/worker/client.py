@@ -96,19 +96,27 @@ class Client:
 
     def enqueue(self, type: str, payload: dict | None = None, *, priority: str | None = None,
                 max_retries: int | None = None, idempotency_key: str | None = None,
-                run_at: datetime | str | None = None, concurrency_key: str | None = None) -> dict:
+                run_at: datetime | str | None = None, concurrency_key: str | None = None,
+                unique_for: int | None = None, unique_key: str | None = None,
+                expires_at: datetime | str | None = None, timeout_seconds: int | None = None) -> dict:
         """Enqueue one job; returns the job (an idempotent replay returns the original job).
 
         ``concurrency_key`` (e.g. a tenant): claims take turns across keys, and a type's per-key limit counts by it.
+        ``unique_for`` (seconds) opens a dedupe window on (type, ``unique_key`` or the payload): an enqueue
+        inside another's window returns that job, with ``"deduplicated": True``. ``expires_at``: not claimed
+        by then, the job never runs. ``timeout_seconds``: how long a run may take.
         """
         body = _without_none(type=type, payload=payload or {}, priority=priority, max_retries=max_retries,
-                             idempotency_key=idempotency_key, run_at=_time(run_at), concurrency_key=concurrency_key)
+                             idempotency_key=idempotency_key, run_at=_time(run_at), concurrency_key=concurrency_key,
+                             unique_for=unique_for, unique_key=unique_key, expires_at=_time(expires_at),
+                             timeout_seconds=timeout_seconds)
         return self.request("POST", "/jobs", body)[1]
 
     def enqueue_batch(self, jobs: list[dict]) -> list[dict]:
         """Enqueue up to 500 jobs (dicts with the enqueue fields, ``concurrency_key`` too) all-or-nothing; returns
         them in order."""
-        body = {"jobs": [_without_none(**dict(job, run_at=_time(job.get("run_at")))) for job in jobs]}
+        body = {"jobs": [_without_none(**dict(job, run_at=_time(job.get("run_at")),
+                                              expires_at=_time(job.get("expires_at")))) for job in jobs]}
         return self.request("POST", "/jobs/batch", body)[1]["jobs"]
 
     def get_job(self, job_id: int) -> dict:

@@ -5,7 +5,9 @@ Threads, and who moves a held job along:
   (``limit``), and only for the types this worker has handlers for;
 - one thread per job runs its handler and queues the outcome; the job stays *held* until the
   server has acknowledged it;
-- the heartbeater extends the lease of every held job every lease/3 seconds;
+- the heartbeater extends the lease of every held job every lease/3 seconds, and gives up on a handler that
+  outlives its job's ``timeout_seconds`` (the claim's ``timeout_at``): the job is failed as timed out and the
+  handler's slot is freed; Python cannot stop the handler's thread, so whatever it returns later is dropped;
 - the acker (acks.py) sends the outcomes, batching completes, and retries them until they arrive;
 - the main thread handles SIGTERM/SIGINT — first: stop claiming, finish the running jobs, exit 0;
   second: release the unfinished jobs and exit — and logs a summary every ``summary_interval`` s.
@@ -30,6 +32,10 @@ log = logging.getLogger("queuelog.worker")
 DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
 IDLE_POLL_SECONDS = 2.0      # if the server answers at once despite `wait`, do not hammer it
 HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for releases and last acks
+#: A timed-out job is failed this much before its timeout_at (at most; a quarter of a short timeout), so that
+#: the failure reaches the server while it still takes it. Later, the server refuses it (409) and its reaper
+#: fails the run as timed out instead: either way the run ends as a timed-out attempt.
+TIMEOUT_MARGIN_SECONDS = 1.0
 
 Handler = Callable[[dict], "dict | None"]
 
@@ -153,7 +159,7 @@ class _Runner:
         self._begin_stop()
         self.claim_client.interrupt()
         with self.cond:
-            unfinished = [held for held in self.held.values() if not held.handler_done]
+            unfinished = [held for held in self.held.values() if not (held.handler_done or held.timed_out)]
             for held in unfinished:
                 held.released = True   # its handler's outcome, if it ever comes, is dropped
         log.warning("second signal: releasing %d unfinished job(s) and exiting", len(unfinished))
@@ -240,8 +246,11 @@ class _Runner:
 
     def _start(self, job: dict) -> None:
         beat_every = max(0.5, _lease_of(job) / 3)
+        now = time.monotonic()
+        timeout = _timeout_of(job)
         held = Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
-                    beat_every=beat_every, next_beat=time.monotonic() + beat_every)
+                    beat_every=beat_every, next_beat=now + beat_every,
+                    deadline=None if timeout is None else now + timeout - min(TIMEOUT_MARGIN_SECONDS, timeout / 4))
         with self.cond:
             self.held[held.id] = held
             self.running += 1
@@ -268,22 +277,46 @@ class _Runner:
         outcome.duration_ms = round((time.monotonic() - started) * 1000)
         with self.cond:
             held.handler_done = True
+            if held.timed_out:
+                log.warning("job %d (%s): its handler returned %.1f s after the job timed out; its outcome is "
+                            "dropped", held.id, held.type, (time.monotonic() - held.deadline))
+                return   # its slot was freed and its failure sent when it timed out
             self.running -= 1
             if not held.released:
                 self.acker.put(outcome)
             self.cond.notify_all()
+
+    def _give_up_on_timed_out(self, now: float) -> None:
+        """Fail the jobs whose handlers outlived their timeout: stop waiting for them, free their slots."""
+        with self.cond:
+            late = [h for h in self.held.values()
+                    if h.deadline is not None and h.deadline <= now and not (h.handler_done or h.timed_out
+                                                                             or h.released or h.lost)]
+            for held in late:
+                held.timed_out = True
+                self.running -= 1
+                error = "TimeoutError: timed out: the handler did not finish within the job's timeout_seconds"
+                log.error("job %d (%s) timed out: failing it; its handler thread is left running and its "
+                          "outcome will be dropped", held.id, held.type)
+                self.acker.put(Outcome(held, ok=False, error=error, retryable=True))
+            if late:
+                self.cond.notify_all()
 
     # --- heartbeats -------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
         while not self.finished.is_set():
             now = time.monotonic()
+            self._give_up_on_timed_out(now)
             with self.cond:
-                due = [h for h in self.held.values() if h.next_beat <= now and not (h.released or h.lost)]
+                due = [h for h in self.held.values()
+                       if h.next_beat <= now and not (h.released or h.lost or h.timed_out)]
             for held in due:
                 self._beat(held)
             with self.cond:
-                upcoming = [h.next_beat for h in self.held.values() if not (h.released or h.lost)]
+                upcoming = [h.next_beat for h in self.held.values() if not (h.released or h.lost or h.timed_out)]
+                upcoming += [h.deadline for h in self.held.values()
+                             if h.deadline is not None and not (h.handler_done or h.timed_out)]
                 delay = min(upcoming, default=time.monotonic() + 1.0) - time.monotonic()
                 if delay > 0 and not self.finished.is_set():
                     self.cond.wait(min(delay, 1.0))
@@ -306,6 +339,17 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 - network, 5xx or a strange answer: try again soon
             log.warning("job %d: heartbeat failed (%s); retrying", held.id, exc)
             held.next_beat = time.monotonic() + min(held.beat_every, 1.0)
+
+
+def _timeout_of(job: dict) -> float | None:
+    """How long the server lets this run take (timeout_at less claimed_at), in seconds; None: no timeout."""
+    try:
+        if not job.get("timeout_at"):
+            return None
+        allowed = datetime.fromisoformat(job["timeout_at"]) - datetime.fromisoformat(job["claimed_at"])
+        return max(allowed.total_seconds(), 0.0)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _lease_of(job: dict) -> float:

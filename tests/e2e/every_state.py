@@ -70,7 +70,7 @@ def seed_every_state() -> dict[str, int]:
 
     def new(name: str, **fields) -> int:
         fields.setdefault("priority", int(Priority.MEDIUM))
-        (row, _), = queue.enqueue(producer, [NewJob(type="email", payload={"to": f"{name}@example.org"}, **fields)])
+        row = queue.enqueue(producer, [NewJob(type="email", payload={"to": f"{name}@example.org"}, **fields)])[0].job
         seeded[name] = row.id
         return row.id
 

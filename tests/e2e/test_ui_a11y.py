@@ -24,6 +24,7 @@ PAGES = {
     "jobs searched by error and payload": "/admin/jobs?error=smtp&path=to&value=%22x%40example.org%22",
     "jobs with a bad payload path": "/admin/jobs?path=a..b&value=1",
     "top errors": "/admin/errors",
+    "scheduled": "/admin/scheduled",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
     "types": "/admin/types",
