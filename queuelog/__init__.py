@@ -58,6 +58,9 @@ def create_app(config: dict | None = None) -> Flask:
         configure_engine(app)
         if app.config["AUTO_MIGRATE"]:
             ensure_schema(app)
+    from .schedules import ticker
+
+    ticker.start_if_serving(app)
     return app
 
 

@@ -238,6 +238,9 @@ DEFAULTS: dict[str, Setting] = {
     # (queuelog/longpoll.py). 0: claims never wait.
     "LONGPOLL_MAX_WAITING": Setting(None, whole_or_auto(0)),
     "SQLALCHEMY_ENGINE_OPTIONS": Setting({}, mapping()),
+    # Does a server process (a gunicorn worker, flask run) fire due schedules? Every one may: exactly one
+    # enqueues each tick's job (queuelog/schedules/ticker.py). Off: this process leaves it to the others.
+    "SCHEDULER": Setting(True, flag()),
 }
 
 

@@ -96,6 +96,10 @@ class Job(db.Model):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     timeout_seconds: Mapped[int | None] = mapped_column(Integer)
     timeout_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The schedule that enqueued the job (its name, kept even after the schedule is deleted) and the tick it
+    # was enqueued for; NULL for jobs enqueued by a producer.
+    schedule: Mapped[str | None] = mapped_column(String(100))
+    scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.
@@ -169,6 +173,9 @@ class Job(db.Model):
             sqlite_where=text("error_group IS NOT NULL"),
             postgresql_where=text("error_group IS NOT NULL"),
         ),
+        # One job per tick of a schedule, whichever server process fires it: the compare-and-set on
+        # schedules.next_run_at already allows one, this makes a second insert fail should that ever slip.
+        Index("uq_jobs_schedule_tick", "schedule", "scheduled_for", unique=True),
         # AUTOINCREMENT: SQLite must never hand a purged job's id to a new job (links, logs, alerts).
         {"sqlite_autoincrement": True},
     )
@@ -371,4 +378,36 @@ class TypeClaim(db.Model):
 
     __table_args__ = (
         Index("ix_type_claims_type_expires", "type", "expires_at"),
+    )
+
+
+class Schedule(db.Model):
+    """A job enqueued again and again: on a cron expression in a timezone, or every N seconds.
+
+    ``next_run_at`` is the next tick; each server process's ticker (``queuelog.schedules.ticker``) fires
+    due schedules, and only the one whose compare-and-set on ``next_run_at`` matches enqueues the job.
+    """
+
+    __tablename__ = "schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    cron: Mapped[str | None] = mapped_column(String(200))          # exactly one of cron and every_seconds
+    every_seconds: Mapped[int | None] = mapped_column(Integer)
+    timezone: Mapped[str] = mapped_column(String(64))
+    job_type: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[str] = mapped_column(Text)                     # JSON text
+    priority: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    catch_up: Mapped[str] = mapped_column(String(8))                # 'one' or 'none'
+    next_run_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)   # the tick of the last job enqueued
+    last_job_id: Mapped[int | None] = mapped_column(BigId)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        # Each ticker asks "which active schedules are due?" a few times a second.
+        Index("ix_schedules_due", "paused", "next_run_at"),
     )

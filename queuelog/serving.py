@@ -7,6 +7,7 @@ worker serves its first request (gunicorn's ``post_worker_init`` hook). It
   capped below that (``longpoll.waiting_limit``);
 - makes the worker's graceful-stop signal (SIGTERM) also end its waiting claims at once
   (``wakeup.stop_waiting``), so a restart is not held up for the rest of their ``wait``;
+- starts the process's schedule ticker (``schedules.ticker``), which fires due schedules;
 - makes a threaded (gthread) worker a ``HeadFirstThreadWorker``: a thread is given a request only
   once its head has arrived, so clients that send half a head and stop cannot hold the threads,
   and a body that has not arrived in time is refused.
@@ -23,12 +24,14 @@ import socket
 import time
 from dataclasses import dataclass
 
+from flask import Flask
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
 from . import longpoll, wakeup
+from .schedules import ticker
 
 #: A request head must be complete this many seconds after its first byte (nginx allows 60 by
 #: default, but nginx holds no thread meanwhile; behind it, heads arrive at once).
@@ -47,6 +50,8 @@ def adopt_worker(worker) -> None:
     if threads is not None:
         longpoll.serve_from_threads(threads)
     _stop_waiting_on_graceful_stop()
+    if isinstance(worker.wsgi, Flask):
+        ticker.start(worker.wsgi)
     if type(worker) is ThreadWorker:
         worker.__class__ = HeadFirstThreadWorker
 

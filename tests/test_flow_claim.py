@@ -9,7 +9,7 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import insert, update
+from sqlalchemy import delete, insert, update
 
 from queuelog.clock import utcnow
 from queuelog.extensions import db
@@ -286,6 +286,24 @@ def test_a_limit_this_process_has_not_seen_yet_stops_claims_rather_than_being_ex
         conn.execute(update(TypeSettings.__table__).values(concurrency_limit=2))
     flow.forget_cached()
     assert claim_once(client, worker) is not None
+
+
+
+def test_a_limit_lifted_elsewhere_never_lets_a_claim_take_more_jobs_than_it_asked_for(
+        client, worker, enqueue, set_type, monkeypatch):
+    monkeypatch.setattr(flow, "CACHE_SECONDS", 60)   # the copy stays as old as the test needs
+    for _ in range(6):
+        enqueue(type="email")
+    set_type("email", concurrency_limit=10)
+    assert claim_once(client, worker) is not None   # the process's copy now says email is limited
+    with db.engine.begin() as conn:   # another server lifts the limit
+        conn.execute(delete(TypeSettings.__table__))
+
+    assert claim_once(client, worker) is not None
+    assert count_jobs(status="running") == 2
+    response = client.post("/jobs/claim", json={"limit": 2}, headers=worker)
+    assert len(response.get_json()["jobs"]) == 2
+    assert count_jobs(status="running") == 4
 
 
 # --- waiting claims ---------------------------------------------------------------------------------------

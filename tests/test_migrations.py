@@ -124,7 +124,7 @@ def test_the_claim_index_is_partial_and_in_claim_order(empty_database_url):
 
 
 def test_the_error_groups_migration_gives_jobs_that_already_failed_their_group(empty_database_url):
-    assert _db(empty_database_url, "upgrade", "c4e2a9d1f7b3").returncode == 0
+    assert _db(empty_database_url, "upgrade", "c4e8a1d2f7b3").returncode == 0
     engine = create_engine(empty_database_url)
     insert = ("INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, error,"
               " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0, :error,"

@@ -12,7 +12,7 @@ from typing import Any
 from flask import Flask, current_app, jsonify
 
 from ..states import RETRYABLE, spell
-from . import bp
+from . import bp, openapi_schedules
 from . import openapi_schemas as s
 
 PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
@@ -23,7 +23,7 @@ TAGS = [
     {"name": JOBS, "description": "Enqueue jobs and follow them: producers, and admins on any job."},
     {"name": WORKERS, "description": "Claim jobs, keep their leases and report how they ended: worker keys."},
     {"name": ADMIN_TAG, "description": f"Put {spell(RETRYABLE)} jobs back to work, and pause, resume and limit "
-                                       "job types: admin keys."},
+                                       "job types, and manage schedules: admin keys."},
     {"name": META, "description": "This document, for tools and client generators; no key needed."},
 ]
 
@@ -31,8 +31,8 @@ _ERRORS = {
     400: "The body is not valid JSON, or holds a number beyond a double's finite range (1e400).",
     401: "No API key, or an unknown or revoked one (see WWW-Authenticate).",
     403: "The key's role, type limits or priority ceiling do not allow this.",
-    404: "No such job, or one this key may not see; no such job type on this server.",
-    409: "The job is not in a state that allows this (job_status says which).",
+    404: "No such job, or one this key may not see; no such job type or schedule on this server.",
+    409: "The job is not in a state that allows this (job_status says which); a schedule name in use.",
     413: "The request body is larger than 1 MiB.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
@@ -51,6 +51,7 @@ _HEADER_NOTES = {
 # Every authenticated route can answer these.
 _ALWAYS = (401, 403, 500, 503)
 _WITH_BODY = (400, 413, 415, 422)
+WITH_BODY = _WITH_BODY
 # An enqueue can also meet its key's producer quota.
 _ENQUEUE_ERRORS = (*_WITH_BODY, 429)
 _QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending): a request "
@@ -262,6 +263,7 @@ def paths() -> dict[str, Any]:
             ADMIN_TAG, "retry", f"Put a {spell(RETRYABLE)} job back to pending, retries reset.", (ADMIN,),
             body("EmptyRequest", required=False)),
         **type_paths(),
+        **openapi_schedules.paths(),
     }
 
 

@@ -278,6 +278,10 @@ def _job_properties() -> dict[str, Schema]:
         "expires_at": time("Not claimed by then, the job never runs.", null=True),
         "timeout_seconds": nullable({"type": "integer", "minimum": 1, "description": "How long a run may take."}),
         "timeout_at": time("Set by the claim: when the current run times out (null: no timeout).", null=True),
+        "schedule": nullable({"type": "string", "description": "The schedule that enqueued the job (null: a "
+                                                               "producer did)."}),
+        "scheduled_for": time("The schedule's tick the job was enqueued for (Run now: when it was asked).",
+                              null=True),
     }
 
 
@@ -361,6 +365,8 @@ def _optional(schema: Schema, **extra: Schema) -> Schema:
 
 def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema]:
     """Every named schema of the document."""
+    from .openapi_schedules import components as schedule_components  # it builds on this module
+
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
         "Job": job(),
@@ -386,4 +392,5 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "JobType": job_type(),
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
+        **schedule_components(),
     }

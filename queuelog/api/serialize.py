@@ -9,6 +9,7 @@ from ..clock import rfc3339
 from ..keys import Caller
 from ..models import Priority, Role
 from ..queue.flow import TypeState
+from ..schedules import ScheduleState
 
 
 def may_read_error(caller: Caller, row: Row) -> bool:
@@ -46,6 +47,8 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False) -> dict:
         "expires_at": rfc3339(row.expires_at),
         "timeout_seconds": row.timeout_seconds,
         "timeout_at": rfc3339(row.timeout_at),     # set by the claim: when the run must have ended
+        "schedule": row.schedule,                         # the schedule that enqueued it, or null
+        "scheduled_for": rfc3339(row.scheduled_for),      # ... and the tick it was enqueued for
     }
     if claim_token:
         body["claim_token"] = row.claim_token
@@ -77,4 +80,23 @@ def event_json(row: Row, show_error: bool) -> dict:
         "attempt": row.attempt,
         "error": row.error if show_error else None,
         "at": rfc3339(row.at),
+    }
+
+
+def schedule_json(state: ScheduleState) -> dict:
+    """A schedule as /schedules shows it; ``next_run_at`` is null while it is paused (it does not tick)."""
+    spec = state.spec
+    return {
+        "name": spec.name,
+        "cron": spec.timing.cron,
+        "every_seconds": spec.timing.every_seconds,
+        "timezone": spec.timing.timezone,
+        "job": spec.job.as_json(),
+        "paused": spec.paused,
+        "catch_up": spec.catch_up,
+        "next_run_at": None if spec.paused else rfc3339(state.next_run_at),
+        "last_run_at": rfc3339(state.last_run_at),
+        "last_job_id": state.last_job_id,
+        "created_at": rfc3339(state.created_at),
+        "updated_at": rfc3339(state.updated_at),
     }

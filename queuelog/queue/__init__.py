@@ -8,7 +8,8 @@ clauses and each statement writes its event rows with it, so there is no read-th
 
 Views, CLI commands and pages call these functions; none of them writes ``status`` itself.
 
-- ``enqueueing.py``: enqueue, with idempotency keys;
+- ``enqueueing.py``: enqueue, with idempotency keys (``enqueue_in`` does it inside a caller's transaction: a
+  schedule's tick, whose job commits with the compare-and-set that fires it);
 - ``operations.py``: the claim; the holding worker's complete, fail, heartbeat and release; the server's
   give-back of a claim nobody received; cancel; an admin's retry, bulk cancel and delete; the reaper;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.

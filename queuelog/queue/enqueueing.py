@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from flask import current_app
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from .. import quotas, sql
@@ -54,6 +55,8 @@ class NewJob:
     unique_key: str | None = None        # None: a digest of type and payload (only with unique_for)
     expires_at: datetime | None = None   # not claimed by then: never run
     timeout_seconds: int | None = None   # how long a run may take
+    schedule: str | None = None             # set only by a schedule's tick (queuelog/schedules), never by a request
+    scheduled_for: datetime | None = None
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""
@@ -156,32 +159,38 @@ _Step = _Insert | _Earlier | _AsItem | _Deduped | _SameWindow
 
 
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
-    """One transaction: find the jobs the request's idempotency keys already name, insert the rest.
+    """One transaction (``enqueue_in``): find the jobs the request's idempotency keys already name, insert the rest.
 
     A key with a quota takes its turn first, so a replay racing its original finds the original's job
     (instead of being counted as new), and the quota's check sees every job committed before it.
     """
+    with write_transaction() as conn:
+        return enqueue_in(conn, caller, new_jobs, batch)
+
+
+def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list[Enqueued]:
+    """The enqueue's work inside the caller's write transaction: a schedule's tick enqueues its job in the
+    transaction that moves the schedule on (queuelog/schedules), so the two commit or roll back together."""
     now = utcnow()
     keys = [job.idempotency_key for job in new_jobs if job.idempotency_key]
-    with write_transaction() as conn:
-        if caller.quota is not None:
-            quotas.take_turn(conn, caller.id)
-        earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
-        steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
-        steps, windows = _take_windows(conn, new_jobs, steps, now)
-        inserts = [step.row for step in steps if isinstance(step, _Insert)]
-        made: list[JobRow] = []
-        if inserts and caller.quota is not None:
-            # Only new jobs count; refused, the transaction rolls back and nothing is stored.
-            quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
-        if inserts:
-            inserts = _with_turns(conn, inserts)
-            log = event_row(ENQUEUE, caller.actor, now)
-            made = sql.insert_jobs(conn, inserts, log)
-            changed(conn, ENQUEUE, made, log)
-            for row in made:
-                if (row.type, row.unique_key) in windows:
-                    sql.unique_set(conn, row.type, row.unique_key, row.id)
+    if caller.quota is not None:
+        quotas.take_turn(conn, caller.id)
+    earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
+    steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
+    steps, windows = _take_windows(conn, new_jobs, steps, now)
+    inserts = [step.row for step in steps if isinstance(step, _Insert)]
+    made: list[JobRow] = []
+    if inserts and caller.quota is not None:
+        # Only new jobs count; refused, the transaction rolls back and nothing is stored.
+        quotas.admit(conn, caller.id, caller.name, caller.quota, len(inserts))
+    if inserts:
+        inserts = _with_turns(conn, inserts)
+        log = event_row(ENQUEUE, caller.actor, now)
+        made = sql.insert_jobs(conn, inserts, log)
+        changed(conn, ENQUEUE, made, log)
+        for row in made:
+            if (row.type, row.unique_key) in windows:
+                sql.unique_set(conn, row.type, row.unique_key, row.id)
     # The new jobs came back in the order of their items; an item repeating one of this batch comes after it.
     created = iter(made)
     answers: list[Enqueued] = []
@@ -256,7 +265,7 @@ def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, Jo
                 idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
                 run_at=job.run_at or now, created_at=now, updated_at=now, concurrency_key=job.concurrency_key or "",
                 fair_tag=0, unique_key=job.window_key(), expires_at=job.expires_at,
-                timeout_seconds=job.timeout_seconds)))
+                timeout_seconds=job.timeout_seconds, schedule=job.schedule, scheduled_for=job.scheduled_for)))
     return steps
 
 

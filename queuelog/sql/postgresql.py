@@ -166,6 +166,11 @@ taken AS (
      ORDER BY b.priority DESC, b.fair_tag, b.id
      LIMIT {{limit}}),"""
 FLOW_PICK = "UNION ALL SELECT id FROM taken"
+#: With FLOW the plain walk takes nothing, whatever type_settings says now: the caller's copy of the settings
+#: may be older than a lifted limit, and then both picks would run, each ``{limit}`` jobs long (the walk's
+#: rows are locked, so the flow pick's SKIP LOCKED passes over them to the next ones): a claim of one job
+#: marked two running. The flow pick alone covers every type (a type without settings has room ``{limit}``).
+WALK_OFF = "AND false"
 
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
@@ -198,7 +203,7 @@ CLAIM = f"""
 WITH RECURSIVE {{flow}}
 picked AS MATERIALIZED (
     SELECT id FROM (SELECT id FROM jobs
-                     WHERE {CLAIMABLE} AND {_NONE_CONTROLLED}
+                     WHERE {CLAIMABLE} AND {_NONE_CONTROLLED} {{walk_off}}
                      ORDER BY priority DESC, fair_tag, id
                      LIMIT {{limit}}
                        FOR UPDATE SKIP LOCKED) walked

@@ -23,12 +23,12 @@ _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
 #: Optional pieces of a statement: {slot} → (the value that asks for it, the dialect module's piece). A slot
 #: is filled when its value is given (not None), and left empty when not; in this order, so that a piece
 #: may hold later slots itself (FLOW holds {types}).
-_OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "types": ("types", "TYPES"),
-             "claimed_before": ("claimed_before", "CLAIMED_BEFORE")}
+_OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk_off": ("flow", "WALK_OFF"),
+             "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE")}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at",
-                                                                                 "expires_at"})
+                                                                                 "expires_at", "scheduled_for"})
 
 
 def on_driver(conn: Connection, sql: str, params, work):

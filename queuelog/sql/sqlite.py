@@ -167,6 +167,9 @@ taken AS (
      ORDER BY b.priority DESC, b.fair_tag, b.id
      LIMIT :limit)"""
 FLOW_PICK = "UNION ALL SELECT id FROM taken"
+#: With FLOW the plain walk takes nothing, whatever type_settings says now (see postgresql.py's WALK_OFF): the
+#: flow pick alone covers every type, and two picks could otherwise add up to more than the claim asked for.
+WALK_OFF = "OR 1"
 
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
@@ -191,7 +194,7 @@ UPDATE jobs
    AND id IN (SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
                                WHERE {CLAIMABLE}
                                ORDER BY priority DESC, fair_tag, id
-                               LIMIT CASE WHEN {_ANY_CONTROLLED} THEN 0 ELSE :limit END)
+                               LIMIT CASE WHEN {_ANY_CONTROLLED} {{walk_off}} THEN 0 ELSE :limit END)
               {{flow_pick}})
 RETURNING {JOB_LIST}"""
 

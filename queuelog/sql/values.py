@@ -70,6 +70,8 @@ class NewJobRow(NamedTuple):
     unique_key: str | None = None       # the dedupe window it holds (unique_slots), if enqueued with one
     expires_at: datetime | None = None  # not claimed by then: never run
     timeout_seconds: int | None = None  # how long a run may take
+    schedule: str | None = None             # the schedule that enqueued it (queuelog/schedules)
+    scheduled_for: datetime | None = None   # ... and the tick it was enqueued for
 
 
 class Claim(enum.StrEnum):

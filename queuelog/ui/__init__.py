@@ -1,5 +1,5 @@
 """The admin web pages under /admin: sign-in, dashboard, jobs, top errors, scheduled jobs, job types, workers,
-API keys.
+schedules, API keys.
 
 Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
 """
@@ -17,6 +17,7 @@ from . import (  # noqa: E402,F401
     key_routes,
     routes,
     schedule_routes,
+    scheduled_routes,
     security,
     type_routes,
 )

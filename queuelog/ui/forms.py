@@ -6,6 +6,7 @@ from typing import Any
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    BooleanField,
     Form,
     HiddenField,
     IntegerField,
@@ -14,6 +15,7 @@ from wtforms import (
     SelectMultipleField,
     StringField,
     SubmitField,
+    TextAreaField,
 )
 from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp, ValidationError
 
@@ -213,3 +215,33 @@ def _whole(data: str | None, high: int, message: str) -> None:
     text = (data or "").strip()
     if text and not (re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= high):
         raise ValidationError(message.format(high=high) + f", not {text!r}")
+class ScheduleForm(FlaskForm):
+    """Create or edit a schedule. The fields are checked by ``schedules.check_spec``, like the API's and the
+    command line's, and its messages are shown beside the field they name."""
+
+    name = StringField("Name", validators=[InputRequired(), Length(max=100)],
+                       description="1-100 letters, digits, '_', '.', ':' or '-'")
+    cron = StringField("Cron expression", validators=[Optional(), Length(max=200)],
+                       description="5 fields, 6 with the seconds first, or @hourly, @daily, …",
+                       render_kw={"placeholder": "e.g. 0 3 * * *"}, filters=[lambda v: v.strip() if v else v])
+    every_seconds = IntegerField("Or every N seconds", validators=[Optional(), NumberRange(1, 86_400)],
+                                 description="Instead of a cron expression: 1-86400",
+                                 render_kw={"inputmode": "numeric"})
+    timezone = StringField("Timezone", default="UTC", validators=[InputRequired(), Length(max=64)],
+                           description="IANA name, e.g. Europe/Berlin; the cron expression is read in it")
+    job_type = SelectField("Job type", choices=[])
+    payload = TextAreaField("Payload (JSON object)", default="{}", validators=[Length(max=65536)])
+    priority = SelectField("Priority", choices=[_choice(label, label) for label in PRIORITY_LABELS], default="low")
+    max_retries = IntegerField("Retries", default=3, validators=[InputRequired(), NumberRange(0, 100)])
+    catch_up = SelectField("After downtime", default="one", choices=[
+        _choice("one", "one job for the latest missed tick"), _choice("none", "skip the missed ticks")])
+    paused = BooleanField("Paused")
+    submit = SubmitField("Save schedule")
+
+    def validate(self, extra_validators=None) -> bool:
+        valid = super().validate(extra_validators)
+        if bool(self.cron.data) == (self.every_seconds.data is not None) and not self.every_seconds.errors:
+            self.cron.errors = [*self.cron.errors, "give either a cron expression or an interval, not both"
+                                if self.cron.data else "give a cron expression or an interval"]
+            valid = False
+        return valid

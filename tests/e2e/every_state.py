@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from queuelog import create_app, keys, queue, users
+from queuelog import create_app, keys, queue, schedules, users
 from queuelog.clock import utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
@@ -100,6 +100,12 @@ def seed_every_state() -> dict[str, int]:
     row = claimed("requeued")
     queue.fail(worker, row.id, row.claim_token, "ConnectionResetError: try again", retryable=True)
     new("pending", priority=int(Priority.LOW), concurrency_key="tenant-42")
+    # Schedules: one ticking at 03:00 Berlin time with a job it enqueued, one paused.
+    schedules.create_schedule({"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
+                               "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high"}})
+    schedules.create_schedule({"name": "cache-warmer", "every_seconds": 300, "paused": True,
+                               "job": {"type": "noop"}})
+    seeded["from-schedule"] = schedules.run_now("nightly-report", "admin:" + ADMIN_NAME).id
     # Flow control last: the claims above must not wait on it.
     admin = f"admin:{ADMIN_NAME}"
     flow.update_type("email", {"concurrency_limit": 3}, admin)

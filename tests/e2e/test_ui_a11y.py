@@ -30,6 +30,9 @@ PAGES = {
     "types": "/admin/types",
     "type with limits and history": "/admin/types/email",
     "paused type": "/admin/types/report",
+    "schedules": "/admin/schedules",
+    "one schedule": "/admin/schedules/nightly-report",
+    "job from a schedule": "job:from-schedule",
     "missing job (error page)": "/admin/jobs/999999999",
     **{f"job {state}": f"job:{state}" for state in JOB_STATES},
 }

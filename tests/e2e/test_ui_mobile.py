@@ -11,6 +11,7 @@ PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 900}
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
          "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
+         "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
          "job:pending", "job:running", "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
 READABLE_PX = 10  # the smallest label height we call readable
 
@@ -85,8 +86,8 @@ def test_the_header_wraps_with_every_link_and_button_on_screen(every_state, open
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))
     controls = boxes(tab, ".topbar a, .topbar button")
-    assert [c["text"] for c in controls] == [
-        "queuelog", "Dashboard", "Jobs", "Scheduled", "Types", "Top errors", "Workers", "API keys", "Sign out"]
+    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Scheduled", "Types", "Top errors",
+                                               "Workers", "Schedules", "API keys", "Sign out"]
     for control in controls:
         assert control["left"] >= 0 and control["right"] <= PHONE["width"], control
     for index, first in enumerate(controls):

@@ -6,7 +6,7 @@ group, lets the page group failed jobs without reading their errors. Jobs that a
 given their group here, a batch of ids at a time.
 
 Revision ID: c4e19a7d2b61
-Revises: c4e2a9d1f7b3
+Revises: c4e8a1d2f7b3
 Create Date: 2026-12-03 09:00:00
 
 """
@@ -17,7 +17,7 @@ from queuelog.error_groups import error_group
 
 # revision identifiers, used by Alembic.
 revision = 'c4e19a7d2b61'
-down_revision = 'c4e2a9d1f7b3'
+down_revision = 'c4e8a1d2f7b3'
 branch_labels = None
 depends_on = None
 

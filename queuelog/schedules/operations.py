@@ -1,0 +1,248 @@
+"""Schedules: create, read, change, delete, run now; and the tick that enqueues each due schedule's job.
+
+Exactly one job per tick, whatever the number of server processes: every process's ticker may find the
+same schedule due, and each tries ``fire``. Firing is one write transaction: a compare-and-set moves the
+schedule's ``next_run_at`` on (``WHERE id = :id AND next_run_at = :due``), and only the process whose
+update matched enqueues the job, through the normal enqueue (``queue.enqueue_in``: event row, wake-up of
+waiting claims). The job carries the schedule's name and the tick (``scheduled_for``); a unique index on
+the pair refuses a second job for one tick should anything ever get past the compare-and-set.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import current_app
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from ..clock import utcnow
+from ..database.transactions import read_connection, write_transaction
+from ..errors import InvalidRequest, QueueError
+from ..keys import Caller
+from ..models import Job, Role, Schedule
+from ..patterns import Priority
+from ..queue import NewJob
+from ..queue.enqueueing import enqueue_in
+from ..sql import JobRow
+from .spec import NAME, JobTemplate, Spec, check_spec
+from .timing import Timing
+
+log = logging.getLogger("queuelog.schedules")
+
+schedules = Schedule.__table__
+jobs = Job.__table__
+
+#: With ``catch_up: "none"``, a tick fired later than this after its time counts as missed (no job): no
+#: server process was up when it came due. Tickers fire on time to within a fraction of a second.
+MISSED_AFTER = timedelta(seconds=30)
+#: At most this many due schedules fired by one pass of a ticker; the rest wait for its next pass.
+FIRE_BATCH = 100
+
+
+class ScheduleNotFound(QueueError):
+    status = 404
+    title = "Not found"
+
+
+class ScheduleExists(QueueError):
+    status = 409
+    title = "Conflict"
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """A schedule as stored: what its owner set, when it ticks next, and its last job."""
+
+    id: int
+    spec: Spec
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: int | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of_row(cls, row) -> ScheduleState:
+        spec = Spec(name=row.name, timing=Timing(row.cron, row.every_seconds, row.timezone),
+                    job=JobTemplate(row.job_type, json.loads(row.payload), row.priority, row.max_retries),
+                    paused=bool(row.paused), catch_up=row.catch_up)
+        return cls(row.id, spec, row.next_run_at, row.last_run_at, row.last_job_id, row.created_at, row.updated_at)
+
+
+@dataclass(frozen=True)
+class ScheduleCaller(Caller):
+    """Who enqueues a schedule's jobs: no key (no quota, any allowed type, any priority); the job's producer
+    is ``schedule:NAME``, its event names ``who`` (the schedule's tick, or whoever asked to run it now)."""
+
+    who: str = ""
+
+    @property
+    def actor(self) -> str:
+        return self.who or self.name
+
+    @classmethod
+    def of(cls, schedule_name: str, who: str | None = None) -> ScheduleCaller:
+        name = f"schedule:{schedule_name}"
+        return cls(None, name, Role.ADMIN.value, Priority.CRITICAL.value, None, None, who or name)
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+def list_schedules() -> list[ScheduleState]:
+    """Every schedule, by name."""
+    with read_connection() as conn:
+        rows = conn.execute(select(schedules).order_by(schedules.c.name)).all()
+    return [ScheduleState.of_row(row) for row in rows]
+
+
+def get_schedule(name: str) -> ScheduleState:
+    """One schedule by name, or ScheduleNotFound (404)."""
+    if not NAME.fullmatch(name):
+        # No schedule can have it; and PostgreSQL text cannot even hold some (NUL): a 404, not a driver error.
+        raise ScheduleNotFound(f"schedule {name!r} does not exist")
+    with read_connection() as conn:
+        row = conn.execute(select(schedules).where(schedules.c.name == name)).first()
+    if row is None:
+        raise ScheduleNotFound(f"schedule {name!r} does not exist")
+    return ScheduleState.of_row(row)
+
+
+def last_jobs(states: list[ScheduleState]) -> dict[int, JobRow]:
+    """The last job of each schedule that has one, by job id (gone when purged)."""
+    ids = [state.last_job_id for state in states if state.last_job_id is not None]
+    if not ids:
+        return {}
+    with read_connection() as conn:
+        rows = conn.execute(select(jobs).where(jobs.c.id.in_(ids))).all()
+    return {row.id: row for row in rows}
+
+
+# --- changing ----------------------------------------------------------------------------------------
+
+def create_schedule(fields: dict) -> ScheduleState:
+    """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now."""
+    spec = check_spec(fields)
+    now = utcnow()
+    try:
+        with write_transaction() as conn:
+            _refuse_taken_name(conn, spec.name)
+            conn.execute(insert(schedules).values(**_columns(spec), next_run_at=spec.timing.next_after(now),
+                                                  created_at=now, updated_at=now))
+    except IntegrityError:
+        raise _name_taken(spec.name) from None   # created by someone else at the same moment
+    return get_schedule(spec.name)
+
+
+def update_schedule(name: str, fields: dict) -> ScheduleState:
+    """Change any fields of a schedule. A new timing, or resuming, recomputes the next tick from now: the
+    ticks missed while paused are not replayed."""
+    if not fields:
+        raise InvalidRequest([{"pointer": "", "detail": "name at least one field to change"}])
+    current = get_schedule(name)
+    spec = check_spec(fields, current.spec)
+    now = utcnow()
+    values = {**_columns(spec), "updated_at": now}
+    if spec.timing != current.spec.timing or (current.spec.paused and not spec.paused):
+        values["next_run_at"] = spec.timing.next_after(now)
+    try:
+        with write_transaction() as conn:
+            if spec.name != name:
+                _refuse_taken_name(conn, spec.name)
+            changed = conn.execute(update(schedules).where(schedules.c.id == current.id).values(**values)).rowcount
+    except IntegrityError:
+        raise _name_taken(spec.name) from None
+    if not changed:
+        raise ScheduleNotFound(f"schedule {name!r} does not exist")
+    return get_schedule(spec.name)
+
+
+def delete_schedule(name: str) -> None:
+    """Delete a schedule; the jobs it enqueued stay (still naming it)."""
+    get_schedule(name)
+    with write_transaction() as conn:
+        deleted = conn.execute(delete(schedules).where(schedules.c.name == name)).rowcount
+    if not deleted:
+        raise ScheduleNotFound(f"schedule {name!r} does not exist")
+
+
+def run_now(name: str, actor: str) -> JobRow:
+    """Enqueue the schedule's job once, now, besides its ticks (which stay as they are)."""
+    state = get_schedule(name)
+    now = utcnow()
+    with write_transaction() as conn:
+        job = _enqueue(conn, state.spec, now, actor)
+        conn.execute(update(schedules).where(schedules.c.id == state.id).values(last_job_id=job.id))
+    return job
+
+
+def _columns(spec: Spec) -> dict:
+    return {"name": spec.name, "cron": spec.timing.cron, "every_seconds": spec.timing.every_seconds,
+            "timezone": spec.timing.timezone, "job_type": spec.job.type,
+            "payload": json.dumps(spec.job.payload, separators=(",", ":")), "priority": spec.job.priority,
+            "max_retries": spec.job.max_retries, "paused": spec.paused, "catch_up": spec.catch_up}
+
+
+def _refuse_taken_name(conn: Connection, name: str) -> None:
+    if conn.execute(select(schedules.c.id).where(schedules.c.name == name)).first() is not None:
+        raise _name_taken(name)
+
+
+def _name_taken(name: str) -> ScheduleExists:
+    return ScheduleExists(f"a schedule named {name!r} already exists")
+
+
+def _enqueue(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
+    template = spec.job
+    new_job = NewJob(type=template.type, payload=template.payload, priority=template.priority,
+                     max_retries=template.max_retries, schedule=spec.name, scheduled_for=scheduled_for)
+    [answer] = enqueue_in(conn, ScheduleCaller.of(spec.name, who), [new_job])
+    return answer.job
+
+
+# --- ticking -----------------------------------------------------------------------------------------
+
+def fire_due(now: datetime | None = None) -> int:
+    """Fire every active schedule whose tick has come (by ``now``); returns how many jobs this call enqueued."""
+    now = now or utcnow()
+    with read_connection() as conn:
+        rows = conn.execute(select(schedules).where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
+                            .order_by(schedules.c.next_run_at).limit(FIRE_BATCH)).all()
+    return sum(fire(ScheduleState.of_row(row), now) for row in rows)
+
+
+def fire(state: ScheduleState, now: datetime) -> bool:
+    """Move one due schedule on to its next tick and, if this call did (the compare-and-set matched), enqueue
+    the job of the tick it fires. After downtime only the latest missed tick gets a job (catch_up "one"),
+    or none at all (catch_up "none"). True: this call enqueued a job."""
+    spec, due = state.spec, state.next_run_at
+    tick = spec.timing.latest_at_or_before(now, due)
+    next_run_at = spec.timing.next_after(tick)
+    enqueues = spec.catch_up == "one" or now - tick <= MISSED_AFTER
+    if enqueues and spec.job.type not in current_app.config["JOB_TYPES"]:
+        log.warning("schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
+                    spec.name, spec.job.type, tick.isoformat())
+        enqueues = False
+    moved_on = {"next_run_at": next_run_at, "updated_at": now}
+    job = None
+    try:
+        with write_transaction() as conn:
+            won = conn.execute(update(schedules).where(
+                schedules.c.id == state.id, schedules.c.next_run_at == due, schedules.c.paused.is_(False),
+            ).values(**moved_on)).rowcount == 1
+            if won and enqueues:
+                job = _enqueue(conn, spec, tick, None)
+                conn.execute(update(schedules).where(schedules.c.id == state.id)
+                             .values(last_run_at=tick, last_job_id=job.id))
+    except IntegrityError:
+        # The tick's job exists already: the compare-and-set let two through (it cannot; this is the belt).
+        log.error("schedule %s: a job for tick %s exists already; not enqueued again", spec.name, tick.isoformat())
+        return False
+    if won and (tick != due or not enqueues):
+        log.info("schedule %s: tick %s %s", spec.name, due.isoformat(),
+                 f"and later ones missed while no server ran; one job for {tick.isoformat()}" if job is not None
+                 else "passed without a job")
+    return job is not None

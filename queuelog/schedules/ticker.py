@@ -1,0 +1,75 @@
+"""The ticker: a thread in every server process that fires due schedules a few times a second.
+
+No daemon of its own: gunicorn's workers start it when they are ready to serve (``serving.adopt_worker``),
+``flask run`` when it loads the app (``start_if_serving``); other processes (``flask`` commands, tests, a
+script that builds the app) never tick unless they call ``start``. Any number of tickers may run, in any
+number of processes on any number of machines: ``operations.fire`` lets exactly one of them enqueue each
+tick's job. With one ticker per process up, a tick is enqueued within ``TICK_SECONDS`` (plus a write) of
+its time. ``QUEUELOG_SCHEDULER=false`` keeps a server process from ticking.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from flask import Flask
+
+log = logging.getLogger("queuelog.schedules")
+
+#: How often each ticker asks the database for due schedules (one indexed read when none is due).
+TICK_SECONDS = 0.25
+#: After an error (the database is down), the ticker waits this long, doubling up to the most.
+RETRY_SECONDS, MOST_RETRY_SECONDS = 0.5, 10.0
+THREAD_NAME = "queuelog-ticker"
+
+_started: dict[int, int] = {}   # id(app) → the pid that started its ticker (a forked child starts its own)
+_lock = threading.Lock()
+
+
+def start(app: Flask) -> threading.Event | None:
+    """Start this process's ticker for ``app`` (once per process); returns an Event that stops it, or None
+    when it runs already or QUEUELOG_SCHEDULER is off."""
+    if not app.config["SCHEDULER"]:
+        return None
+    with _lock:
+        if _started.get(id(app)) == os.getpid():
+            return None
+        _started[id(app)] = os.getpid()
+    stop = threading.Event()
+    threading.Thread(target=_tick_forever, args=(app, stop), name=THREAD_NAME, daemon=True).start()
+    return stop
+
+
+def start_if_serving(app: Flask) -> None:
+    """Under ``flask run``, start the ticker: the development server is a server process too. (Not in the
+    reloader's watching parent, which serves nothing.)"""
+    import click
+
+    context = click.get_current_context(silent=True)
+    if context is None or context.info_name != "run":
+        return
+    if context.params.get("reload") and not os.environ.get("WERKZEUG_RUN_MAIN"):
+        return
+    start(app)
+
+
+def _tick_forever(app: Flask, stop: threading.Event) -> None:
+    from .operations import fire_due
+
+    delay = RETRY_SECONDS
+    failing = False
+    while not stop.is_set():
+        try:
+            with app.app_context():
+                fire_due()
+            if failing:
+                log.info("schedules are ticking again")
+            failing, delay = False, RETRY_SECONDS
+            stop.wait(TICK_SECONDS)
+        except Exception as error:  # noqa: BLE001 - whatever broke (a database restart), ticking must go on
+            if not failing:
+                log.warning("schedules could not tick (%s: %s); retrying", error.__class__.__name__, error)
+            failing = True
+            stop.wait(delay)
+            delay = min(delay * 2, MOST_RETRY_SECONDS)
