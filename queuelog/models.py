@@ -76,6 +76,9 @@ class Job(db.Model):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
+    # The error's cause with what changes from job to job masked (queuelog/error_groups.py), written with
+    # ``error``; the Top errors page groups failed jobs by it.
+    error_group: Mapped[str | None] = mapped_column(String(200))
     result: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -165,6 +168,20 @@ class Job(db.Model):
         ),
         Index("ix_jobs_worker_status", "worker_id", "status"),
         Index("ix_jobs_status_updated", "status", "updated_at"),
+        # The Top errors page: failed jobs grouped by error_group, with the types and times of each group,
+        # read from this index alone; a group's jobs (its link, retry all, cancel all) are one seek, and id
+        # last lets PostgreSQL count and list them without the table. Partial: jobs that never failed (most
+        # of them) are not in it.
+        Index(
+            "ix_jobs_error_groups",
+            "status",
+            "error_group",
+            "type",
+            "updated_at",
+            "id",
+            sqlite_where=text("error_group IS NOT NULL"),
+            postgresql_where=text("error_group IS NOT NULL"),
+        ),
         # One job per tick of a schedule, whichever server process fires it: the compare-and-set on
         # schedules.next_run_at already allows one, this makes a second insert fail should that ever slip.
         Index("uq_jobs_schedule_tick", "schedule", "scheduled_for", unique=True),

@@ -83,6 +83,10 @@ class RunWhen(enum.StrEnum):
     COMPLETED = "completed"   # every parent completed; a parent failed or cancelled cancels it
     FINISHED = "finished"     # every parent reached a final state, whichever (cleanups, callbacks)
 
+#: Statuses an admin may delete a job in (with its event log): nothing will happen to it any more, so
+#: nothing in flight is lost. A pending or running job is cancelled first, or left to finish.
+DELETABLE = FINAL
+
 
 @dataclass(frozen=True)
 class Transition:
@@ -138,6 +142,9 @@ TRANSITIONS: tuple[Transition, ...] = (
 )
 
 BY_ACTION: dict[str, Transition] = {transition.action: transition for transition in TRANSITIONS}
+
+#: Statuses some bulk action of the jobs page takes a job out of (retry, cancel, delete): all but running.
+BULK_ACTIONABLE = RETRYABLE | BY_ACTION["cancel"].from_statuses | DELETABLE
 
 
 def exits(status: JobStatus) -> tuple[Transition, ...]:

@@ -29,7 +29,8 @@ def _pages(page, url: str) -> dict[str, str]:
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
     return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
-            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}"}
+            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}",
+            "errors": "/admin/errors"}
 
 
 def _seed_flow_control() -> None:

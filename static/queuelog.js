@@ -8,12 +8,23 @@
 (function () {
   "use strict";
 
-  // Buttons whose effect is hard to undo ask first (with JavaScript off they simply act).
+  // Buttons whose effect is hard to undo ask first. A form marked data-confirm-step is also asked about by
+  // the server (a page naming what will change) when it comes without confirmed=yes: the yes given here
+  // is sent along, so the question is asked once, and with JavaScript off the server's page asks it.
   document.addEventListener("submit", function (event) {
     var asker = event.submitter && event.submitter.hasAttribute("data-confirm") ? event.submitter : event.target;
     var question = asker.getAttribute("data-confirm");
     if (question && !window.confirm(question)) {
       event.preventDefault();
+      return;
+    }
+    var form = event.target;
+    if (question && form.hasAttribute("data-confirm-step") && !form.querySelector("input[name=confirmed]")) {
+      var yes = document.createElement("input");
+      yes.type = "hidden";
+      yes.name = "confirmed";
+      yes.value = "yes";
+      form.appendChild(yes);
     }
   });
 

@@ -121,3 +121,22 @@ def test_the_claim_index_is_partial_and_in_claim_order(empty_database_url):
     definition = " ".join(row.definition.replace('"', "").split()).lower()
     assert "(priority desc, fair_tag, id)" in definition
     assert "where" in definition and "status" in definition and "'pending'" in definition
+
+
+def test_the_error_groups_migration_gives_jobs_that_already_failed_their_group(empty_database_url):
+    assert _db(empty_database_url, "upgrade", "c4e8a1d2f7b3").returncode == 0
+    engine = create_engine(empty_database_url)
+    insert = ("INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, error,"
+              " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0, :error,"
+              " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')")
+    with engine.begin() as conn:
+        for status, error in (("failed", "Timeout after 30s talking to 10.0.0.7"), ("pending", "HTTP 503"),
+                              ("completed", None)):
+            conn.execute(text(insert), {"status": status, "error": error})
+    engine.dispose()
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert [(row.status, row.error_group) for row in read_rows(
+        empty_database_url, "SELECT status, error_group FROM jobs ORDER BY id")] == [
+        ("failed", "Timeout after <n>s talking to <ip>"), ("pending", "HTTP <n>"), ("completed", None)]
+    assert "ix_jobs_error_groups" in _schema(empty_database_url)["jobs"]

@@ -126,12 +126,14 @@ def test_bad_filters_are_a_readable_400(signed_in):
         assert message in html.unescape(text_of(response)), query
 
 
-def test_only_failed_and_cancelled_jobs_have_a_checkbox(signed_in, make_job):
-    failed, cancelled, pending = make_job(status="failed"), make_job(status="cancelled"), make_job()
+def test_every_job_but_a_running_one_has_a_checkbox(signed_in, make_job):
+    # Retry takes failed and cancelled jobs, cancel pending ones, delete completed, failed and cancelled ones.
+    ticked = {make_job(status=status) for status in ("failed", "cancelled", "pending", "completed")}
+    running = make_job(status="running")
     body = text_of(signed_in.get("/admin/jobs"))
     boxes = {int(n) for n in re.findall(r'name="job_id" value="(\d+)"', body)}
-    assert boxes == {failed, cancelled}
-    assert pending not in boxes
+    assert boxes == ticked
+    assert running not in boxes
 
 
 def test_retry_selected_puts_the_ticked_jobs_back_in_the_queue(signed_in, make_job, read_job):

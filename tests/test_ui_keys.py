@@ -28,7 +28,7 @@ def create(client, **fields):
 def test_keys_are_listed_with_role_ceiling_types_prefix_dates_and_state(signed_in, make_key):
     secret = make_key("producer", "billing", max_priority="high", types=["email", "report"])
     make_key("worker", "old-worker")
-    post_form(signed_in, "/admin/keys/old-worker/revoke", page="/admin/keys")
+    post_form(signed_in, "/admin/keys/old-worker/revoke", {"confirmed": "yes"}, page="/admin/keys")
     body = text_of(signed_in.get("/admin/keys"))
     row = key_row(body, "billing")
     assert row.startswith("billing producer high email, report none " + secret[:9] + "…")
@@ -85,7 +85,7 @@ def test_creating_a_key_without_a_csrf_token_creates_nothing(signed_in):
 def test_revoking_a_key_refuses_its_next_request(signed_in, client, make_key):
     secret = make_key("admin", "ops")
     assert client.get("/jobs", headers=bearer(secret)).status_code == 200
-    response = post_form(signed_in, "/admin/keys/ops/revoke", page="/admin/keys")
+    response = post_form(signed_in, "/admin/keys/ops/revoke", {"confirmed": "yes"}, page="/admin/keys")
     assert response.status_code == 302 and response.headers["Location"] == "/admin/keys"
     assert client.get("/jobs", headers=bearer(secret)).status_code == 401
     page = signed_in.get("/admin/keys")
@@ -94,8 +94,27 @@ def test_revoking_a_key_refuses_its_next_request(signed_in, client, make_key):
 
 
 def test_revoking_an_unknown_or_revoked_key_says_so(signed_in):
-    post_form(signed_in, "/admin/keys/ghost/revoke", page="/admin/keys")
-    assert flashes(signed_in.get("/admin/keys")) == ["There is no active key named ghost; nothing was revoked."]
+    for confirmed in ({}, {"confirmed": "yes"}):
+        post_form(signed_in, "/admin/keys/ghost/revoke", confirmed, page="/admin/keys")
+        assert flashes(signed_in.get("/admin/keys")) == ["There is no active key named ghost; nothing was revoked."]
+
+
+def test_revoking_a_key_asks_first_on_a_page_naming_the_key(signed_in, client, make_key):
+    secret = make_key("admin", "ops")
+    response = post_form(signed_in, "/admin/keys/ops/revoke", page="/admin/keys")
+    assert response.status_code == 200
+    body = text_of(response)
+    assert "<h1 id=\"confirm-title\">Revoke key ops?</h1>" in body
+    assert 'action="/admin/keys/ops/revoke"' in body and 'name="confirmed" value="yes"' in body
+    assert 'href="/admin/keys"' in body  # the way back changes nothing
+    assert client.get("/jobs", headers=bearer(secret)).status_code == 200  # not revoked yet
+    assert "active" in key_row(text_of(signed_in.get("/admin/keys")), "ops")
+
+
+def test_the_keys_page_asks_with_the_script_and_the_server_asks_without_it(signed_in, make_key):
+    make_key("admin", "ops")
+    form = re.search(r'<form[^>]*action="/admin/keys/ops/revoke"[^>]*>', text_of(signed_in.get("/admin/keys"))).group(0)
+    assert 'data-confirm="Revoke key ops?' in form and "data-confirm-step" in form
 
 
 def test_revoking_without_a_csrf_token_changes_nothing(signed_in, client, make_key):

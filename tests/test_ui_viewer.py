@@ -129,7 +129,8 @@ def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
 
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/scheduled"])
+                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/scheduled",
+                                  "/admin/errors"])
 def test_every_page_opens_for_a_viewer(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     response = viewer.get(page)
@@ -146,13 +147,15 @@ def test_a_job_page_opens_for_a_viewer_in_every_state(viewer, jobs_in_every_stat
 
 @pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
                                   "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/types",
-                                  "/admin/types/email", "/admin/scheduled", "/admin/scheduled?partial=1"])
+                                  "/admin/types/email", "/admin/scheduled", "/admin/scheduled?partial=1",
+                                  "/admin/errors", "/admin/errors?partial=1"])
 def test_a_viewers_pages_carry_no_action(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     body = text_of(viewer.get(page))
     assert not ACTION_FORM.search(body), ACTION_FORM.search(body).group(0)
     for control in ('type="checkbox"', "Reap now", "Retry selected", "Retry all", "Revoke", "Create a key",
-                    'form="bulk-retry"', "Save limits", "Remove every limit"):
+                    'form="bulk-retry"', "Save limits", "Remove every limit", "Cancel all", "Delete",
+                    "Cancel selected"):
         assert control not in body, control
 
 
@@ -198,13 +201,15 @@ def test_the_action_routes_are_the_ones_the_pages_offer(app):
     assert {rule.endpoint for rule in _action_routes(app)} >= {
         "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job", "ui.run_job_now",
         "ui.create_api_key", "ui.revoke_api_key", "ui.pause_type", "ui.resume_type", "ui.limit_type",
-        "ui.clear_type_limits"}
+        "ui.clear_type_limits", "ui.bulk_jobs"}
 
 
 def _form_for(endpoint: str, jobs: dict) -> dict:
     """What the page's own form would send to ``endpoint``, so only the role decides the answer."""
     return {
         "ui.retry_jobs": {"scope": "selected", "job_id": [jobs["failed"]]},
+        "ui.bulk_jobs": {"do": "delete-selected", "job_id": [jobs["failed"]], "confirmed": "yes"},
+        "ui.revoke_api_key": {"confirmed": "yes"},
         "ui.create_api_key": {"name": "sneaky", "role": "admin", "max_priority": "", "types": ""},
         "ui.limit_type": {"concurrency_limit": "1", "rate_jobs": "", "rate_seconds": "", "key_concurrency_limit": ""},
     }.get(endpoint, {})

@@ -41,6 +41,14 @@ def observe_changes(entries: list[tuple]) -> None:
         _publish(entries)
 
 
+def observe_deletions(rows: list, actor: str) -> None:
+    """Log the jobs an admin deleted (their event logs went with them), after the delete committed."""
+    try:
+        logging_setup.log_deletions(rows, actor)
+    except Exception:  # noqa: BLE001 — logging must never fail a change already made
+        log.exception("could not log %d deleted jobs", len(rows))
+
+
 def _publish(entries: list[tuple]) -> None:
     if not entries:
         return

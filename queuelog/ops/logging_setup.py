@@ -75,6 +75,16 @@ def log_changes(entries: list[tuple]) -> None:
         _emit(job_log, logging.WARNING if quarantined else logging.INFO, "job_changed", fields)
 
 
+def log_deletions(rows: list, actor: str) -> None:
+    """One line per job an admin deleted: what it was, and who deleted it."""
+    rid = request_id()
+    for row in rows:
+        fields = {"job_id": row.id, "type": row.type, "status": row.status, "actor": actor}
+        if rid:
+            fields["request_id"] = rid
+        _emit(job_log, logging.INFO, "job_deleted", fields)
+
+
 # --- request hooks ---------------------------------------------------------------------------------
 
 def assign_request_id() -> str:

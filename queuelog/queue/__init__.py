@@ -11,7 +11,7 @@ Views, CLI commands and pages call these functions; none of them writes ``status
 - ``enqueueing.py``: enqueue, with idempotency keys (``enqueue_in`` does it inside a caller's transaction: a
   schedule's tick, whose job commits with the compare-and-set that fires it);
 - ``operations.py``: the claim; the holding worker's complete, fail, heartbeat and release; the server's
-  give-back of a claim nobody received; cancel; an admin's retry; the reaper;
+  give-back of a claim nobody received; cancel; an admin's retry, bulk cancel and delete; the reaper;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
 """
 from .enqueueing import Enqueued, NewJob, enqueue
@@ -21,9 +21,11 @@ from .operations import (
                          ReapReport,
                          backoff_delay,
                          cancel,
+                         cancel_many,
                          claim,
                          complete,
                          complete_many,
+                         delete_many,
                          fail,
                          give_back_unanswered,
                          heartbeat,
@@ -34,6 +36,6 @@ from .operations import (
                          run_now,
 )
 
-__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel", "claim",
-           "complete", "complete_many", "enqueue", "fail", "give_back_unanswered", "heartbeat", "reap", "release",
-           "retry", "retry_many", "run_now"]
+__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
+           "cancel_many", "claim", "complete", "complete_many", "delete_many", "enqueue", "fail",
+           "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many", "run_now"]

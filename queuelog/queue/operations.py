@@ -18,6 +18,7 @@ from ..clock import utcnow
 from ..database.transactions import read_connection, write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
 from ..keys import Caller
+from ..ops import observe_deletions
 from ..ops.metrics import count_refusals
 from ..queries import max_job_id
 from ..scrub import scrub_error
@@ -300,6 +301,36 @@ def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
             refuse(conn, job_id, "cancel", CANCEL, owner_key_id=owner_key_id)
         changed(conn, CANCEL, [row], log)
     return row
+
+
+def cancel_many(job_ids: list[int], actor: str) -> list[JobRow]:
+    """Cancel every listed job that is waiting or pending (an admin's bulk action); others are left as they are.
+
+    One statement per from-status, so each job's event row says where it came from."""
+    if not job_ids:
+        return []
+    now = utcnow()
+    cancelled: list[JobRow] = []
+    with write_transaction() as conn:
+        for from_status in (JobStatus.PENDING, JobStatus.WAITING):
+            log = event_row(CANCEL, actor, now, from_status=from_status)
+            rows = sql.cancel_many(conn, job_ids, from_status.value, now, log)
+            changed(conn, CANCEL, rows, log)
+            cancelled += rows
+    return sorted(cancelled, key=lambda row: row.id)
+
+
+def delete_many(job_ids: list[int], actor: str) -> list[JobRow]:
+    """Delete every listed job that is completed, failed or cancelled, with its event log; others are left.
+
+    The event log goes with the job, so the server's log records who deleted what (``job_deleted``).
+    """
+    if not job_ids:
+        return []
+    with write_transaction() as conn:
+        rows = sql.delete(conn, job_ids)
+    observe_deletions(rows, actor)
+    return sorted(rows, key=lambda row: row.id)
 
 
 def retry(job_id: int, actor: str) -> JobRow:

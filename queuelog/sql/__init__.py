@@ -47,11 +47,12 @@ from .values import (
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
-           "QuotaState", "Refusal", "broken_parents", "cancel", "claim", "doom", "execute_plain", "expirable",
-           "expire", "fair_tags", "find_key", "finish", "flow_refusals", "insert_dependencies", "insert_jobs", "job",
-           "jobs_by_key", "lock_flow", "mark_parents", "promote", "quota_forget", "quota_frees_at", "quota_record",
-           "quota_state", "quota_turn", "record_claims", "retry", "revive", "run_now", "something_due", "stalled",
-           "take_back", "unique_holder", "unique_set", "unique_take", "waiting_children", "watch"]
+           "QuotaState", "Refusal", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
+           "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
+           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
+           "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
+           "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
+           "unique_take", "waiting_children", "watch"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -115,6 +116,17 @@ def cancel(conn: Connection, job_id: int, owner_key_id: int | None, from_status:
 def retry(conn: Connection, ids: Sequence[int], from_status: str, now: datetime, log: Log) -> list[JobRow]:
     """RETRY: those of ``ids`` that are ``from_status`` (a retryable status), back to pending."""
     return run(conn, "RETRY", {"ids": ids, "from_status": from_status, "now": now}, log)
+
+
+def cancel_many(conn: Connection, ids: Sequence[int], from_status: str, now: datetime, log: Log) -> list[JobRow]:
+    """CANCEL_MANY: those of ``ids`` that are in ``from_status`` (waiting or pending), marked cancelled."""
+    return run(conn, "CANCEL_MANY", {"ids": ids, "from_status": from_status, "now": now}, log)
+
+
+def delete(conn: Connection, ids: Sequence[int]) -> list[JobRow]:
+    """DELETE_EVENTS then DELETE_JOBS: those of ``ids`` in a final status, gone with their events, as they were."""
+    rowcount(conn, "DELETE_EVENTS", {"ids": ids})
+    return run(conn, "DELETE_JOBS", {"ids": ids})
 
 
 def expirable(conn: Connection, now: datetime) -> list[JobRow]:

@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
+from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -64,7 +64,7 @@ LEAVE_PARTS = {
     "spends_retry": "retry_count = retry_count + 1",
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = %(run_at)s",
-    "error": "error = %(error)s",
+    "error": "error = %(error)s, error_group = %(error_group)s",
     "progress": "progress = %(progress)s",
     "completes": "result = %(result)s, completed_at = %(now)s",
 }
@@ -271,6 +271,11 @@ UPDATE jobs
  WHERE id = ANY(%(ids)s) AND {status_in(RETRYABLE)} AND status = %(from_status)s
 RETURNING {JOB_LIST}"""
 
+#: An admin's bulk cancel: those of the ids that are pending, marked cancelled (CANCEL for one job).
+CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
+               f" WHERE id = ANY(%(ids)s) AND {status_in(_CANCEL.from_statuses)} AND status = %(from_status)s"
+               f" RETURNING {JOB_LIST}")
+
 #: Pending jobs past their expires_at, cancelled by the reaper (EXPIRABLE found and locked them; each is
 #: re-checked, so a job claimed in between is left alone).
 EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = %(now)s"
@@ -425,6 +430,15 @@ PURGEABLE = (f"SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(
 PURGE_EVENTS = "DELETE FROM job_events WHERE job_id = ANY(%(ids)s)"
 PURGE_JOBS = (f"DELETE FROM jobs WHERE id = ANY(%(ids)s) AND status = %(status)s AND updated_at < %(cutoff)s"
               f" AND {_NEEDED}")
+
+#: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
+#: foreign key), then the jobs, each re-checked. A running or pending job is never deleted, nor one that a
+#: live job still depends on (_NEEDED, as for purge). FOR UPDATE: the jobs stay locked until the transaction
+#: ends, so none is retried between the two (its events gone, itself kept).
+DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s)"
+                 f" AND {status_in(DELETABLE)} AND {_NEEDED} FOR UPDATE)")
+DELETE_JOBS = (f"DELETE FROM jobs WHERE id = ANY(%(ids)s) AND {status_in(DELETABLE)} AND {_NEEDED}"
+               f" RETURNING {JOB_LIST}")
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = %(digest)s"

@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BROKEN, BY_ACTION, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
+from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -68,7 +68,7 @@ LEAVE_PARTS = {
     "spends_retry": "retry_count = retry_count + 1",
     "stalled": "stall_count = stall_count + 1",
     "run_at": "run_at = :run_at",
-    "error": "error = :error",
+    "error": "error = :error, error_group = :error_group",
     "progress": "progress = :progress",
     "completes": "result = :result, completed_at = :now",
 }
@@ -259,6 +259,11 @@ UPDATE jobs
  WHERE id IN (:ids) AND {status_in(RETRYABLE)} AND status = :from_status
 RETURNING {JOB_LIST}"""
 
+#: An admin's bulk cancel: those of the ids that are pending, marked cancelled (CANCEL for one job).
+CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
+               f" WHERE id IN (:ids) AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
+               f" RETURNING {JOB_LIST}")
+
 #: Pending jobs past their expires_at, cancelled by the reaper (EXPIRABLE finds them by ix_jobs_pending_expiry;
 #: EXPIRE re-checks each, so a job claimed in between is left alone).
 EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = :now"
@@ -401,6 +406,14 @@ PURGEABLE = (f"SELECT id FROM jobs WHERE status = :status AND updated_at < :cuto
 PURGE_EVENTS = "DELETE FROM job_events WHERE job_id IN (:ids)"
 PURGE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff"
               f" AND {_NEEDED}")
+
+#: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
+#: foreign key), then the jobs, each re-checked. A running or pending job is never deleted, nor one that a
+#: live job still depends on (_NEEDED, as for purge). The transaction holds the write lock throughout.
+DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
+                 f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {_NEEDED})")
+DELETE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {_NEEDED}"
+               f" RETURNING {JOB_LIST}")
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"

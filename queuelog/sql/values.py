@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Dialect
 
+from ..error_groups import error_group
 from ..models import ApiKey, Job, UTCDateTime
 from ..states import JobStatus
 
@@ -129,7 +130,9 @@ class Leave(NamedTuple):
         """The statement's values, by name."""
         return {"status": self.status.value, "now": self.now, "lease_until": self.lease_until,
                 "run_at": self.run_at, "error": self.error, "result": self.result,
-                "progress": self.progress}
+                "progress": self.progress,
+                # The error's group is written with it, here, so no way of failing a job can leave it out.
+                "error_group": error_group(self.error) if self.sets_error else None}
 
 
 class FlowRow(NamedTuple):

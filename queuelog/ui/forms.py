@@ -20,8 +20,10 @@ from wtforms import (
 from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp, ValidationError
 
 from ..api.schemas import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
+from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS
+from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
 from ..queue.flow import RateLimit
 from ..states import STATUS_NAMES
 
@@ -62,11 +64,42 @@ class JobFilterForm(Form):
                       filters=[lambda v: v.strip() if v else v])
     q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
                     filters=[lambda v: v.strip() if v else v])
+    error = StringField("Error contains", validators=[Optional(), Length(max=200)],
+                        filters=[lambda v: v.strip() if v else v])
+    path = StringField("Payload path", validators=[Optional(), Length(max=MAX_PATH_CHARS)],
+                       filters=[lambda v: v.strip() if v else v])
+    value = StringField("Payload value", validators=[Optional(), Length(max=500)])
+    # An error group of the Top errors page (its normalised error); set by that page's links.
+    group = StringField("Error group", validators=[Optional(), Length(max=ERROR_GROUP_CHARS)])
+
+    NAMES = ("status", "type", "priority", "worker", "key", "q", "error", "path", "value", "group")
+
+    payload_match: PayloadMatch | None = None
+
+    def validate(self, extra_validators=None) -> bool:
+        """The fields, then the payload filter as a whole: a path that parses and a value to compare with."""
+        valid = super().validate(extra_validators)
+        path, value = self.path.data, self.value.data
+        if not path and not value:
+            return valid
+        if not path:
+            self.path.errors = [*self.path.errors, "give the path the value is compared at, e.g. customer_id"]
+            return False
+        if not value:
+            self.value.errors = [*self.value.errors, "give the value to compare with, e.g. 42, \"abc\" or null"]
+            return False
+        for field, parse in ((self.path, parse_path), (self.value, parse_value)):
+            try:
+                parse(field.data)
+            except ValueError as error:
+                field.errors = [*field.errors, str(error)]
+                return False
+        self.payload_match = PayloadMatch.parse(path, value)
+        return valid
 
     def query_args(self) -> dict[str, str]:
         """The filters that are set, as query-string arguments (to keep them across links and redirects)."""
-        return {name: self[name].data for name in ("status", "type", "priority", "worker", "key", "q")
-                if self[name].data}
+        return {name: self[name].data for name in self.NAMES if self[name].data}
 
 
 class BulkRetryForm(FlaskForm):
@@ -74,6 +107,29 @@ class BulkRetryForm(FlaskForm):
 
     job_id = SelectMultipleField(coerce=int, validate_choice=False)
     scope = StringField(validators=[InputRequired(), AnyOf(["selected", "matching"])])
+
+
+BULK_ACTIONS = [f"{action}-{scope}" for action in ("retry", "cancel", "delete") for scope in ("selected", "matching")]
+
+
+class BulkActionForm(FlaskForm):
+    """Retry, cancel or delete the ticked jobs or all matching the filters (sent along as hidden fields).
+
+    Without ``confirmed`` the answer is a page that names the count and asks; its button sends the same
+    fields with ``confirmed=yes``, and ``up_to``, the newest job id when it asked, so that jobs arriving
+    after the question are not swept in.
+    """
+
+    job_id = SelectMultipleField(coerce=int, validate_choice=False)
+    do = StringField(validators=[InputRequired(), AnyOf(BULK_ACTIONS)])
+    up_to = IntegerField(validators=[Optional(), NumberRange(min=0, max=2**63 - 1)])
+    confirmed = HiddenField()
+
+
+class ConfirmForm(FlaskForm):
+    """An action that asks first: ``confirmed=yes`` comes from the confirmation page (or the script's confirm())."""
+
+    confirmed = HiddenField()
 
 
 class KeyCreateForm(FlaskForm):

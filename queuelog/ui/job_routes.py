@@ -26,12 +26,13 @@ RETRY_ALL_LIMIT = 10_000
 RETRY_BATCH = 500
 
 
-def _search_from(form: JobFilterForm) -> JobSearch:
+def search_from(form: JobFilterForm) -> JobSearch:
     data = form.data
     return JobSearch(
         status=data["status"] or None, type=data["type"] or None,
         priority=int(Priority.from_label(data["priority"])) if data["priority"] else None,
         worker=data["worker"] or None, concurrency_key=data["key"] or None, q=data["q"] or None,
+        error=data["error"] or None, payload=form.payload_match, group=data["group"] or None,
     )
 
 
@@ -56,7 +57,7 @@ def jobs():
                "retry_statuses": ()}
     if not form.validate():
         return render_template("jobs.html", **context), 400
-    search = _search_from(form)
+    search = search_from(form)
     context["filter_args"] = form.query_args()
     cursor = request.args.get("cursor") or None
     try:
@@ -101,7 +102,7 @@ def retry_jobs():
                         f"no longer {spell(RETRYABLE)} and left as is.")
         flash(message, "success" if retried else "info")
         return redirect(back)
-    search = _search_from(filters)
+    search = search_from(filters)
     up_to, after, total = newest_job_id(), 0, 0
     while total < RETRY_ALL_LIMIT:
         ids = retryable_batch(search, after, up_to, min(RETRY_BATCH, RETRY_ALL_LIMIT - total))

@@ -9,7 +9,7 @@ from .. import keys
 from ..errors import InvalidRequest, QueueError
 from ..quotas import Quota
 from . import bp
-from .forms import ActionForm, KeyCreateForm
+from .forms import ActionForm, ConfirmForm, KeyCreateForm
 
 
 def _render(form: KeyCreateForm, status: int = 200, secret: str | None = None, created: str | None = None):
@@ -52,8 +52,19 @@ def create_api_key():
 
 @bp.post("/admin/keys/<name>/revoke")
 def revoke_api_key(name: str):
-    """Revoke a key: its next request is refused."""
-    if ActionForm().validate_on_submit():
+    """Revoke a key, once confirmed (a page naming the key asks first): its next request is refused."""
+    form = ConfirmForm()
+    if form.validate_on_submit():
+        if form.confirmed.data != "yes":
+            if not any(key.name == name and key.revoked_at is None for key in keys.list_keys()):
+                flash(f"There is no active key named {name}; nothing was revoked.", "error")
+                return redirect(url_for("ui.api_keys"))
+            return render_template(
+                "confirm.html", question=f"Revoke key {name}?", fields=[], button=f"Revoke {name}",
+                button_class="button-danger", action=url_for("ui.revoke_api_key", name=name),
+                back=url_for("ui.api_keys"),
+                lines=["Its next request will be refused, and this cannot be undone: "
+                       "a client that still needs access needs a new key."])
         if keys.revoke_key(name):
             flash(f"Key {name} is revoked; its next request will be refused.", "success")
         else:

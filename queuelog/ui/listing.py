@@ -9,6 +9,7 @@ from sqlalchemy import Row, func, select
 from ..database.transactions import read_connection
 from ..errors import JobNotFound
 from ..models import ApiKey, Job, JobEvent
+from ..payload_match import PayloadMatch
 from ..queries import decode_cursor, encode_cursor
 from ..states import RETRYABLE, JobStatus, names
 
@@ -21,7 +22,8 @@ RETRYABLE_NAMES = names(RETRYABLE)
 
 @dataclass(frozen=True)
 class JobSearch:
-    """What the operator asked for: exact filters, and an id or idempotency key to look up."""
+    """What the operator asked for: exact filters, an id or idempotency key to look up, text in the last
+    error, a value in the payload, an error group (of the Top errors page)."""
 
     status: str | None = None
     type: str | None = None
@@ -29,16 +31,25 @@ class JobSearch:
     worker: str | None = None
     concurrency_key: str | None = None
     q: str | None = None
+    error: str | None = None
+    payload: PayloadMatch | None = None
+    group: str | None = None
 
     def conditions(self, conn) -> list:
         """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
         where = []
         for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
-                              ("worker_id", self.worker), ("concurrency_key", self.concurrency_key)):
+                              ("worker_id", self.worker), ("concurrency_key", self.concurrency_key),
+                              ("error_group", self.group)):
             if value is not None:
                 where.append(jobs.c[column] == value)
         if self.q:
             where.append(jobs.c.id.in_(_ids_for(conn, self.q)))
+        if self.error:
+            # Case-insensitive on both databases (lower() LIKE lower()); % and _ in the text match themselves.
+            where.append(jobs.c.error.icontains(self.error, autoescape=True))
+        if self.payload is not None:
+            where.append(self.payload.condition(conn.dialect.name))
         return where
 
     def retry_statuses(self) -> tuple[str, ...]:
@@ -86,18 +97,38 @@ def find_jobs(search: JobSearch, limit: int, cursor: str | None) -> tuple[list[R
 
 def count_retryable(search: JobSearch, cap: int) -> int:
     """How many matching jobs "retry all matching" would take, counting no further than ``cap``."""
-    statuses = search.retry_statuses()
-    if not statuses:
-        return 0
-    with read_connection() as conn:
-        inner = (select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
-                 .limit(cap).subquery())
-        return conn.execute(select(func.count()).select_from(inner)).scalar_one()
+    return count_matching(search, search.retry_statuses(), cap)
 
 
 def retryable_batch(search: JobSearch, after_id: int, up_to_id: int, size: int) -> list[int]:
     """The next ``size`` ids of matching retryable jobs with ``after_id < id <= up_to_id``, ascending."""
-    statuses = search.retry_statuses()
+    return matching_batch(search, search.retry_statuses(), after_id, up_to_id, size)
+
+
+def count_matching(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_id: int | None = None) -> int:
+    """How many matching jobs in ``statuses`` (with ``id <= up_to_id``) there are, counting no further than ``cap``."""
+    if not statuses:
+        return 0
+    with read_connection() as conn:
+        inner = select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
+        if up_to_id is not None:
+            inner = inner.where(jobs.c.id <= up_to_id)
+        return conn.execute(select(func.count()).select_from(inner.limit(cap).subquery())).scalar_one()
+
+
+def count_others(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_id: int) -> dict[str, int]:
+    """Matching jobs *not* in ``statuses`` (a bulk action leaves them), by status; ``cap`` of them at most."""
+    with read_connection() as conn:
+        others = [jobs.c.status.not_in(statuses)] if statuses else []
+        inner = (select(jobs.c.status).where(*search.conditions(conn), jobs.c.id <= up_to_id, *others)
+                 .limit(cap).subquery())
+        rows = conn.execute(select(inner.c.status, func.count()).group_by(inner.c.status)).all()
+    return {status: count for status, count in rows}
+
+
+def matching_batch(search: JobSearch, statuses: tuple[str, ...], after_id: int, up_to_id: int,
+                   size: int) -> list[int]:
+    """The next ``size`` ids of matching jobs in ``statuses`` with ``after_id < id <= up_to_id``, ascending."""
     if not statuses:
         return []
     with read_connection() as conn:
@@ -107,6 +138,14 @@ def retryable_batch(search: JobSearch, after_id: int, up_to_id: int, size: int) 
                    jobs.c.id > after_id, jobs.c.id <= up_to_id)
             .order_by(jobs.c.id).limit(size)
         ).scalars().all()
+
+
+def statuses_of(job_ids: list[int]) -> dict[int, str]:
+    """The status of each of ``job_ids`` that exists, now."""
+    if not job_ids:
+        return {}
+    with read_connection() as conn:
+        return dict(conn.execute(select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids))).all())
 
 
 def newest_job_id() -> int:

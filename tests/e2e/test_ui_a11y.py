@@ -22,6 +22,9 @@ PAGES = {
     "jobs": "/admin/jobs",
     "waiting jobs": "/admin/jobs?status=waiting",
     "failed jobs": "/admin/jobs?status=failed",
+    "jobs searched by error and payload": "/admin/jobs?error=smtp&path=to&value=%22x%40example.org%22",
+    "jobs with a bad payload path": "/admin/jobs?path=a..b&value=1",
+    "top errors": "/admin/errors",
     "scheduled": "/admin/scheduled",
     "workers": "/admin/workers",
     "API keys": "/admin/keys",
@@ -153,6 +156,20 @@ def test_axe_finds_nothing_on_the_messages_an_action_leaves(every_state, admin_s
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+def test_axe_finds_nothing_on_the_confirmation_pages(every_state, admin_state, open_tab, scheme):
+    # Asked, never confirmed: the module's jobs and keys stay as they are for the other tests.
+    tab = open_tab(scheme, admin_state)
+    tab.goto(every_state.url + "/admin/errors")
+    tab.locator("button:has-text('Retry all in this group')").first.click()
+    assert tab.locator("h1").inner_text().startswith("Retry ")
+    assert_no_violations(tab, f"the confirmation of a group's retry, {scheme}")
+    tab.goto(every_state.url + "/admin/jobs")
+    tab.click("button:has-text('Delete all matching')")
+    assert tab.locator("h1").inner_text().startswith("Delete ")
+    assert_no_violations(tab, f"the confirmation of a bulk delete, {scheme}")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_axe_finds_nothing_on_a_refused_limits_form_and_a_types_message(every_state, admin_state, open_tab, scheme):
     tab = open_tab(scheme, admin_state)
     tab.goto(every_state.url + "/admin/types/noop")
@@ -169,7 +186,7 @@ def test_axe_finds_nothing_on_a_refused_limits_form_and_a_types_message(every_st
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys", "types",
-                                  "type with limits and history"])
+                                  "type with limits and history", "top errors"])
 def test_axe_finds_nothing_on_a_viewers_page(every_state, viewer_state, open_tab, name, scheme):
     tab = open_tab(scheme, viewer_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
@@ -204,7 +221,7 @@ FOCUS_RING = """() => {
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers", "types",
-                                  "type with limits and history"])
+                                  "type with limits and history", "top errors"])
 def test_every_control_tab_reaches_shows_a_focus_ring(every_state, admin_state, open_tab, name, scheme):
     tab = open_tab(scheme, admin_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))

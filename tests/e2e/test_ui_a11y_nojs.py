@@ -10,7 +10,7 @@ from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, sign_in
 from tests.e2e.every_state import fresh_database_url, serving_every_state
 
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
-         "/admin/types", "/admin/types/email", "/admin/types/report",
+         "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
          "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
          "job:pending", "job:running", "job:not-retryable", "job:completed", "/admin/jobs/999999999"]
 
@@ -114,3 +114,20 @@ def test_with_javascript_the_pause_button_shows_and_stops_the_refresh(page, ever
     toggle.click()
     assert re.match(r"Auto-refresh every 1 s", page.locator("[data-refresh-status]").inner_text())
     assert page.problems == []
+
+
+def test_a_bulk_cancel_asks_on_a_page_naming_the_count_without_javascript(every_state, no_script_tab):
+    no_script_tab.goto(every_state.url + "/admin/jobs?status=pending")
+    no_script_tab.check(f"input[name=job_id][value='{every_state.jobs['pending']}']")
+    no_script_tab.click("button:has-text('Cancel selected')")
+    assert no_script_tab.locator("h1").inner_text() == "Cancel 1 job?"
+    no_script_tab.click("button:has-text('Cancel 1 job')")
+    assert "Cancelled 1 job." in no_script_tab.locator(".flashes").inner_text()
+
+
+def test_revoking_a_key_asks_on_a_page_naming_it_without_javascript(every_state, no_script_tab):
+    no_script_tab.goto(every_state.url + "/admin/keys")
+    no_script_tab.click("tr[data-key=ops-cli] button:has-text('Revoke')")
+    assert no_script_tab.locator("h1").inner_text() == "Revoke key ops-cli?"
+    no_script_tab.click("button:has-text('Revoke ops-cli')")
+    assert "ops-cli is revoked" in no_script_tab.locator(".flashes").inner_text()

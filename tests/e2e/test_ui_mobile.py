@@ -10,7 +10,7 @@ from tests.e2e.every_state import fresh_database_url, serving_every_state
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 900}
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
-         "/admin/types", "/admin/types/email", "/admin/types/report",
+         "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
          "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
          "job:pending", "job:running", "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
 READABLE_PX = 10  # the smallest label height we call readable
@@ -86,8 +86,8 @@ def test_the_header_wraps_with_every_link_and_button_on_screen(every_state, open
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))
     controls = boxes(tab, ".topbar a, .topbar button")
-    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Scheduled", "Types", "Workers",
-                                               "Schedules", "API keys", "Sign out"]
+    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Scheduled", "Types", "Top errors",
+                                               "Workers", "Schedules", "API keys", "Sign out"]
     for control in controls:
         assert control["left"] >= 0 and control["right"] <= PHONE["width"], control
     for index, first in enumerate(controls):
@@ -97,7 +97,7 @@ def test_the_header_wraps_with_every_link_and_button_on_screen(every_state, open
 
 
 @pytest.mark.parametrize("target", ["/admin", "/admin/jobs", "/admin/workers", "/admin/keys", "/admin/types",
-                                    "job:requeued"])
+                                    "job:requeued", "/admin/errors"])
 def test_wide_tables_scroll_inside_their_card(every_state, open_signed_in, target):
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))

@@ -1,8 +1,8 @@
 """Helpers for the admin page tests: an admin account, signing in, and posting forms with their CSRF token.
 
 A pytest plugin (``pytest_plugins`` in tests/conftest.py), so its fixtures (``admin_user``, ``signed_in``,
-``failed_job``, ``requests_in_their_own_app_context``) reach every test module without an import; the plain
-helpers (``post_form``, ``sign_in``, ``text_of``, …) are imported as usual.
+``viewer_client``, ``failed_job``, ``requests_in_their_own_app_context``) reach every test module without an
+import; the plain helpers (``post_form``, ``sign_in``, ``text_of``, …) are imported as usual.
 
 CSRF protection stays on in these tests (as in production): every POST carries the token that a page
 of the same session rendered, exactly as a browser would send it.
@@ -21,11 +21,12 @@ from werkzeug.security import generate_password_hash
 from queuelog import admin_sessions
 from queuelog.clock import utcnow
 from queuelog.extensions import db
-from queuelog.models import JobEvent, User
+from queuelog.models import JobEvent, User, UserRole
 from queuelog.ui.auth import SESSION_TOKEN_KEY
 
 ADMIN_NAME = "night-owl"
 ADMIN_PASSWORD = "correct horse battery staple"
+VIEWER_NAME = "onlooker"
 _TOKEN = re.compile(r'name="csrf_token"(?: type="hidden")? value="([^"]+)"')
 
 
@@ -72,6 +73,22 @@ def signed_in(client, admin_user):
         session["_user_id"] = str(user_id)
         session["_fresh"] = True
         session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)  # the server-side half of a sign-in
+    return client
+
+
+@pytest.fixture
+def viewer_client(client, app):
+    """The test client signed in as a viewer, who may look but not act (a server-side session, as a sign-in makes)."""
+    user = User(username=VIEWER_NAME, password_hash=_admin_password_hash(), created_at=utcnow(),
+                role=UserRole.VIEWER.value)
+    db.session.add(user)
+    db.session.commit()
+    user_id = user.id
+    db.session.rollback()
+    with client.session_transaction() as session:
+        session["_user_id"] = str(user_id)
+        session["_fresh"] = True
+        session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)
     return client
 
 
