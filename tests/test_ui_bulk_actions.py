@@ -50,7 +50,8 @@ def test_cancel_selected_asks_first_naming_the_count_and_changes_nothing(signed_
     response = ask(signed_in, do="cancel-selected", job_id=every(jobs))
     assert question(response) == "Cancel 2 jobs?"
     body = text_of(response)
-    assert "Left alone: 2 cancelled, 2 completed, 2 failed, 2 running (only waiting or pending jobs can be cancelled)." in body
+    assert ("Left alone: 2 cancelled, 2 completed, 2 failed, 2 running"
+            " (only waiting or pending jobs can be cancelled).") in body
     assert ">Cancel 2 jobs</button>" in body and 'name="confirmed" value="yes"' in body
     assert all(read_job(job_id).status == "pending" for job_id in jobs["pending"])
 
@@ -127,7 +128,8 @@ def test_cancel_all_matching_takes_the_pending_jobs_of_the_filter_only(signed_in
     report = make_job(type="report")
     held = make_job(type="email", status="running")
     messages = confirm(signed_in, do="cancel-matching", type="email", up_to=10**6)
-    assert messages == ["Cancelled 3 matching jobs. Left alone: 1 running (only waiting or pending jobs can be cancelled)."]
+    assert messages == ["Cancelled 3 matching jobs. Left alone: 1 running"
+                        " (only waiting or pending jobs can be cancelled)."]
     assert [read_job(j).status for j in email] == ["cancelled"] * 3
     assert (read_job(report).status, read_job(held).status) == ("pending", "running")
 
