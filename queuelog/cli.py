@@ -19,6 +19,7 @@ from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
 from .queue import flow
 from .quotas import Quota
+from .states import JobStatus
 
 
 def _fail(error: QueueError) -> None:
@@ -161,7 +162,8 @@ def _cli_actor() -> str:
 
 
 #: The columns of ``flask types list`` and of the line ``limit`` prints.
-TYPE_COLUMNS = ["type", "state", "concurrency", "rate", "key_concurrency", "pending", "running"]
+TYPE_COLUMNS = ["type", "state", "concurrency", "rate", "key_concurrency", JobStatus.PENDING.value,
+                JobStatus.RUNNING.value]
 
 
 def _show_limits(state: flow.TypeState) -> str:

@@ -23,8 +23,12 @@ def one_of(names: Iterable[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
+#: The characters of every name queuelog takes in a URL or a list: job types, schedules, a batch's refs.
+NAME_CHARS = "A-Za-z0-9_.:-"
+#: A name of 1-100 of those (a schedule's, a batch item's ref).
+NAME_PATTERN = f"^[{NAME_CHARS}]{{1,100}}$"
 #: A job type name (V-02): what QUEUELOG_JOB_TYPES, enqueue, claim, key limits and handlers accept.
-JOB_TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+JOB_TYPE_PATTERN = f"^[A-Za-z0-9][{NAME_CHARS}]{{0,99}}$"
 JOB_TYPE = re.compile(JOB_TYPE_PATTERN)
 JOB_TYPE_HINT = "1-100 characters: letters, digits, '_', '.', ':' or '-'"
 

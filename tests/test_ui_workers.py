@@ -79,7 +79,7 @@ def test_a_worker_id_without_a_key_still_appears(signed_in, make_job):
 
 def test_a_revoked_worker_key_is_marked(signed_in, make_key):
     make_key("worker", "retired")
-    post_form(signed_in, "/admin/keys/retired/revoke", page="/admin/keys")
+    post_form(signed_in, "/admin/keys/retired/revoke", {"confirmed": "yes"}, page="/admin/keys")
     assert "revoked" in worker_rows(signed_in.get("/admin/workers"))["retired"]
 
 

@@ -24,7 +24,7 @@ MAX_JOB_ID = schemas.MAX_JOB_ID
 TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
-REF_PATTERN = "^" + schemas.REF.pattern + "$"
+REF_PATTERN = schemas.REF.pattern
 
 
 def ref(name: str) -> Schema:

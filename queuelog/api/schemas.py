@@ -20,6 +20,7 @@ from ..patterns import (
     IDEMPOTENCY_KEY_HINT,
     JOB_TYPE,
     JOB_TYPE_HINT,
+    NAME_PATTERN,
     PRIORITY_BY_LABEL,
     PRIORITY_LABELS,
     Priority,
@@ -36,7 +37,7 @@ MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_WORKFLOW = 1000
 MAX_DEPENDS_ON = 100
 #: A batch item's name for other items' depends_on: 1-100 letters, digits, '_', '-', '.', ':'.
-REF = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+REF = re.compile(NAME_PATTERN)
 REF_HINT = "must be 1-100 letters, digits, '_', '-', '.' or ':'"
 MAX_PROGRESS_BYTES = 4096
 MAX_BATCH_CLAIM = 100

@@ -14,10 +14,9 @@ from typing import Any
 from flask import current_app
 
 from ..errors import InvalidRequest
-from ..patterns import PRIORITY_BY_LABEL, PRIORITY_LABELS, Priority, one_of
+from ..patterns import NAME_PATTERN, PRIORITY_BY_LABEL, PRIORITY_LABELS, Priority, one_of
 from .timing import MAX_EVERY_SECONDS, Timing, TimingError, check_cron, zone
 
-NAME_PATTERN = "^[A-Za-z0-9_.:-]{1,100}$"
 NAME = re.compile(NAME_PATTERN)
 NAME_HINT = "1-100 characters: letters, digits, '_', '.', ':' or '-'"
 #: What POST /jobs takes for max_retries (queuelog/api/schemas.py): the same number for the same field.
