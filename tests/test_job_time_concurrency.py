@@ -14,8 +14,7 @@ import pytest
 import requests
 
 from queuelog.keys import create_key
-from tests.support.scale import CTX, app_on, fresh_database_url, read_rows, server_env, session_for
-from tests.support.server import running_server
+from tests.support.scale import CTX, app_on, four_by_four_server, migrated_database_url, read_rows, session_for
 
 CLIENTS = 20
 ROUNDS = 5
@@ -23,16 +22,12 @@ ROUNDS = 5
 
 @pytest.fixture(scope="module")
 def database(request, tmp_path_factory):
-    url = fresh_database_url(request, tmp_path_factory.mktemp("dedupe"))
-    with app_on(url):
-        pass  # the schema, before the server's four processes start on it
-    return url
+    return migrated_database_url(request, tmp_path_factory.mktemp("dedupe"))
 
 
 @pytest.fixture(scope="module")
 def server(database):
-    """gunicorn on the module's database: 4 processes × 4 threads."""
-    with running_server(server_env(database), workers=4, extra_args=("--threads", "4")) as srv:
+    with four_by_four_server(database) as srv:
         yield srv
 
 

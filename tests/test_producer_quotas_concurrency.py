@@ -15,24 +15,19 @@ import requests
 
 from queuelog.keys import create_key
 from queuelog.worker import Client, QuotaExceeded, ServerUnavailable
-from tests.support.scale import app_on, fresh_database_url, read_rows, server_env, session_for
-from tests.support.server import running_server
+from tests.support.scale import app_on, four_by_four_server, migrated_database_url, read_rows, session_for
 
 CLIENTS = 20
 
 
 @pytest.fixture(scope="module")
 def database(request, tmp_path_factory):
-    url = fresh_database_url(request, tmp_path_factory.mktemp("quotas"))
-    with app_on(url):
-        pass  # the schema, before the server's four processes start on it
-    return url
+    return migrated_database_url(request, tmp_path_factory.mktemp("quotas"))
 
 
 @pytest.fixture(scope="module")
 def server(database):
-    """gunicorn on the module's database: 4 processes × 4 threads."""
-    with running_server(server_env(database), workers=4, extra_args=("--threads", "4")) as srv:
+    with four_by_four_server(database) as srv:
         yield srv
 
 

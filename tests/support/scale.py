@@ -25,7 +25,7 @@ from queuelog import create_app, pg_listener
 from queuelog.extensions import db
 from queuelog.keys import create_key
 from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
-from tests.support.server import REPO_ROOT
+from tests.support.server import REPO_ROOT, running_server
 
 #: fork: the children need nothing from the parent but these functions and their arguments,
 #: and fork starts 16 of them in a fraction of the time spawn needs on a small machine.
@@ -52,6 +52,21 @@ def fresh_database_url(request, directory: Path) -> str:
     url = request.getfixturevalue("postgres_server_url")
     _wipe_postgres(url)
     return url
+
+
+def migrated_database_url(request, directory: Path) -> str:
+    """``fresh_database_url`` with its schema made, before any server process starts on it."""
+    url = fresh_database_url(request, directory)
+    with app_on(url):
+        pass
+    return url
+
+
+@contextlib.contextmanager
+def four_by_four_server(database_url: str):
+    """gunicorn on ``database_url``: 4 processes × 4 threads, as the README's production command runs."""
+    with running_server(server_env(database_url), workers=4, extra_args=("--threads", "4")) as server:
+        yield server
 
 
 @contextlib.contextmanager
