@@ -33,6 +33,9 @@ def create_app(config: dict | None = None) -> Flask:
 
     # First, so its request hooks run before (and its response hooks after) everyone else's.
     ops.init_app(app)
+    from .database import turns
+
+    turns.init_app(app)   # before any hook that may touch the database
 
     from .database.engine import configure_engine
     from .database.schema_upgrade import MIGRATIONS_DIR, ensure_schema

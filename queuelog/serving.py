@@ -7,7 +7,8 @@ worker serves its first request (gunicorn's ``post_worker_init`` hook). It
   capped below that (``longpoll.waiting_limit``);
 - makes the worker's graceful-stop signal (SIGTERM) also end its waiting claims at once
   (``wakeup.stop_waiting``), so a restart is not held up for the rest of their ``wait``;
-- starts the process's schedule ticker (``schedules.ticker``), which fires due schedules;
+- starts the process's schedule ticker (``schedules.ticker``), which fires due schedules, and has it share
+  the request threads' database connections (``database.turns``) rather than hold one more;
 - makes a threaded (gthread) worker a ``HeadFirstThreadWorker``: a thread is given a request only
   once its head has arrived, so clients that send half a head and stop cannot hold the threads,
   and a body that has not arrived in time is refused.
@@ -31,6 +32,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
 from . import longpoll, wakeup
+from .database import turns
 from .schedules import ticker
 
 #: A request head must be complete this many seconds after its first byte (nginx allows 60 by
@@ -49,6 +51,7 @@ def adopt_worker(worker) -> None:
     threads = request_threads(worker)
     if threads is not None:
         longpoll.serve_from_threads(threads)
+        turns.serve_from_threads(threads)
     _stop_waiting_on_graceful_stop()
     if isinstance(worker.wsgi, Flask):
         ticker.start(worker.wsgi)

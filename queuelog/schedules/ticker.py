@@ -22,6 +22,9 @@ TICK_SECONDS = 0.25
 #: After an error (the database is down), the ticker waits this long, doubling up to the most.
 RETRY_SECONDS, MOST_RETRY_SECONDS = 0.5, 10.0
 THREAD_NAME = "queuelog-ticker"
+#: A gunicorn worker's ticker shares the request threads' database turns (``database.turns``): it waits up
+#: to this long for one, between two requests.
+TURN_WAIT_SECONDS = 2.0
 
 _started: dict[int, int] = {}   # id(app) → the pid that started its ticker (a forked child starts its own)
 _lock = threading.Lock()
@@ -55,14 +58,17 @@ def start_if_serving(app: Flask) -> None:
 
 
 def _tick_forever(app: Flask, stop: threading.Event) -> None:
+    from ..database import turns
     from .operations import fire_due
 
     delay = RETRY_SECONDS
     failing = False
     while not stop.is_set():
         try:
-            with app.app_context():
-                fire_due()
+            with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
+                if ours:   # else every request thread stayed busy: try again next tick
+                    with app.app_context():
+                        fire_due()
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
