@@ -221,8 +221,9 @@ DEFAULTS: dict[str, Setting] = {
     "UI_REFRESH_SECONDS": Setting(10, whole(1)),  # how often the pages refresh their figures
     "SQLALCHEMY_TRACK_MODIFICATIONS": Setting(False, flag()),
     # Connections per server process. A request holds one at a time, so a sync gunicorn worker uses
-    # one and a gthread worker at most one per thread; the schedule ticker takes turns with them
-    # (database/turns.py). Plus a LISTEN connection on PostgreSQL when claims wait. The cap protects PostgreSQL's max_connections; a request that finds the pool
+    # one (its schedule ticker takes turns with its requests: database/turns.py) and a gthread worker at
+    # most one per thread plus one when a tick overlaps them all. Plus a LISTEN connection on PostgreSQL
+    # when claims wait. The cap protects PostgreSQL's max_connections; a request that finds the pool
     # exhausted waits DATABASE_POOL_TIMEOUT seconds, then gets a 503 (well before gunicorn's 30 s
     # worker timeout would kill it).
     "DATABASE_POOL_SIZE": Setting(5, whole(0)),
