@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from tests.conftest import test_db_kind
+from tests.conftest import WIPING_CONNECTION, test_db_kind
 
 pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql",
                                 reason="a SQLite file cannot be cut from under an open connection")
@@ -27,8 +27,8 @@ def _cut_every_connection_of_the_app(database_url: str) -> int:
     try:
         with engine.connect() as conn:
             cut = conn.execute(text(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar_one()
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND application_name <> :wipe"), {"wipe": WIPING_CONNECTION}).scalar_one()
     finally:
         engine.dispose()
     time.sleep(0.1)  # the terminations are asynchronous

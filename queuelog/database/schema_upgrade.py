@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -27,12 +28,20 @@ MIGRATIONS_DIR = str(Path(__file__).resolve().parent.parent / "migrations")
 def schema_is_current() -> bool:
     """True when the database carries the newest migration."""
     from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
-    script = ScriptDirectory(MIGRATIONS_DIR)
     with db.engine.connect() as conn:
         current = set(MigrationContext.configure(conn).get_current_heads())
-    return current == set(script.get_heads())
+    return current == _newest_revisions()
+
+
+@functools.cache
+def _newest_revisions() -> frozenset[str]:
+    """The head revisions of the migration scripts shipped with this code. Read once a process: Alembic
+    parses every script to find them (~25 ms), and an app built again in the same process (tests, the
+    CLI after the server) would pay it each time for the same answer."""
+    from alembic.script import ScriptDirectory
+
+    return frozenset(ScriptDirectory(MIGRATIONS_DIR).get_heads())
 
 
 def ensure_schema(app: Flask) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, text
 from queuelog import create_app, pg_listener
 from queuelog.extensions import db
 from queuelog.keys import create_key
-from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
+from tests.conftest import JOB_TYPES, WIPING_CONNECTION, _wipe_postgres, app_config, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
 #: fork: the children need nothing from the parent but these functions and their arguments,
@@ -311,11 +311,13 @@ class ConnectionSampler:
             return
         with self._engine.connect() as conn:
             # LISTEN connections are not the pool's: an earlier in-process long-poll test leaves its
-            # listener thread connected to this same database for the rest of the run.
+            # listener thread connected to this same database for the rest of the run. Nor is the
+            # suite's own connection that empties the database between tests.
             count = conn.execute(text(
                 "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-                " AND application_name <> :listener"), {"listener": pg_listener.LISTENER_NAME}).scalar_one()
+                " AND application_name NOT IN (:listener, :wipe)"),
+                {"listener": pg_listener.LISTENER_NAME, "wipe": WIPING_CONNECTION}).scalar_one()
         self.most = max(self.most or 0, count)
 
     def close(self) -> None:
