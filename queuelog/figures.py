@@ -26,7 +26,7 @@ from .models import Job
 from .states import HELD, JobStatus
 
 jobs = Job.__table__
-(_HELD,) = HELD  # one status holds a worker's claim; written with = so SQLite uses ix_jobs_running_lease
+(_HELD,) = HELD  # the one status holding a claim: status = 'running' (not IN), as ix_jobs_running_lease's WHERE
 PENDING = JobStatus.PENDING.value
 
 

@@ -95,3 +95,11 @@ def test_a_waiting_job_names_the_parents_it_still_waits_for(signed_in, client, p
 
     assert kind == "waiting"
     assert f"every parent has completed; 1 of 1 not finished yet (#{parent} pending)" in text
+
+
+def test_a_due_job_past_its_expires_at_says_no_worker_will_claim_it(signed_in, make_job):
+    job = make_job(run_at=utcnow() - timedelta(minutes=5), expires_at=utcnow() - timedelta(seconds=1))
+
+    kind, text = standing(signed_in, job)
+
+    assert kind == "due" and text.endswith("Its expires_at has passed, so no worker will: the reaper cancels it.")
