@@ -72,9 +72,11 @@ def oldest_due(conn: Connection, now: datetime, groups: Iterable[tuple[str, int]
     """
     found: dict[str, OldestDue] = {}
     for job_type, priority in groups:
-        group = and_(jobs.c.type == job_type, jobs.c.priority == priority, due(now))
-        bound = (select(due_since).where(group).order_by(jobs.c.run_at).limit(1)
+        group = and_(jobs.c.type == job_type, jobs.c.priority == priority, jobs.c.status == PENDING)
+        bound = (select(due_since).where(group, due(now)).order_by(jobs.c.run_at).limit(1)
                  .correlate(None).scalar_subquery())
+        # The bound is a due job's due_since, so not after now: "run_at <= bound" alone keeps the jobs due, and
+        # leaves the index one upper end to range over (given "run_at <= now" too, SQLite ranged over that one).
         row = conn.execute(
             select(jobs.c.id, due_since.label("due_since"))
             .where(group, jobs.c.run_at <= bound).order_by(due_since, jobs.c.id).limit(1)
