@@ -103,3 +103,11 @@ def test_a_due_job_past_its_expires_at_says_no_worker_will_claim_it(signed_in, m
     kind, text = standing(signed_in, job)
 
     assert kind == "due" and text.endswith("Its expires_at has passed, so no worker will: the reaper cancels it.")
+
+
+def test_a_viewer_is_told_a_job_is_stalled_without_being_sent_to_reap_it(viewer_client, make_job):
+    job = make_job(status="running", lease_expires_at=utcnow() - timedelta(minutes=3))
+
+    kind, text = standing(viewer_client, job)
+
+    assert kind == "stalled" and "The reaper (flask reap) gives it back" in text and "Reap now" not in text
