@@ -161,8 +161,8 @@ def test_scrapes_during_traffic_parse_and_add_up(app, client, admin, producer, w
 
 def test_oldest_pending_age_is_per_type_and_counts_only_claimable_jobs(client, admin, make_job):
     now = utcnow()
-    make_job(type="report", run_at=now - timedelta(seconds=120))
-    make_job(type="report", run_at=now - timedelta(seconds=30), priority=30)
+    make_job(type="report", run_at=now - timedelta(seconds=120), created_at=now - timedelta(seconds=120))
+    make_job(type="report", run_at=now - timedelta(seconds=30), created_at=now - timedelta(seconds=30), priority=30)
     make_job(type="noop", run_at=now + timedelta(hours=1))  # scheduled: not claimable yet
     make_job(type="email", status="running", run_at=now - timedelta(hours=2))  # taken: not waiting
     samples = scrape(client, admin)

@@ -53,8 +53,9 @@ def test_an_empty_queue_reads_calmly(signed_in):
 
 def test_the_oldest_pending_job_and_its_age_are_shown(signed_in, make_job):
     now = utcnow()
-    oldest = make_job(status="pending", created_at=now - timedelta(hours=2, minutes=5))
-    make_job(status="pending", created_at=now - timedelta(minutes=1))
+    enqueued = now - timedelta(hours=2, minutes=5)
+    oldest = make_job(status="pending", created_at=enqueued, run_at=enqueued)
+    make_job(status="pending", created_at=now - timedelta(minutes=1), run_at=now - timedelta(minutes=1))
     body = text_of(signed_in.get("/admin"))
     match = re.search(r'data-figure="oldest-pending".*?href="/admin/jobs/(\d+)"[^>]*>([^<]+)</a>', body, re.S)
     assert match and int(match.group(1)) == oldest

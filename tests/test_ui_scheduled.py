@@ -44,7 +44,7 @@ def test_the_scheduled_page_lists_pending_jobs_not_due_yet_soonest_first(signed_
     listed = [int(n) for n in re.findall(r'<tr data-job="(\d+)">', body)]
     assert listed == [waiting["backoff"], waiting["later"]]
     assert "scheduled" in _row(body, waiting["later"])
-    assert "backoff after failed run 1 of 4" in _row(body, waiting["backoff"])
+    assert "backing off after failed run 1 of 4" in _row(body, waiting["backoff"])
     assert "2 pending jobs not due yet" in body
 
 

@@ -6,7 +6,7 @@ answered by any worker adds up every worker's counts (``gunicorn.conf.py`` sets 
 workers start). The variable must be set before ``prometheus_client`` is first imported; without it
 (``flask run``, tests, one process) the counts live in memory.
 
-The gauges — jobs by status × type × priority, the age of the oldest claimable job per type, stalled jobs,
+The gauges — jobs by status × type × priority, the age of the longest-waiting due job per type, stalled jobs,
 each type's pause and concurrency limit — are not counted anywhere: they are read from the database at scrape
 time, so every worker reports the same truth. Each is one query served by an index (see ``DatabaseCollector``).
 
@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
+from .. import figures
 from ..clock import utcnow
 from ..database.transactions import read_connection
 from ..models import Job, Priority, TypeSettings
@@ -197,9 +198,10 @@ class DatabaseCollector:
 
     - ``queuelog_jobs``: one grouped count over ``ix_jobs_type_status_priority`` (type, status, priority,
       run_at) — an index-only scan, no table rows read; purging finished jobs keeps it small.
-    - ``queuelog_oldest_pending_age_seconds``: for each (type, priority) that has pending jobs, MIN(run_at)
-      is one seek into the same index (run_at is its last column), so it costs O(log n) however deep the queue.
-    - ``queuelog_stalled_jobs``: a range over the partial ``ix_jobs_running_lease``.
+    - ``queuelog_oldest_pending_age_seconds``: ``figures.oldest_due``, as the dashboard's tile: for each
+      (type, priority) that has pending jobs, seeks into the same index (run_at is its last column), so it
+      costs O(log n) however deep the queue.
+    - ``queuelog_stalled_jobs``: ``figures.stalled``, a range over the partial ``ix_jobs_running_lease``.
     - ``queuelog_type_paused`` (every type: 1 paused, 0 not) and ``queuelog_type_concurrency_limit`` (the
       types that have one): the small type_settings table, read whole.
     """
@@ -216,21 +218,8 @@ class DatabaseCollector:
                 .group_by(jobs.c.type, jobs.c.status, jobs.c.priority)
             ).all()
             pending_groups = [(t, p) for t, s, p, n in counts if s == JobStatus.PENDING.value and n]
-            oldest: dict[str, datetime] = {}
-            for job_type, priority in pending_groups:
-                first_due = conn.execute(
-                    select(func.min(jobs.c.run_at)).where(
-                        jobs.c.type == job_type, jobs.c.status == JobStatus.PENDING.value,
-                        jobs.c.priority == priority)
-                ).scalar()
-                # A group whose earliest run_at is still ahead has nothing claimable yet.
-                if first_due is not None and first_due <= now and (
-                        job_type not in oldest or first_due < oldest[job_type]):
-                    oldest[job_type] = first_due
-            stalled = conn.execute(
-                select(func.count()).select_from(jobs)
-                .where(jobs.c.status == JobStatus.RUNNING.value, jobs.c.lease_expires_at < now)
-            ).scalar_one()
+            oldest = figures.oldest_due(conn, now, pending_groups)
+            stalled = conn.execute(select(func.count()).select_from(jobs).where(figures.stalled(now))).scalar_one()
             settings = conn.execute(
                 select(type_settings.c.type, type_settings.c.paused, type_settings.c.concurrency_limit)).all()
         yield self._jobs_family(counts)
@@ -266,11 +255,13 @@ class DatabaseCollector:
             family.add_metric(list(labels), value)
         return family
 
-    def _oldest_family(self, oldest: dict[str, datetime], now: datetime, types: set[str]) -> GaugeMetricFamily:
+    def _oldest_family(self, oldest: dict[str, figures.OldestDue], now: datetime,
+                       types: set[str]) -> GaugeMetricFamily:
         family = GaugeMetricFamily("queuelog_oldest_pending_age_seconds",
-                                   "Seconds the oldest claimable job of each type has waited (0: none waiting).",
+                                   "Seconds the longest-waiting due pending job of each type has waited since it "
+                                   "became due, the later of its run_at and its enqueue (0: none due).",
                                    labels=["type"])
         for job_type in sorted(set(self.job_types) | types):
-            first_due = oldest.get(job_type)
-            family.add_metric([job_type], (now - first_due).total_seconds() if first_due else 0.0)
+            first = oldest.get(job_type)
+            family.add_metric([job_type], first.age(now).total_seconds() if first else 0.0)
         return family

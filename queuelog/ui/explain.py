@@ -1,5 +1,5 @@
 """What a job's record means to the person reading its page: how many times it ran, which run an event
-belongs to, and why a failed job was not retried.
+belongs to, why a failed job was not retried, and why a pending job is not due yet.
 
 The record counts retries (``retry_count``: failed runs that went back to the queue), which reads as
 "never ran" for a job that failed on its first run ("0 of 3"). People think in runs, so the pages do.
@@ -111,3 +111,38 @@ def why_not_retried(job, history) -> FailureReason | None:
     return FailureReason(NotRetried.NOT_RETRYABLE,
                          f"Its worker reported run {spent} as a permanent failure, so the {left} "
                          f"retr{'y' if left == 1 else 'ies'} left {'was' if left == 1 else 'were'} not used.")
+
+
+class NotDueKind(enum.StrEnum):
+    """Why a pending job whose run_at is still ahead waits."""
+
+    SCHEDULED = "scheduled"       # enqueued with a run_at ahead
+    BACKING_OFF = "backing off"   # a failed run went back to the queue; its retry waits out the backoff
+
+
+@dataclass(frozen=True)
+class NotDue:
+    """Why a pending job is not due yet: the kind (the Scheduled page's and the job page's words) and detail."""
+
+    kind: NotDueKind
+    detail: str = ""
+
+    @property
+    def slug(self) -> str:
+        """The kind as a token for markup and tests: ``backing-off``."""
+        return self.kind.value.replace(" ", "-")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.detail}".strip()
+
+
+def why_not_due(job) -> NotDue:
+    """Why a pending job whose run_at is ahead (``figures.not_due``) waits.
+
+    Once a job has run, only a failed run that goes back for another try moves its run_at ahead (now plus the
+    backoff; the reaper and a give-back make it due at once), and an admin's retry starts the count again: so a
+    job with retries used is backing off, and one without was scheduled so by its producer.
+    """
+    if job.retry_count:
+        return NotDue(NotDueKind.BACKING_OFF, f"after failed run {job.retry_count} of {job.max_retries + 1}")
+    return NotDue(NotDueKind.SCHEDULED)

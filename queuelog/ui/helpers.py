@@ -11,7 +11,7 @@ from ..clock import rfc3339, utcnow
 from ..models import Priority
 from . import bp
 from .auth import is_partial_request, may_act
-from .explain import Attempts, attempts, is_quarantined, run_of
+from .explain import Attempts, NotDue, attempts, is_quarantined, run_of, why_not_due
 
 
 def render_live(template: str, partial: str, **context):
@@ -123,3 +123,9 @@ def attempts_of(job) -> Attempts:
 def run_number(event) -> int | None:
     """Which run an event row belongs to; None for events outside any run."""
     return run_of(event)
+
+
+@bp.app_template_filter("not_due_reason")
+def not_due_reason(job) -> NotDue:
+    """'scheduled', 'backing off after failed run 1 of 4': why a pending job not due yet waits."""
+    return why_not_due(job)

@@ -10,8 +10,8 @@ from ..clock import utcnow
 from ..errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
 from ..queries import links, max_job_id
-from ..states import RETRYABLE, spell
-from . import bp
+from ..states import FINAL, RETRYABLE, spell
+from . import bp, stats
 from .auth import actor_name
 from .explain import why_not_retried
 from .forms import ActionForm, BulkRetryForm, JobFilterForm
@@ -132,10 +132,13 @@ def job(job_id: int):
         row, history = load_job(job_id)
     except JobNotFound as error:
         abort(404, description=error.detail)
+    now = utcnow()
     graph = links(None, [job_id])[job_id]
     progress = json.loads(row.progress) if row.progress is not None else None
+    unfinished = [parent for parent in graph.parents if parent.status not in FINAL]
     return render_live("job.html", "_job_live.html", job=row, history=history, action_form=ActionForm(),
-                       failure=why_not_retried(row, history), now=utcnow(), graph=graph, progress=progress)
+                       failure=why_not_retried(row, history), now=now, graph=graph, progress=progress,
+                       reading=stats.job_now(job_id, now), unfinished=unfinished)
 
 
 def _job_action(job_id: int, action, done: str):

@@ -75,13 +75,12 @@ def dashboard():
     paused = stats.paused_types() & set(current_app.config["JOB_TYPES"])
     counts = stats.with_paused(stats.job_counts(), paused)
     stalled_count, stalled = stats.stalled_jobs(now)
-    oldest = stats.oldest_pending(now)
+    oldest = stats.oldest_due(now, counts)
     minutes = stats.throughput(now)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
         counts=counts, paused=paused, pending=stats.pending_split(now), stalled_count=stalled_count,
-        stalled=stalled, oldest=oldest,
-        oldest_age=span(now - oldest.created_at) if oldest else None,
+        stalled=stalled, oldest=oldest, oldest_age=span(oldest.age(now)) if oldest else None,
         failures=stats.recent_failures(), chart=build_chart(minutes),
         narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),
         action_form=ActionForm(), now=now,

@@ -1,8 +1,9 @@
 """Read-only figures for the dashboard and the workers page.
 
 Each figure is one query served by an index, so the pages stay cheap on a million jobs:
-grouped counts walk ``ix_jobs_type_status`` / ``ix_jobs_worker_status``, stalled jobs come from the
+grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``, stalled jobs come from the
 partial ``ix_jobs_running_lease``, the chart reads ``job_events`` through ``ix_job_events_event_at``.
+What counts as stalled, due and "waiting since" is ``queuelog.figures``'s, shared with ``/metrics``.
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Row, and_, case, func, select
+from sqlalchemy import Row, case, func, select
 
+from .. import figures
 from ..database.transactions import read_connection
 from ..models import ApiKey, Job, JobEvent, Role, TypeSettings
 from ..states import STATUS_NAMES, TRANSITIONS, JobStatus
@@ -32,10 +34,11 @@ CHART_EVENTS = sorted({t.event.value for t in TRANSITIONS
 
 @dataclass
 class Counts:
-    """Jobs per status, and per type × status."""
+    """Jobs per status, and per type × status; and the (type, priority) pairs that have pending jobs."""
 
     by_status: dict[str, int]
     by_type: dict[str, dict[str, int]]
+    pending_groups: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -44,17 +47,23 @@ class Counts:
 
 
 def job_counts() -> Counts:
-    """One grouped count over (type, status); the per-status totals are its column sums."""
+    """One grouped count over (type, status, priority), as /metrics counts (an index-only scan); the per-type
+    and per-status totals are its sums."""
     with read_connection() as conn:
         rows = conn.execute(
-            select(jobs.c.type, jobs.c.status, func.count()).group_by(jobs.c.type, jobs.c.status)
+            select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count())
+            .group_by(jobs.c.type, jobs.c.status, jobs.c.priority)
         ).all()
     by_status = {status: 0 for status in STATUSES}
     by_type: dict[str, dict[str, int]] = {}
-    for job_type, status, count in rows:
+    pending_groups = []
+    for job_type, status, priority, count in rows:
         by_status[status] = by_status.get(status, 0) + count
-        by_type.setdefault(job_type, {s: 0 for s in STATUSES})[status] = count
-    return Counts(by_status, dict(sorted(by_type.items())))
+        per_status = by_type.setdefault(job_type, {s: 0 for s in STATUSES})
+        per_status[status] = per_status.get(status, 0) + count
+        if status == PENDING and count:
+            pending_groups.append((job_type, priority))
+    return Counts(by_status, dict(sorted(by_type.items())), pending_groups)
 
 
 def paused_types() -> set[str]:
@@ -66,7 +75,7 @@ def paused_types() -> set[str]:
 def with_paused(counts: Counts, paused: set[str]) -> Counts:
     """``counts`` with a row of zeros for each paused type that has no jobs, so the dashboard shows the pause."""
     missing = {name: {s: 0 for s in STATUSES} for name in paused if name not in counts.by_type}
-    return Counts(counts.by_status, dict(sorted({**counts.by_type, **missing}.items())))
+    return Counts(counts.by_status, dict(sorted({**counts.by_type, **missing}.items())), counts.pending_groups)
 
 
 @dataclass(frozen=True)
@@ -78,19 +87,19 @@ class PendingSplit:
 
 
 def pending_split(now: datetime) -> PendingSplit:
-    """Pending jobs due now and scheduled for later: one count of the later ones (run_at > now; the index on
-    (type, status, priority, run_at) serves it), the due ones are the rest."""
+    """Pending jobs due now and not yet due (figures.due / figures.not_due), in one count over pending jobs."""
     with read_connection() as conn:
-        pending, later = conn.execute(select(
-            func.count(), func.coalesce(func.sum(case((jobs.c.run_at > now, 1), else_=0)), 0)
+        due, later = conn.execute(select(
+            func.coalesce(func.sum(case((figures.due(now), 1), else_=0)), 0),
+            func.coalesce(func.sum(case((figures.not_due(now), 1), else_=0)), 0),
         ).where(jobs.c.status == PENDING)).one()
-    return PendingSplit(due=pending - later, scheduled=later)
+    return PendingSplit(due=due, scheduled=later)
 
 
 def scheduled_jobs(now: datetime, limit: int = 200) -> tuple[int, list[Row]]:
     """Pending jobs not yet due (scheduled by run_at, or waiting out a retry's backoff): how many, and the
     ``limit`` coming due first."""
-    later = and_(jobs.c.status == PENDING, jobs.c.run_at > now)
+    later = figures.not_due(now)
     with read_connection() as conn:
         count = conn.execute(select(func.count()).select_from(jobs).where(later)).scalar_one()
         rows = conn.execute(
@@ -101,19 +110,21 @@ def scheduled_jobs(now: datetime, limit: int = 200) -> tuple[int, list[Row]]:
     return count, rows
 
 
-def oldest_pending(now: datetime) -> Row | None:
-    """The oldest job that is due and still waiting for a worker (walks ix_jobs_status_id from the start)."""
+def oldest_due(now: datetime, counts: Counts) -> figures.OldestDue | None:
+    """The due job that has waited longest since it became due, of any type (as /metrics measures it per type)."""
     with read_connection() as conn:
-        return conn.execute(
-            select(jobs.c.id, jobs.c.type, jobs.c.created_at, jobs.c.run_at)
-            .where(jobs.c.status == PENDING, jobs.c.run_at <= now)
-            .order_by(jobs.c.id).limit(1)
-        ).first()
+        return figures.oldest_of_all(figures.oldest_due(conn, now, counts.pending_groups))
+
+
+def job_now(job_id: int, now: datetime) -> figures.JobNow | None:
+    """One job read by the dashboard's conditions: stalled, due or not yet, due since when."""
+    with read_connection() as conn:
+        return figures.job_now(conn, job_id, now)
 
 
 def stalled_jobs(now: datetime, limit: int = 10) -> tuple[int, list[Row]]:
     """Running jobs whose lease has run out (their worker has probably died): how many, and the longest-stalled."""
-    stalled = and_(jobs.c.status == RUNNING, jobs.c.lease_expires_at < now)
+    stalled = figures.stalled(now)
     with read_connection() as conn:
         count = conn.execute(select(func.count()).select_from(jobs).where(stalled)).scalar_one()
         rows = conn.execute(

@@ -52,6 +52,12 @@ def _expire_lease(job_id: int, stall_count: int | None = None) -> None:
         conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
 
 
+def _back_off(job_id: int) -> None:
+    """Make a retry wait out a backoff (the served app has none, so the other claims stay predictable)."""
+    with write_transaction() as conn:
+        conn.execute(update(jobs).where(jobs.c.id == job_id).values(run_at=utcnow() + timedelta(minutes=30)))
+
+
 def seed_every_state() -> dict[str, int]:
     """Jobs in every state and every way of failing, keys of every role (one revoked), an admin and a viewer,
     a paused type (report) and a type with every limit and a history of changes (email).
@@ -99,6 +105,9 @@ def seed_every_state() -> dict[str, int]:
     _expire_lease(row.id)
     queue.cancel(new("cancelled"), "key:storefront")
     new("scheduled", run_at=utcnow() + timedelta(hours=2))
+    row = claimed("backing-off")
+    queue.fail(worker, row.id, row.claim_token, "ConnectionResetError: try again later", retryable=True)
+    _back_off(row.id)
     row = claimed("requeued")
     queue.fail(worker, row.id, row.claim_token, "ConnectionResetError: try again", retryable=True)
     new("pending", priority=int(Priority.LOW), concurrency_key="tenant-42")

@@ -15,8 +15,8 @@ from tests.support.server import REPO_ROOT
 
 AXE_SCRIPT = REPO_ROOT / "tests" / "clients" / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
-JOB_STATES = ["pending", "scheduled", "running", "stalled", "completed", "not-retryable", "retries-spent",
-              "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
+JOB_STATES = ["pending", "scheduled", "backing-off", "running", "stalled", "completed", "not-retryable",
+              "retries-spent", "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
 PAGES = {
     "dashboard": "/admin",
     "jobs": "/admin/jobs",

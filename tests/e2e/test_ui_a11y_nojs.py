@@ -12,7 +12,8 @@ from tests.e2e.every_state import fresh_database_url, serving_every_state
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
          "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
          "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
-         "job:pending", "job:running", "job:not-retryable", "job:completed", "/admin/jobs/999999999"]
+         "job:pending", "job:running", "job:stalled", "job:backing-off",
+         "job:not-retryable", "job:completed", "/admin/jobs/999999999"]
 
 # What each visible control is: a link with somewhere to go, or a button that submits a form to an address.
 CONTROLS = """() => Array.from(document.querySelectorAll('a, button, input, select, textarea, summary'))

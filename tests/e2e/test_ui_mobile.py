@@ -12,7 +12,8 @@ LAPTOP = {"width": 1366, "height": 900}
 PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
          "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
          "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
-         "job:pending", "job:running", "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
+         "job:pending", "job:running", "job:stalled", "job:backing-off",
+         "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
 READABLE_PX = 10  # the smallest label height we call readable
 
 
