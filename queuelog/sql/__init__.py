@@ -56,15 +56,17 @@ __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
-          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], log: Log) -> list[JobRow]:
-    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``.
+          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], log: Log,
+          process: int | None = None) -> list[JobRow]:
+    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker`` (and its
+    registered ``process``, when the claim named one).
 
     Without ``flow`` (no type of the claim is paused or limited, as far as the caller knows) the claim takes
     nothing if one is after all. With ``flow``: nothing of a paused type, nothing past a limit, and a
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
     """
     return run(conn, "CLAIM", {"now": now, "lease_until": lease_until, "worker": worker, "token": token,
-                               "limit": limit, "types": types, "flow": True if flow else None,
+                               "process": process, "limit": limit, "types": types, "flow": True if flow else None,
                                "locked_types": list(locked_types)}, log)
 
 

@@ -212,7 +212,7 @@ picked AS MATERIALIZED (
     {{flow_pick}})
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
-       heartbeat_at = %(now)s, timeout_at = {TIMEOUT_AT},
+       heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
  WHERE {status_in(_CLAIM.from_statuses)} AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""

@@ -189,7 +189,7 @@ CLAIM = f"""
 {{flow}}
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = :worker, claim_token = :token, claimed_at = :now,
-       heartbeat_at = :now, timeout_at = {TIMEOUT_AT},
+       heartbeat_at = :now, process_id = :process, timeout_at = {TIMEOUT_AT},
        lease_expires_at = CASE WHEN timeout_seconds IS NULL THEN :lease_until ELSE min(:lease_until, {TIMEOUT_AT}) END,
        updated_at = :now
  WHERE {status_in(_CLAIM.from_statuses)}
