@@ -110,8 +110,6 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
     with write_transaction() as conn:
-        if process is not None and worker_processes.claim_command(conn, caller, process) != Command.RUN:
-            return []
         # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
         # before it did; the statement gives a limited type it did not lock no room.
         held = sql.lock_flow(conn, to_lock) if to_lock else []
@@ -121,7 +119,9 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         log = event_row(CLAIM, caller.actor, now)
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
                          token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
-                         locked_types=[row.type for row in held], log=log, process=process)
+                         locked_types=[row.type for row in held], log=log, process=process, key_id=caller.id)
+        if not rows and process is not None and worker_processes.claim_command(conn, caller, process) != Command.RUN:
+            return []   # quiet or stopping: nothing held it back but the admin (no refusal to count)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
     if len(rows) < limit and flow_on:
