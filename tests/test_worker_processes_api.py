@@ -9,7 +9,7 @@ from sqlalchemy import update
 from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import WorkerProcess
-from queuelog.worker_processes import GONE_AFTER
+from queuelog.worker_processes import GONE_AFTER, PRUNE_AFTER
 from tests.support.api import bearer
 
 PROCESS = {"host": "box-1", "pid": 4242, "version": "queuelog-worker/0.1", "concurrency": 4, "types": ["email"]}
@@ -122,6 +122,15 @@ def test_a_gone_process_cannot_be_commanded(client, admin, register):
     process_id = register()["id"]
     _age(process_id, GONE_AFTER * 2)
     assert client.post(f"/workers/{process_id}/stop", headers=admin).status_code == 409
+
+
+def test_a_process_gone_for_a_day_is_deleted_by_the_next_registration(client, worker, admin, register):
+    old, recent = register()["id"], register()["id"]
+    _age(old, GONE_AFTER + PRUNE_AFTER + timedelta(minutes=1))
+    _age(recent, GONE_AFTER * 2)
+    register()
+    listed = {p["id"] for p in client.get("/workers", headers=admin).get_json()["workers"]}
+    assert old not in listed and recent in listed
 
 
 def test_only_admin_keys_command_processes(client, worker, register):

@@ -24,7 +24,7 @@ def _processes(admin_client: Client) -> list[dict]:
     return admin_client.request("GET", "/workers")[1]["workers"]
 
 
-def test_quiet_stops_claiming_and_stop_exits_once_the_held_job_is_done(start_worker, producer_client,
+def test_quiet_finishes_the_held_job_claims_nothing_more_and_keeps_running_until_stop(start_worker, producer_client,
                                                                        admin_client, read_job):
     worker = start_worker(concurrency=2)
     [process] = wait_until(lambda: _processes(admin_client), 10)
@@ -45,3 +45,14 @@ def test_quiet_stops_claiming_and_stop_exits_once_the_held_job_is_done(start_wor
     admin_client.request("POST", f"/workers/{process['id']}/stop", {})
     assert worker.wait(timeout=OBEYS_WITHIN + 2) == 0
     assert _processes(admin_client) == []               # a clean exit deregisters
+
+
+def test_stop_finishes_the_held_job_then_exits_0(start_worker, producer_client, admin_client, read_job):
+    worker = start_worker()
+    [process] = wait_until(lambda: _processes(admin_client), 10)
+    held = producer_client.enqueue("sleep", {"seconds": 3})
+    wait_until(lambda: read_job(held["id"]).status == "running", 10)
+    admin_client.request("POST", f"/workers/{process['id']}/stop", {})
+    wait_until(lambda: "the server says stop" in worker.log(), OBEYS_WITHIN)
+    assert worker.wait(timeout=15) == 0
+    assert read_job(held["id"]).status == "completed"
