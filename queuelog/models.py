@@ -110,7 +110,7 @@ class Job(db.Model):
     # What the holding worker last reported with a heartbeat: a JSON object (≤ 4 KiB), shown as it is.
     progress: Mapped[str | None] = mapped_column(Text)
     # The registered worker process (worker_processes.id) that made the last claim, when the claim named one;
-    # not cleared when the job moves on, so read it with the status. No index: the claim stays as cheap.
+    # not cleared when the job moves on, so read it with the status (ix_jobs_process_status).
     process_id: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
@@ -184,6 +184,17 @@ class Job(db.Model):
             "id",
             sqlite_where=text("error_group IS NOT NULL"),
             postgresql_where=text("error_group IS NOT NULL"),
+        ),
+        # The Workers page: each registered process's running jobs and its jobs finished in the last hour and day,
+        # read from this index alone. Partial: jobs claimed without naming a process are not in it, so their
+        # moves never touch it.
+        Index(
+            "ix_jobs_process_status",
+            "process_id",
+            "status",
+            "updated_at",
+            sqlite_where=text("process_id IS NOT NULL"),
+            postgresql_where=text("process_id IS NOT NULL"),
         ),
         # One job per tick of a schedule, whichever server process fires it: the compare-and-set on
         # schedules.next_run_at already allows one, this makes a second insert fail should that ever slip.

@@ -13,7 +13,7 @@ commanded, and deleted ``PRUNE_AFTER`` later by the next registration. A process
 key's process is 404, as if it did not exist, and a revoked key's processes are not listed at all.
 
 A claim may name its process (``process_id``); the claim then writes it on the jobs it takes (one more
-column in CLAIM, no index), and a process told to quiet or stop is given nothing.
+term in CLAIM), and a process told to quiet or stop is given nothing.
 """
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ def with_work(states: list[ProcessState]) -> list[ProcessState]:
     """Fill in what each process holds now and what it finished in the last hour and day.
 
     Finished counts are of jobs whose last claim the process made and that ended completed or failed (a
-    failed attempt that went back to pending is not counted), read by ix_jobs_status_updated.
+    failed attempt that went back to pending is not counted), read from ix_jobs_process_status alone.
     """
     if not states:
         return states
@@ -230,13 +230,14 @@ def with_work(states: list[ProcessState]) -> list[ProcessState]:
     running, completed, failed = JobStatus.RUNNING.value, JobStatus.COMPLETED.value, JobStatus.FAILED.value
     with read_connection() as conn:
         held = conn.execute(select(jobs.c.id, jobs.c.type, jobs.c.claimed_at, jobs.c.process_id)
-                            .where(jobs.c.status == running, jobs.c.process_id.in_(list(by_id)))
+                            .where(jobs.c.process_id.is_not(None), jobs.c.process_id.in_(list(by_id)),
+                                   jobs.c.status == running)
                             .order_by(jobs.c.id)).all()
         counts = conn.execute(
             select(jobs.c.process_id, jobs.c.status, func.count(),
                    func.sum(case((jobs.c.updated_at >= hour_ago, 1), else_=0)))
-            .where(and_(jobs.c.status.in_([completed, failed]), jobs.c.updated_at >= day_ago,
-                        jobs.c.process_id.in_(list(by_id))))
+            .where(and_(jobs.c.process_id.is_not(None), jobs.c.process_id.in_(list(by_id)),
+                        jobs.c.status.in_([completed, failed]), jobs.c.updated_at >= day_ago))
             .group_by(jobs.c.process_id, jobs.c.status)).all()
     for row in held:
         by_id[row.process_id].held.append(row)

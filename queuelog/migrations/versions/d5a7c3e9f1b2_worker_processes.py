@@ -2,8 +2,8 @@
 
 worker_processes holds one row per process a worker key registered (host, pid, version, concurrency, types,
 started_at, heartbeat_at) and the command an admin gave it (run, quiet, stop). jobs.process_id names the
-process that claimed the job, so the Workers page can show what each process holds and what it finished;
-no index on it: the claim's hot path stays as it was (see queuelog/worker_processes.py).
+process that claimed the job, so the Workers page can show what each process holds and what it finished,
+read from ix_jobs_process_status (partial: jobs claimed without naming a process are not in it).
 
 Revision ID: d5a7c3e9f1b2
 Revises: c4e19a7d2b61
@@ -18,6 +18,8 @@ revision = 'd5a7c3e9f1b2'
 down_revision = 'c4e19a7d2b61'
 branch_labels = None
 depends_on = None
+
+NAMED = sa.text("process_id IS NOT NULL")
 
 
 def upgrade():
@@ -42,9 +44,12 @@ def upgrade():
     op.create_index('ix_worker_processes_heartbeat_at', 'worker_processes', ['heartbeat_at'], unique=False)
     # Plain ALTER TABLE, not a batch: on SQLite a batch would copy the jobs table.
     op.add_column('jobs', sa.Column('process_id', sa.Integer(), nullable=True))
+    op.create_index('ix_jobs_process_status', 'jobs', ['process_id', 'status', 'updated_at'], unique=False,
+                    sqlite_where=NAMED, postgresql_where=NAMED)
 
 
 def downgrade():
+    op.drop_index('ix_jobs_process_status', table_name='jobs')
     op.drop_column('jobs', 'process_id')
     op.drop_index('ix_worker_processes_heartbeat_at', table_name='worker_processes')
     op.drop_index('ix_worker_processes_key_id', table_name='worker_processes')
