@@ -1,15 +1,16 @@
 """Claim (or enqueue) latency of two checkouts of queuelog on the same data, measured in turns.
 
     .venv/bin/python -m bench.claim_compare --before /path/to/main --after . [--dialect postgresql --pg-url URL]
-        [--measure enqueue]
+        [--measure enqueue] [--after-names-process]
 
 Each checkout runs in its own child process (its own ``PYTHONPATH``), on its own database migrated by its
 own code and filled with the same pending jobs (``--pending``, one type, one priority, like the
 benchmark's fill). The parent then asks the two children for ``--claims`` single claims at a time, in
 turns (who goes first alternates), ``--rounds`` times; each claimed job is completed outside the timing.
 Timed is ``queue.claim`` in the child: the claim's own cost, without HTTP around it. With ``--measure
-enqueue``, single ``queue.enqueue`` calls of one job are timed instead. Prints p50 / p90 per checkout and
-the ratio of their medians.
+enqueue``, single ``queue.enqueue`` calls of one job are timed instead. With ``--after-names-process`` the
+"after" checkout registers a worker process and its claims name it (``process_id``, as queuelog-worker's do).
+Prints p50 / p90 per checkout and the ratio of their medians.
 """
 from __future__ import annotations
 
@@ -67,6 +68,12 @@ def child(database_url: str, pending: int) -> None:
             with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.exec_driver_sql("ANALYZE")
         caller = authenticate(create_key(f"compare-worker-{time.time_ns()}", "worker"))
+        claim_options = {}
+        if os.environ.get("CLAIM_COMPARE_PROCESS"):
+            from queuelog import worker_processes
+
+            claim_options["process"] = worker_processes.register(caller, worker_processes.NewProcess(
+                host="compare", pid=os.getpid(), version="compare", concurrency=1, types=())).id
         producer = authenticate(create_key(f"compare-producer-{time.time_ns()}", "producer"))
         print("ready", flush=True)
         for line in sys.stdin:
@@ -78,7 +85,7 @@ def child(database_url: str, pending: int) -> None:
                     queue.enqueue(producer, [queue.NewJob(type="email", payload={})])
                     latencies.append((time.perf_counter() - started) * 1000)
                 else:
-                    [job] = queue.claim(caller)
+                    [job] = queue.claim(caller, **claim_options)
                     latencies.append((time.perf_counter() - started) * 1000)
                     queue.complete(caller, job.id, job.claim_token)
             print(json.dumps(latencies), flush=True)
@@ -106,6 +113,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--claims", type=int, default=50, help="calls per turn")
     parser.add_argument("--measure", choices=("claim", "enqueue"), default="claim")
+    parser.add_argument("--after-names-process", action="store_true",
+                        help="the after checkout's claims name a registered worker process (process_id)")
     parser.add_argument("--reuse", action="store_true",
                         help="PostgreSQL: measure on the databases a previous run filled (each has fewer pending)")
     args = parser.parse_args()
@@ -119,6 +128,8 @@ def main() -> None:
         for label, checkout in (("before", args.before), ("after", args.after)):
             url = _database(args.dialect, args.pg_url, f"claim_compare_{label}", Path(directory), args.reuse)
             env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
+            if label == "after" and args.after_names_process:
+                env["CLAIM_COMPARE_PROCESS"] = "1"
             # This file runs as a script in the child, so that ``queuelog`` is the checkout's (PYTHONPATH).
             children[label] = subprocess.Popen(
                 [sys.executable, __file__, "--child", url, str(0 if args.reuse else args.pending)],

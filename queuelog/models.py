@@ -109,6 +109,9 @@ class Job(db.Model):
     watched: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     # What the holding worker last reported with a heartbeat: a JSON object (≤ 4 KiB), shown as it is.
     progress: Mapped[str | None] = mapped_column(Text)
+    # The registered worker process (worker_processes.id) that made the last claim, when the claim named one;
+    # not cleared when the job moves on, so read it with the status (ix_jobs_process_status).
+    process_id: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.
@@ -181,6 +184,17 @@ class Job(db.Model):
             "id",
             sqlite_where=text("error_group IS NOT NULL"),
             postgresql_where=text("error_group IS NOT NULL"),
+        ),
+        # The Workers page: each registered process's running jobs and its jobs finished in the last hour and day,
+        # read from this index alone. Partial: jobs claimed without naming a process are not in it, so their
+        # moves never touch it.
+        Index(
+            "ix_jobs_process_status",
+            "process_id",
+            "status",
+            "updated_at",
+            sqlite_where=text("process_id IS NOT NULL"),
+            postgresql_where=text("process_id IS NOT NULL"),
         ),
         # One job per tick of a schedule, whichever server process fires it: the compare-and-set on
         # schedules.next_run_at already allows one, this makes a second insert fail should that ever slip.
@@ -436,4 +450,34 @@ class Schedule(db.Model):
     __table_args__ = (
         # Each ticker asks "which active schedules are due?" a few times a second.
         Index("ix_schedules_due", "paused", "next_run_at"),
+    )
+
+
+class WorkerProcess(db.Model):
+    """A running worker process, registered by its worker key: where it runs, what it takes, when it last beat.
+
+    Written only by ``queuelog.worker_processes``: the process registers, beats and deregisters; an admin
+    sets ``command`` to quiet (claim nothing more) or stop (finish and exit), which the next beat answers.
+    """
+
+    __tablename__ = "worker_processes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(100))
+    concurrency: Mapped[int] = mapped_column(Integer)
+    types: Mapped[str] = mapped_column(Text)   # JSON list of job types; [] = any the key may claim
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    command: Mapped[str] = mapped_column(String(8), default="run", server_default=text("'run'"))
+    command_by: Mapped[str | None] = mapped_column(String(120))
+    command_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_worker_processes_key_id", "key_id", "id"),
+        # The page splits online from gone, and the prune finds long-gone processes, by the last beat.
+        Index("ix_worker_processes_heartbeat_at", "heartbeat_at"),
+        {"sqlite_autoincrement": True},
     )

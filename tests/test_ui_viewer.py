@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from werkzeug.security import generate_password_hash
 
-from queuelog import admin_sessions
+from queuelog import admin_sessions, keys, worker_processes
 from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import User, UserRole
@@ -210,6 +210,8 @@ def _form_for(endpoint: str, jobs: dict) -> dict:
         "ui.retry_jobs": {"scope": "selected", "job_id": [jobs["failed"]]},
         "ui.bulk_jobs": {"do": "delete-selected", "job_id": [jobs["failed"]], "confirmed": "yes"},
         "ui.revoke_api_key": {"confirmed": "yes"},
+        "ui.quiet_worker_process": {"confirmed": "yes"},
+        "ui.stop_worker_process": {"confirmed": "yes"},
         "ui.create_api_key": {"name": "sneaky", "role": "admin", "max_priority": "", "types": ""},
         "ui.limit_type": {"concurrency_limit": "1", "rate_jobs": "", "rate_seconds": "", "key_concurrency_limit": ""},
     }.get(endpoint, {})
@@ -217,8 +219,10 @@ def _form_for(endpoint: str, jobs: dict) -> dict:
 
 def test_every_action_a_viewer_sends_is_refused_with_403_even_with_a_valid_csrf_token(
         app, viewer, jobs_in_every_state, make_key, read_job):
-    make_key("worker", "worker-b")
-    values = {"job_id": jobs_in_every_state["failed"], "name": "worker-b", "job_type": "email"}
+    worker_b = keys.authenticate(make_key("worker", "worker-b"))
+    process = worker_processes.register(worker_b, worker_processes.NewProcess("box", 1, "v1", 1, ()))
+    values = {"job_id": jobs_in_every_state["failed"], "name": "worker-b", "job_type": "email",
+              "process_id": process.id}
     before = {job_id: read_job(job_id) for job_id in jobs_in_every_state.values()}
     token = csrf_token(viewer, "/admin")
     for rule in _action_routes(app):
@@ -232,6 +236,7 @@ def test_every_action_a_viewer_sends_is_refused_with_403_even_with_a_valid_csrf_
     keys_page = text_of(viewer.get("/admin/keys"))
     assert 'data-key="sneaky"' not in keys_page and "revoked" not in keys_page
     assert "No change yet" in text_of(viewer.get("/admin/types/email"))  # no pause, no limit, no history
+    assert worker_processes.get(worker_b, process.id).command == "run"
 
 
 def test_the_same_forms_from_an_admin_act(signed_in, jobs_in_every_state, read_job):

@@ -12,7 +12,7 @@ from typing import Any
 from flask import Flask, current_app, jsonify
 
 from ..states import RETRYABLE, spell
-from . import bp, openapi_schedules
+from . import bp, openapi_schedules, openapi_workers
 from . import openapi_schemas as s
 
 PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
@@ -21,9 +21,10 @@ PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
 JOBS, WORKERS, ADMIN_TAG, META = "jobs", "workers", "admin", "meta"
 TAGS = [
     {"name": JOBS, "description": "Enqueue jobs and follow them: producers, and admins on any job."},
-    {"name": WORKERS, "description": "Claim jobs, keep their leases and report how they ended: worker keys."},
+    {"name": WORKERS, "description": "Register worker processes and beat them; claim jobs, keep their leases and "
+                                     "report how they ended: worker keys."},
     {"name": ADMIN_TAG, "description": f"Put {spell(RETRYABLE)} jobs back to work, and pause, resume and limit "
-                                       "job types, and manage schedules: admin keys."},
+                                       "job types, manage schedules, and quiet or stop worker processes: admin keys."},
     {"name": META, "description": "This document, for tools and client generators; no key needed."},
 ]
 
@@ -31,8 +32,10 @@ _ERRORS = {
     400: "The body is not valid JSON, or holds a number beyond a double's finite range (1e400).",
     401: "No API key, or an unknown or revoked one (see WWW-Authenticate).",
     403: "The key's role, type limits or priority ceiling do not allow this.",
-    404: "No such job, or one this key may not see; no such job type or schedule on this server.",
-    409: "The job is not in a state that allows this (job_status says which); a schedule name in use.",
+    404: "No such job, or one this key may not see; no such job type or schedule on this server; no such "
+         "worker process, or another key's.",
+    409: "The job is not in a state that allows this (job_status says which); a schedule name in use; a worker "
+         "process gone, or already told to stop.",
     413: "The request body is larger than 1 MiB.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
@@ -274,6 +277,7 @@ def paths() -> dict[str, Any]:
             body("EmptyRequest", required=False)),
         **type_paths(),
         **openapi_schedules.paths(),
+        **openapi_workers.paths(),
     }
 
 

@@ -170,6 +170,10 @@ def claim_request(max_lease: int) -> Schema:
             "type": "number", "minimum": 0, "maximum": schemas.MAX_CLAIM_WAIT_SECONDS, "default": 0,
             "description": "Long-poll: hold the request up to this many seconds until a job is claimable "
                            "(then 200), else 204."}),
+        "process_id": nullable(_integer(1, schemas.MAX_PROCESS_ID,
+                                        "This key's worker process claiming (POST /workers): written on the jobs "
+                                        "for the Workers page; a process told to quiet or stop is answered 204, "
+                                        "another key's process 422.")),
     })
 
 
@@ -418,6 +422,7 @@ def _optional(schema: Schema, **extra: Schema) -> Schema:
 def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema]:
     """Every named schema of the document."""
     from .openapi_schedules import components as schedule_components  # it builds on this module
+    from .openapi_workers import components as worker_components
 
     max_lease = schemas.MAX_LEASE_SECONDS
     return {
@@ -446,4 +451,5 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
         **schedule_components(),
+        **worker_components(job_types),
     }

@@ -91,7 +91,8 @@ def claim_job():
     caller = current_caller()
     asked = parse_claim(caller.name)
     rows = longpoll.claim_or_wait(
-        lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds),
+        lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds,
+                            process=asked.process_id),
         asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204

@@ -44,6 +44,7 @@ MAX_BATCH_CLAIM = 100
 MAX_BATCH_COMPLETE = 100
 MAX_CLAIM_WAIT_SECONDS = 30
 MAX_JOB_ID = 2**63 - 1
+MAX_PROCESS_ID = 2**31 - 1   # worker_processes.id is a 32-bit integer on PostgreSQL
 MAX_LEASE_SECONDS = 86400
 MAX_UNIQUE_FOR_SECONDS = 604_800   # a dedupe window: up to a week
 MAX_TIMEOUT_SECONDS = 86_400       # a run's timeout: up to a day
@@ -65,6 +66,7 @@ class ClaimRequest:
     lease_seconds: int | None  # None: QUEUELOG_LEASE_SECONDS
     limit: int | None  # None: one job, answered as a job; a number: up to that many, as {"jobs": [...]}
     wait: float  # long-poll seconds; 0 answers at once
+    process_id: int | None = None  # the caller's registered worker process (POST /workers), if it names one
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,7 @@ def _find_cycle(jobs: list[NewJob], index_of: dict[str, int]) -> tuple[int, int]
 
 
 def parse_claim(worker_name: str) -> ClaimRequest:
-    fields = Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit", "wait"})
+    fields = Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit", "wait", "process_id"})
     types = fields.body.get("types")
     if types is not None:
         if (not isinstance(types, list) or not types or len(types) > 100
@@ -347,8 +349,10 @@ def parse_claim(worker_name: str) -> ClaimRequest:
     limit = fields.integer("limit", None, 1, MAX_BATCH_CLAIM)
     # Long-poll: hold the request up to this many seconds for a job (0 = answer at once).
     wait = fields.number("wait", 0.0, 0, MAX_CLAIM_WAIT_SECONDS)
+    process_id = fields.integer("process_id", None, 1, MAX_PROCESS_ID)
     fields.done()
-    return ClaimRequest(types=None if types is None else tuple(types), lease_seconds=lease, limit=limit, wait=wait)
+    return ClaimRequest(types=None if types is None else tuple(types), lease_seconds=lease, limit=limit, wait=wait,
+                        process_id=process_id)
 
 
 def _token(fields: Fields) -> str:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from flask import current_app
 from sqlalchemy.engine import Connection
 
-from .. import sql
+from .. import sql, worker_processes
 from ..clock import utcnow
 from ..database.transactions import read_connection, write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
@@ -24,6 +24,7 @@ from ..queries import max_job_id
 from ..scrub import scrub_error
 from ..sql import Claim, JobRow, Leave
 from ..states import JobStatus
+from ..worker_processes import Command
 from . import dependencies, flow
 from .moves import (
     CANCEL,
@@ -90,9 +91,13 @@ class _Verdict(NamedTuple):
 # --- claim and the holding worker's moves ---------------------------------------------------------
 
 def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
-          lease_seconds: int | None = None) -> list[JobRow]:
+          lease_seconds: int | None = None, process: int | None = None) -> list[JobRow]:
     """Atomically take up to ``limit`` due jobs: highest priority first, concurrency keys taking turns,
-    oldest first within a key; nothing of a paused type, nothing past a type's limits."""
+    oldest first within a key; nothing of a paused type, nothing past a type's limits.
+
+    ``process``: the caller's registered worker process claiming (written on the jobs); one told to quiet or
+    stop gets nothing, one not of the caller's key is refused (422).
+    """
     if types is not None:
         refused = [t for t in types if not caller.may_use_type(t)]
         if refused:
@@ -114,7 +119,9 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         log = event_row(CLAIM, caller.actor, now)
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
                          token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
-                         locked_types=[row.type for row in held], log=log)
+                         locked_types=[row.type for row in held], log=log, process=process, key_id=caller.id)
+        if not rows and process is not None and worker_processes.claim_command(conn, caller, process) != Command.RUN:
+            return []   # quiet or stopping: nothing held it back but the admin (no refusal to count)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
     if len(rows) < limit and flow_on:

@@ -56,16 +56,18 @@ __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
-          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], log: Log) -> list[JobRow]:
-    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``.
+          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], log: Log,
+          process: int | None = None, key_id: int | None = None) -> list[JobRow]:
+    """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``; with
+    ``process``, only while that worker process of key ``key_id`` is told to run, and written on the jobs.
 
     Without ``flow`` (no type of the claim is paused or limited, as far as the caller knows) the claim takes
     nothing if one is after all. With ``flow``: nothing of a paused type, nothing past a limit, and a
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
     """
     return run(conn, "CLAIM", {"now": now, "lease_until": lease_until, "worker": worker, "token": token,
-                               "limit": limit, "types": types, "flow": True if flow else None,
-                               "locked_types": list(locked_types)}, log)
+                               "process": process, "key_id": key_id, "limit": limit, "types": types,
+                               "flow": True if flow else None, "locked_types": list(locked_types)}, log)
 
 
 def lock_flow(conn: Connection, types: Sequence[str] | None) -> list[FlowRow]:

@@ -212,9 +212,9 @@ picked AS MATERIALIZED (
     {{flow_pick}})
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
-       heartbeat_at = %(now)s, timeout_at = {TIMEOUT_AT},
+       heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE {status_in(_CLAIM.from_statuses)} AND id IN (SELECT id FROM picked)
+ WHERE {status_in(_CLAIM.from_statuses)} {{process_runs}} AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""
 
 #: The limits of a claim's limited types (``{types}``: of those it may take), locked for the rest of the
@@ -417,6 +417,11 @@ JOBS_BY_KEY = (f"SELECT {JOB_LIST} FROM jobs"
 STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED")
 CLAIMED_BEFORE = "OR claimed_at < %(claimed_before)s"
+#: CLAIM's ``{process_runs}``, only when the claim names its worker process: that process is the claiming key's and
+#: told to run (an admin's quiet or stop: nothing is claimed). A primary-key probe in the claim itself, so
+#: naming a process adds no statement; a claim that names none only writes process_id = NULL besides.
+PROCESS_RUNS = ("AND EXISTS (SELECT 1 FROM worker_processes"
+                " WHERE id = %(process)s AND key_id = %(key_id)s AND command = 'run')")
 
 #: A job that a job still waiting, pending or running depends on is never purged: its child would lose its
 #: parent (and its result). Looked up only for jobs that have dependents.

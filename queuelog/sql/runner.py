@@ -24,7 +24,8 @@ _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
 #: is filled when its value is given (not None), and left empty when not; in this order, so that a piece
 #: may hold later slots itself (FLOW holds {types}).
 _OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk_off": ("flow", "WALK_OFF"),
-             "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE")}
+             "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
+             "process_runs": ("process", "PROCESS_RUNS")}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at",

@@ -189,10 +189,10 @@ CLAIM = f"""
 {{flow}}
 UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = :worker, claim_token = :token, claimed_at = :now,
-       heartbeat_at = :now, timeout_at = {TIMEOUT_AT},
+       heartbeat_at = :now, process_id = :process, timeout_at = {TIMEOUT_AT},
        lease_expires_at = CASE WHEN timeout_seconds IS NULL THEN :lease_until ELSE min(:lease_until, {TIMEOUT_AT}) END,
        updated_at = :now
- WHERE {status_in(_CLAIM.from_statuses)}
+ WHERE {status_in(_CLAIM.from_statuses)} {{process_runs}}
    AND id IN (SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
                                WHERE {CLAIMABLE}
                                ORDER BY priority DESC, fair_tag, id
@@ -393,6 +393,11 @@ JOBS_BY_KEY = f"SELECT {JOB_LIST} FROM jobs WHERE producer_key_id = :producer AN
 STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
            " AND (lease_expires_at < :now {claimed_before}) ORDER BY id")
 CLAIMED_BEFORE = "OR claimed_at < :claimed_before"
+#: CLAIM's ``{process_runs}``, only when the claim names its worker process: that process is the claiming key's and
+#: told to run (an admin's quiet or stop: nothing is claimed). A primary-key probe in the claim itself, so
+#: naming a process adds no statement; a claim that names none only writes process_id = NULL besides.
+PROCESS_RUNS = ("AND EXISTS (SELECT 1 FROM worker_processes"
+                " WHERE id = :process AND key_id = :key_id AND command = 'run')")
 
 #: A job that a job still waiting, pending or running depends on is never purged: its child would lose its
 #: parent (and its result). Looked up only for jobs that have dependents.

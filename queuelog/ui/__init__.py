@@ -20,4 +20,5 @@ from . import (  # noqa: E402,F401
     scheduled_routes,
     security,
     type_routes,
+    worker_routes,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
-from .. import admin_sessions, queue
+from .. import admin_sessions, queue, worker_processes
 from ..clock import utcnow
 from . import bp, stats
 from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
@@ -108,5 +108,10 @@ def reap_now():
 
 @bp.get("/admin/workers")
 def workers():
-    """Each worker: the jobs it holds now, when it was last seen, how many it completed and failed."""
-    return render_live("workers.html", "_workers_live.html", workers=stats.workers(), now=utcnow())
+    """Each worker process (online, then gone): what it holds, what it finished, Quiet and Stop; then each worker
+    key: the jobs it holds now, when it was last seen, how many it completed and failed."""
+    listed = worker_processes.with_work(worker_processes.list_for(None))
+    return render_live("workers.html", "_workers_live.html", workers=stats.workers(), now=utcnow(),
+                       online=[p for p in listed if p.online], gone=[p for p in listed if not p.online],
+                       held_shown=worker_processes.HELD_SHOWN,
+                       gone_seconds=int(worker_processes.GONE_AFTER.total_seconds()))

@@ -148,9 +148,13 @@ class Client:
     # --- workers ----------------------------------------------------------------------------
 
     def claim(self, types: list[str] | None = None, limit: int = 1, wait: float = 0,
-              lease_seconds: int | None = None) -> list[dict]:
-        """Claim up to ``limit`` jobs, waiting up to ``wait`` seconds for one; [] when none came."""
-        body = _without_none(types=types, limit=limit, wait=wait or None, lease_seconds=lease_seconds)
+              lease_seconds: int | None = None, process_id: int | None = None) -> list[dict]:
+        """Claim up to ``limit`` jobs, waiting up to ``wait`` seconds for one; [] when none came.
+
+        ``process_id``: this worker's registered process (``register_process``), so the jobs show under it.
+        """
+        body = _without_none(types=types, limit=limit, wait=wait or None, lease_seconds=lease_seconds,
+                             process_id=process_id)
         status, answer = self.request("POST", "/jobs/claim", body, timeout=self.timeout + wait)
         if status == 204:
             return []
@@ -188,6 +192,20 @@ class Client:
     def release(self, job_id: int, claim_token: str) -> dict:
         """Give a held job back to the queue without counting a failure."""
         return self.request("POST", f"/jobs/{job_id}/release", {"claim_token": claim_token})[1]
+
+    def register_process(self, host: str, pid: int, version: str, concurrency: int,
+                         types: list[str] | None = None) -> dict:
+        """Register this worker process: its id, its command ("run") and how often to beat (heartbeat_seconds)."""
+        body = _without_none(host=host, pid=pid, version=version, concurrency=concurrency, types=types)
+        return self.request("POST", "/workers", body)[1]
+
+    def beat_process(self, process_id: int) -> dict:
+        """The process is alive; the answer's ``command`` is run, quiet (claim nothing more) or stop (finish, exit)."""
+        return self.request("POST", f"/workers/{process_id}/heartbeat", {})[1]
+
+    def deregister_process(self, process_id: int) -> None:
+        """A clean exit: the process leaves the server's list."""
+        self.request("DELETE", f"/workers/{process_id}")
 
     # --- transport --------------------------------------------------------------------------
 

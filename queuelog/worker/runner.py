@@ -10,7 +10,9 @@ Threads, and who moves a held job along:
   handler's slot is freed; Python cannot stop the handler's thread, so whatever it returns later is dropped;
 - the acker (acks.py) sends the outcomes, batching completes, and retries them until they arrive;
 - the main thread handles SIGTERM/SIGINT — first: stop claiming, finish the running jobs, exit 0;
-  second: release the unfinished jobs and exit — and logs a summary every ``summary_interval`` s.
+  second: release the unfinished jobs and exit — and logs a summary every ``summary_interval`` s;
+- the presence thread (presence.py) registers the process and beats it; an admin's quiet (claim nothing
+  more, keep running) or stop (as a first signal) comes back in the beat's answer.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from datetime import datetime
 from ..patterns import JOB_TYPE
 from .acks import Acknowledger, Backoff, Held, Journal, Outcome, short_error
 from .client import ApiError, Client, ServerUnavailable
+from .presence import QUIET, STOP, Presence
 
 log = logging.getLogger("queuelog.worker")
 
@@ -100,6 +103,9 @@ class _Runner:
         self.journal = Journal()
         self.acker = Acknowledger(self.client, self.cond, self.held, self.journal, self.finished)
         self.signals = 0
+        self.quiet = threading.Event()     # an admin said quiet (or stop): claim nothing more
+        self.told_to_stop = False          # an admin said stop: as a first signal
+        self.presence = Presence(make_client(), concurrency, self.types, self._on_command, self.finished)
         self.fatal = False                  # the server refuses this worker: stop as if signalled
         self.refused_in_a_row = 0           # claims answered "too many waiting claims, come back later"
         self.exit_code = 0
@@ -109,6 +115,7 @@ class _Runner:
     def run(self) -> int:
         """Start the threads, watch for signals and the summary clock, return the exit status."""
         previous = self._install_signal_handlers()
+        self.presence.start()   # before the first claim, which names the process
         claimer = threading.Thread(target=self._claim_loop, name="queuelog-claim", daemon=True)
         for thread in (claimer, threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
                        threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True)):
@@ -123,7 +130,7 @@ class _Runner:
                 if self.signals >= 2:
                     self._hard_stop()
                     break
-                if (self.signals == 1 or self.fatal) and not self.stopping.is_set():
+                if (self.signals == 1 or self.fatal or self.told_to_stop) and not self.stopping.is_set():
                     log.info("stopping: no new jobs; finishing %d running (signal again to release them)",
                              self.running)
                     self._begin_stop()
@@ -140,6 +147,7 @@ class _Runner:
                 self.cond.notify_all()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.presence.stop()
         self.journal.summary(self.running, final=True)
         return self.exit_code
 
@@ -151,6 +159,19 @@ class _Runner:
     def _on_signal(self, _signum, _frame) -> None:
         # No locks here: the main thread may be holding one when the signal arrives.
         self.signals += 1
+
+    def _on_command(self, command: str) -> None:
+        """The presence thread heard quiet or stop: stop claiming now (abort the long-poll), and for stop, exit
+        once the held jobs are done."""
+        if command in (QUIET, STOP):
+            log.info("the server says %s: no new jobs; finishing %d running%s", command, self.running,
+                     ", then exiting" if command == STOP else "")
+            self.quiet.set()
+            self.claim_client.interrupt()
+            with self.cond:
+                self.cond.notify_all()
+        if command == STOP:
+            self.told_to_stop = True
 
     def _begin_stop(self) -> None:
         self.stopping.set()
@@ -201,18 +222,19 @@ class _Runner:
 
     def _claim_loop(self) -> None:
         backoff = Backoff()
-        while not self.stopping.is_set():
+        while not (self.stopping.is_set() or self.quiet.is_set()):
             with self.cond:
-                self.cond.wait_for(lambda: self.running < self.concurrency or self.stopping.is_set())
+                self.cond.wait_for(lambda: self.running < self.concurrency or self.stopping.is_set()
+                                   or self.quiet.is_set())
                 free = self.concurrency - self.running
-            if self.stopping.is_set():
+            if self.stopping.is_set() or self.quiet.is_set():
                 return
             started = time.monotonic()
             try:
                 jobs = self.claim_client.claim(self.types, limit=free, wait=self.wait,
-                                               lease_seconds=self.lease_seconds)
+                                               lease_seconds=self.lease_seconds, process_id=self.presence.process_id)
             except ServerUnavailable as exc:
-                if self.stopping.is_set():
+                if self.stopping.is_set() or self.quiet.is_set():
                     return
                 delay = self._claim_retry_delay(exc, backoff)
                 self.stopping.wait(delay)

@@ -13,11 +13,11 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from queuelog import create_app, keys, queue, schedules, users
+from queuelog import create_app, keys, queue, schedules, users, worker_processes
 from queuelog.clock import utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
-from queuelog.models import Job, Priority, UserRole
+from queuelog.models import Job, Priority, UserRole, WorkerProcess
 from queuelog.queue import NewJob, flow
 from tests.conftest import _wipe_postgres as wipe_postgres
 from tests.conftest import app_config, test_db_kind
@@ -58,9 +58,37 @@ def _back_off(job_id: int) -> None:
         conn.execute(update(jobs).where(jobs.c.id == job_id).values(run_at=utcnow() + timedelta(minutes=30)))
 
 
+def _beat_at(process_id: int, at) -> None:
+    """Set a process's last beat: in the past, it is gone; ahead, it stays online for the module's whole run."""
+    with write_transaction() as conn:
+        table = WorkerProcess.__table__
+        conn.execute(update(table).where(table.c.id == process_id).values(heartbeat_at=at))
+
+
+def _seed_processes(worker) -> int:
+    """Worker processes of every kind: one running (returned: the claims below name it), one told to quiet,
+    one gone, and one of a revoked key (never listed)."""
+    def process(caller, host: str, pid: int) -> int:
+        return worker_processes.register(caller, worker_processes.NewProcess(
+            host=host, pid=pid, version="queuelog-worker 0.1.0", concurrency=4, types=("email",))).id
+
+    running = process(worker, "mail-box-1", 3141)
+    _beat_at(running, utcnow() + timedelta(hours=1))
+    quiet = process(worker, "mail-box-2", 2718)
+    _beat_at(quiet, utcnow() + timedelta(hours=1))
+    worker_processes.give_command(quiet, worker_processes.Command.QUIET, f"admin:{ADMIN_NAME}")
+    _beat_at(process(worker, "mail-box-3", 1414), utcnow() + timedelta(hours=1))   # one left to quiet in a test
+    _beat_at(process(worker, "mail-box-0", 1618), utcnow() - timedelta(minutes=10))
+    retired = keys.authenticate(keys.create_key("old-mailer", "worker"))
+    process(retired, "old-box", 99)
+    keys.revoke_key("old-mailer")
+    return running
+
+
 def seed_every_state() -> dict[str, int]:
     """Jobs in every state and every way of failing, keys of every role (one revoked), an admin and a viewer,
-    a paused type (report) and a type with every limit and a history of changes (email).
+    a paused type (report) and a type with every limit and a history of changes (email), worker processes
+    (running, quiet, gone).
 
     Each job is enqueued and moved on before the next one is enqueued, so a claim always takes the job
     just enqueued. Returns the job ids by name.
@@ -72,6 +100,7 @@ def seed_every_state() -> dict[str, int]:
     keys.create_key("ops-cli", "admin")
     keys.create_key("legacy-cron", "producer")
     keys.revoke_key("legacy-cron")
+    process_id = _seed_processes(worker)
     seeded: dict[str, int] = {}
 
     def new(name: str, **fields) -> int:
@@ -82,7 +111,7 @@ def seed_every_state() -> dict[str, int]:
 
     def claimed(name: str, **fields):
         job_id = new(name, **fields)
-        (row,) = queue.claim(worker, types=["email"])
+        (row,) = queue.claim(worker, types=["email"], process=process_id)
         assert row.id == job_id, (name, row.id, job_id)
         return row
 

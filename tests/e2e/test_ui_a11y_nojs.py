@@ -132,3 +132,26 @@ def test_revoking_a_key_asks_on_a_page_naming_it_without_javascript(every_state,
     assert no_script_tab.locator("h1").inner_text() == "Revoke key ops-cli?"
     no_script_tab.click("button:has-text('Revoke ops-cli')")
     assert "ops-cli is revoked" in no_script_tab.locator(".flashes").inner_text()
+
+
+def test_stopping_a_worker_process_asks_on_a_page_naming_it_without_javascript(every_state, no_script_tab):
+    no_script_tab.goto(every_state.url + "/admin/workers")
+    no_script_tab.click("button[aria-label='Stop mail-box-1:3141']")
+    assert no_script_tab.locator("h1").inner_text() == "Stop worker process mail-box-1:3141?"
+    no_script_tab.click("button:has-text('Stop mail-box-1:3141')")
+    assert "Told worker process mail-box-1:3141 to stop" in no_script_tab.locator(".flashes").inner_text()
+
+
+def test_with_javascript_quiet_asks_by_confirm_and_marks_the_process_quiet(page, every_state):
+    sign_in(page, every_state)
+    page.goto(every_state.url + "/admin/workers")
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
+    page.click("button[aria-label='Quiet mail-box-3:1414']")
+    page.wait_for_url(every_state.url + "/admin/workers")
+    assert questions == ["Quiet worker process mail-box-3:1414? "
+                         "It will claim no new jobs and finish the ones it holds."]
+    assert "Told worker process mail-box-3:1414 to quiet" in page.locator(".flashes").inner_text()
+    row = page.locator("tr", has=page.locator("text=mail-box-3:1414"))
+    assert row.locator(".badge").inner_text() == "quiet" and row.locator("button:has-text('Quiet')").count() == 0
+    assert page.problems == []
