@@ -6,7 +6,9 @@ Each round enqueues one job, claims it and completes it through ``queuelog.queue
 transaction, its statements and the commit; not HTTP), then does the same for ``--batch`` jobs at once
 (one batch enqueue, one claim of ``--batch``, one ``complete_many``). Prints the median and 90th percentile of
 each, in µs. Run it with PYTHONPATH on a checkout before the rollups and on one with them to compare: it
-uses nothing the rollups added. SQLite: a new file with synchronous=NORMAL (so disk flushes do not drown
+uses nothing the rollups added. With --paired (a checkout with the rollups) every round runs twice in this one
+process, once with the rollups and once with ``rollups.tally`` made a no-op, so both see the same noise.
+SQLite: a new file with synchronous=NORMAL (so disk flushes do not drown
 the difference); --postgres: a throwaway cluster (tests/support/pg_cluster.py).
 """
 from __future__ import annotations
@@ -29,17 +31,20 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--paired", action="store_true", help="alternate rounds with and without the rollups")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory, _database(args.postgres, directory) as url:
         app = create_app({"DATABASE_URL": url, "JOB_TYPES": ["email"], "SECRET_KEY": "measure",
                           "SQLITE_SYNCHRONOUS": "NORMAL", "LOG_FORMAT": "text"})
         with app.app_context():
-            timings = _measure(args.rounds, args.batch)
-    print(f"{'step':<16} {'median µs':>10} {'p90 µs':>10}   ({args.rounds} rounds, batch {args.batch},"
-          f" {url.split(':')[0]})")
-    for step in STEPS:
-        samples = sorted(timings[step])
-        print(f"{step:<16} {statistics.median(samples) / 1000:>10.0f} {samples[int(len(samples) * 0.9)] / 1000:>10.0f}")
+            runs = _measure(args.rounds, args.batch, args.paired)
+    for variant, timings in runs.items():
+        print(f"{variant + ':' if variant else 'step'} {'median µs':>10} {'p90 µs':>10}   ({args.rounds} rounds,"
+              f" batch {args.batch}, {url.split(':')[0]})")
+        for step in STEPS:
+            samples = sorted(timings[step])
+            print(f"  {step:<16} {statistics.median(samples) / 1000:>10.0f}"
+                  f" {samples[int(len(samples) * 0.9)] / 1000:>10.0f}")
 
 
 @contextlib.contextmanager
@@ -53,26 +58,36 @@ def _database(postgres: bool, directory: str):
         yield cluster.url
 
 
-def _measure(rounds: int, batch: int) -> dict[str, list[int]]:
+def _measure(rounds: int, batch: int, paired: bool) -> dict[str, dict[str, list[int]]]:
     producer = authenticate(create_key("measured-producer", "producer"))
     worker = authenticate(create_key("measured-worker", "worker"))
-    timings: dict[str, list[int]] = {step: [] for step in STEPS}
+    variants = ["with rollups", "without"] if paired else [""]
+    runs = {variant: {step: [] for step in STEPS} for variant in variants}
+    if paired:
+        from queuelog.queue import rollups
+        tally = rollups.tally
+    for _ in range(rounds):
+        for variant in variants:
+            if paired:
+                rollups.tally = tally if variant == "with rollups" else (lambda *args, **kwargs: None)
+            _round(producer, worker, batch, runs[variant])
+    return runs
 
+
+def _round(producer, worker, batch: int, timings: dict[str, list[int]]) -> None:
     def timed(step: str, call):
         started = time.perf_counter_ns()
         result = call()
         timings[step].append(time.perf_counter_ns() - started)
         return result
 
-    for _ in range(rounds):
-        timed("enqueue", lambda: queue.enqueue(producer, [queue.NewJob("email", {})]))
-        (job,) = timed("claim", lambda: queue.claim(worker, ["email"], 1))
-        timed("complete", lambda job=job: queue.complete(worker, job.id, job.claim_token))
-        timed("enqueue batch", lambda: queue.enqueue(producer, [queue.NewJob("email", {})] * batch, batch=True))
-        jobs = timed("claim batch", lambda: queue.claim(worker, ["email"], batch))
-        timed("complete batch", lambda jobs=jobs: queue.complete_many(
-            worker, [(row.id, row.claim_token, None) for row in jobs]))
-    return timings
+    timed("enqueue", lambda: queue.enqueue(producer, [queue.NewJob("email", {})]))
+    (job,) = timed("claim", lambda: queue.claim(worker, ["email"], 1))
+    timed("complete", lambda job=job: queue.complete(worker, job.id, job.claim_token))
+    timed("enqueue batch", lambda: queue.enqueue(producer, [queue.NewJob("email", {})] * batch, batch=True))
+    jobs = timed("claim batch", lambda: queue.claim(worker, ["email"], batch))
+    timed("complete batch", lambda jobs=jobs: queue.complete_many(
+        worker, [(row.id, row.claim_token, None) for row in jobs]))
 
 
 if __name__ == "__main__":
