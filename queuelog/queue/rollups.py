@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from .. import sql
 from ..database.transactions import write_transaction
 from ..sql import JobRow
-from ..states import JobStatus, Transition
+from ..states import Event, JobStatus, Transition
 from ..timing_buckets import bucket_of
 
 MINUTE, HOUR = 60, 3600
@@ -54,7 +54,7 @@ def tally(conn: Connection, transition: Transition, rows: list[JobRow], at: date
     ``ran_since``: the claim time of a run whose rows no longer carry it (a failure sent back to pending).
     """
     counted: Counter[tuple[str, str, int]] = Counter()   # (metric, type, bucket) → jobs
-    if transition.event is not None and transition.event.value == "enqueued":
+    if transition.event is Event.ENQUEUED:
         counted.update((ENQUEUED, row.type, COUNT_BUCKET) for row in rows)
     elif transition.action == "claim":
         counted.update((WAIT, row.type, bucket_of(row.claimed_at - row.run_at)) for row in rows)

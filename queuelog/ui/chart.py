@@ -58,43 +58,43 @@ def nice_ceiling(value: int) -> int:
     return 10 * magnitude
 
 
-def build_chart(minutes: list[Period], chart_range: ChartRange, width: int = WIDTH, height: int = HEIGHT,
+def build_chart(periods: list[Period], chart_range: ChartRange, width: int = WIDTH, height: int = HEIGHT,
                 narrow: bool = False) -> Chart:
     """Lay out one column per period: completed at the bottom, failed stacked on top, in red.
 
     A time label every ``chart_range.tick_every`` columns (``narrow_tick_every`` when ``narrow``), and one at
     the end.
     """
-    tick_minutes = chart_range.narrow_tick_every if narrow else chart_range.tick_every
+    tick_every = chart_range.narrow_tick_every if narrow else chart_range.tick_every
     tick_format, bar_format = chart_range.tick_format, chart_range.bar_format
     chart = Chart(width=width, height=height, plot_right=width - RIGHT, plot_bottom=height - BOTTOM)
-    chart.completed = sum(m.completed for m in minutes)
-    chart.failed = sum(m.failed for m in minutes)
-    chart.peak = max((m.completed + m.failed for m in minutes), default=0)
+    chart.completed = sum(m.completed for m in periods)
+    chart.failed = sum(m.failed for m in periods)
+    chart.peak = max((m.completed + m.failed for m in periods), default=0)
     top = nice_ceiling(chart.peak)
     plot_w = chart.plot_right - chart.plot_left
     plot_h = chart.plot_bottom - chart.plot_top
-    slot = plot_w / max(1, len(minutes))
+    slot = plot_w / max(1, len(periods))
 
     def height_of(count: int) -> float:
-        # A minute with any job gets at least a sliver, so a single failure is never invisible.
+        # A period with any job gets at least a sliver, so a single failure is never invisible.
         return 0.0 if count == 0 else max(1.5, plot_h * count / top)
 
-    for index, minute in enumerate(minutes):
+    for index, period in enumerate(periods):
         x = chart.plot_left + index * slot + slot * 0.15
-        completed_h = height_of(minute.completed)
-        failed_h = height_of(minute.failed)
+        completed_h = height_of(period.completed)
+        failed_h = height_of(period.failed)
         completed_y = chart.plot_bottom - completed_h
         chart.bars.append(Bar(
             x=round(x, 2), width=round(slot * 0.7, 2),
             completed_y=round(completed_y, 2), completed_h=round(completed_h, 2),
             failed_y=round(completed_y - failed_h, 2), failed_h=round(failed_h, 2),
-            label=f"{minute.start:{bar_format}} UTC: {minute.completed} completed, {minute.failed} failed",
+            label=f"{period.start:{bar_format}} UTC: {period.completed} completed, {period.failed} failed",
         ))
-        if index % tick_minutes == 0 and index < len(minutes) - tick_minutes // 2:
-            chart.ticks.append((round(x, 2), f"{minute.start:{tick_format}}", "start"))
-        elif index == len(minutes) - 1:
-            chart.ticks.append((round(x + slot * 0.7, 2), f"{minute.start:{tick_format}}", "end"))
+        if index % tick_every == 0 and index < len(periods) - tick_every // 2:
+            chart.ticks.append((round(x, 2), f"{period.start:{tick_format}}", "start"))
+        elif index == len(periods) - 1:
+            chart.ticks.append((round(x + slot * 0.7, 2), f"{period.start:{tick_format}}", "end"))
     for fraction in (0, 0.5, 1):
         value = int(top * fraction)
         if fraction and value == 0:

@@ -67,8 +67,12 @@ def throughput(now: datetime, chart_range: ChartRange) -> list[Period]:
         ).all()
     for metric, start, count in rows:
         bar = periods.get(start)
-        if bar is not None:
-            setattr(bar, metric, bar.__dict__[metric] + int(count))
+        if bar is None:
+            continue
+        if metric == COMPLETED:
+            bar.completed += int(count)
+        else:
+            bar.failed += int(count)
     return list(periods.values())
 
 
@@ -90,23 +94,27 @@ class TypeTimings:
 
     @property
     def enqueued(self) -> int:
+        """Jobs of the type enqueued in the hour."""
         return self.counts[ENQUEUED]
 
     @property
     def completed(self) -> int:
+        """Jobs of the type completed in the hour."""
         return self.counts[COMPLETED]
 
     @property
     def failed(self) -> int:
+        """Jobs of the type failed for good in the hour."""
         return self.counts[FAILED]
 
     @property
     def timed(self) -> int:
-        """Runs timed (claims, for wait): how many jobs the percentiles are read from."""
+        """Runs timed in the hour: how many the run percentiles are read from."""
         return sum(self.histograms[RUN].values())
 
     @property
     def waited(self) -> int:
+        """Claims in the hour: how many the wait percentiles are read from."""
         return sum(self.histograms[WAIT].values())
 
 
