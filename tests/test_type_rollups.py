@@ -2,14 +2,18 @@
 transaction, and ``flask purge`` prunes old periods. Percentiles come from the histogram buckets."""
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 
-from queuelog import sql
+from queuelog import queue, sql
 from queuelog.clock import utcnow
 from queuelog.extensions import db
+from queuelog.keys import authenticate
 from queuelog.models import TypeRollup
+from queuelog.queue import moves
 from queuelog.queue.rollups import HOUR, MINUTE, period_of
 from queuelog.timing_buckets import OVERFLOW, bucket_of, percentile, upper_edge
 
@@ -114,3 +118,38 @@ def test_a_period_starts_on_the_minute_and_the_hour():
     at = datetime(2026, 11, 30, 21, 47, 13, tzinfo=UTC)
     assert datetime.fromtimestamp(period_of(at, MINUTE), UTC) == at.replace(second=0)
     assert datetime.fromtimestamp(period_of(at, HOUR), UTC) == at.replace(minute=0, second=0)
+
+
+def test_a_count_rolls_back_with_the_change_it_counts(app, make_key, make_job, read_job, monkeypatch):
+    worker = authenticate(make_key("worker", "worker-a"))
+    job_id = make_job(status="running")   # held by worker-a under token-a
+
+    def later_step_fails(*args, **kwargs):
+        raise RuntimeError("a later step of the same transaction failed")
+
+    monkeypatch.setattr(moves, "observe_changes", later_step_fails)   # runs after the rollups' UPSERT
+    with pytest.raises(RuntimeError):
+        queue.complete(worker, job_id, "token-a")
+    assert read_job(job_id).status == "running"
+    assert counted(MINUTE) == {} and counted(HOUR) == {}
+
+
+def test_concurrent_completions_of_one_type_are_all_counted(app, make_key):
+    producer = authenticate(make_key("producer", "producer-a"))
+    worker = authenticate(make_key("worker", "worker-a"))
+    queue.enqueue(producer, [queue.NewJob("email", {})] * 40, batch=True)
+    held = queue.claim(worker, ["email"], 40)
+
+    def complete_each(rows) -> None:
+        with app.app_context():
+            for row in rows:
+                queue.complete(worker, row.id, row.claim_token)
+
+    threads = [threading.Thread(target=complete_each, args=(held[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    totals = counted(MINUTE)
+    assert totals[("completed", "email")] == 40 and totals[("run", "email")] == 40
+    assert counted(HOUR)[("completed", "email")] == 40
