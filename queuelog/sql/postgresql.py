@@ -235,7 +235,11 @@ FORGET_CLAIMS = "DELETE FROM type_claims WHERE type = %(type)s AND expires_at <=
 # turns of a queue that was idle never start over behind those of keys that were busy before. One seek each.
 def turn(job_type: str, key: str, priority: str) -> str:
     """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
-    next turn and the head of the type's queue (or, with nothing pending, the newest job's id). One seek each."""
+    next turn and the head of the type's queue (or, with nothing pending, the newest job's id). One seek each.
+
+    Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
+    in both places."""
+    job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
     return f"""GREATEST(
     COALESCE(
         (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}),
