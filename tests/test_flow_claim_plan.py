@@ -75,6 +75,8 @@ def _captured(run, marker: str) -> tuple[str, object, float]:
 
 def _plan(statement: str, parameters) -> str:
     explain = "EXPLAIN " if dialect_name() == "postgresql" else "EXPLAIN QUERY PLAN "
+    if isinstance(parameters, list):   # SQLite's INSERT of new jobs binds by position
+        parameters = tuple(parameters)
     with db.engine.connect() as conn:
         rows = conn.exec_driver_sql(explain + statement, parameters).all()
     return "\n".join(str(row[-1]) for row in rows)

@@ -227,23 +227,34 @@ FLOW_LOCK = (f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_secon
 RECORD_CLAIMS = "INSERT INTO type_claims (type, jobs, expires_at) VALUES (%(type)s, %(jobs)s, %(expires_at)s)"
 FORGET_CLAIMS = "DELETE FROM type_claims WHERE type = %(type)s AND expires_at <= %(now)s"
 
-#: Where a new job's turn may start, for each (type, concurrency key, priority) of an enqueue (groups, a
-#: JSON list of [type, key, priority]): right after the key's last turn at that priority (any type, any
-#: status: a key's turns only grow), and not before the head of the type's queue at that priority, the turn
-#: of its first pending job. A key with nothing waiting thus joins at the head and is taken within one round
-#: of the keys waiting there. A type with nothing pending has no head: a job then starts at the newest job's
-#: id, which no turn given so far exceeds (a key's turns grow by one per job, ids at least as fast), so the
-#: turns of a queue that was idle never start over behind those of keys that were busy before. One seek each.
-FAIR_TAGS = """
+# Where a new job's turn may start: right after the key's last turn at that priority (any type, any
+# status: a key's turns only grow), and not before the head of the type's queue at that priority, the turn
+# of its first pending job. A key with nothing waiting thus joins at the head and is taken within one round
+# of the keys waiting there. A type with nothing pending has no head: a job then starts at the newest job's
+# id, which no turn given so far exceeds (a key's turns grow by one per job, ids at least as fast), so the
+# turns of a queue that was idle never start over behind those of keys that were busy before. One seek each.
+def turn(job_type: str, key: str, priority: str) -> str:
+    """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
+    next turn and the head of the type's queue (or, with nothing pending, the newest job's id). One seek each.
+
+    Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
+    in both places."""
+    job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
+    return f"""GREATEST(
+    COALESCE(
+        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}),
+        (SELECT max(id) FROM jobs),
+        0),
+    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority}))"""
+
+
+#: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
+#: [type, key, priority]), in the order asked.
+FAIR_TAGS = f"""
 WITH asked AS (
     SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority
       FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
-SELECT GREATEST(
-    COALESCE(
-        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = a.type AND priority = a.priority),
-        (SELECT max(id) FROM jobs),
-        0),
-    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = a.concurrency_key AND priority = a.priority))
+SELECT {turn('a.type', 'a.concurrency_key', 'a.priority')}
   FROM asked a ORDER BY a.n"""
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.

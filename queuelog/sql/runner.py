@@ -28,6 +28,7 @@ _OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk
              "process_runs": ("process", "PROCESS_RUNS")}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
+_FAIR_TAG = NewJobRow._fields.index("fair_tag")
 _NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at",
                                                                                  "expires_at", "scheduled_for"})
 
@@ -105,12 +106,18 @@ def rowcount(conn: Connection, name: str, values: dict) -> int:
 
 
 def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
-    """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``."""
+    """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``.
+
+    A lone row whose fair_tag is None takes its turn in the statement itself (the dialect's ``turn``).
+    """
     dialect = conn.dialect.name
     times = _times_for(conn)
     to_db = times.to_db
+    turn_inline = rows[0].fair_tag is None
+    if turn_inline and len(rows) != 1:
+        raise ValueError("only a lone new job takes its turn in the INSERT; give a batch's turns (FAIR_TAGS)")
     values = [to_db(value) if i in _NEW_TIMES else value for row in rows for i, value in enumerate(row)]
-    sql = _enqueue_text(dialect, len(rows))
+    sql = _enqueue_text(dialect, len(rows), turn_inline)
     if dialect == "postgresql":
         # Named, because LOGGED names its own values.
         params: dict | list = {f"v{i}": value for i, value in enumerate(values)}
@@ -230,14 +237,21 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
 
 
 @functools.lru_cache(maxsize=256)
-def _enqueue_text(dialect: str, count: int) -> str:
+def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
+    """ENQUEUE for ``count`` rows; with ``turn_inline`` (one row), its fair_tag is the dialect's ``turn`` of the
+    row's own type, concurrency key and priority, worked out by the INSERT (its fair_tag value is not used)."""
     module = _DIALECTS[dialect]
     columns = NewJobRow._fields
     width = len(columns)
     if dialect == "postgresql":
-        tuples = ["(" + ", ".join(f"%(v{n * width + i})s" for i in range(width)) + ")" for n in range(count)]
+        places = [[f"%(v{n * width + i})s" for i in range(width)] for n in range(count)]
     else:
-        tuples = ["(" + ", ".join(["?"] * width) + ")"] * count
+        # Numbered (?1, ?2, …) when a value is used twice, as the turn uses the row's type, key and priority.
+        places = [[f"?{i + 1}" if turn_inline else "?" for i in range(width)]] * count
+    if turn_inline:
+        place = dict(zip(columns, places[0], strict=True))
+        places[0][_FAIR_TAG] = module.turn(place["type"], place["concurrency_key"], place["priority"])
+    tuples = ["(" + ", ".join(row) + ")" for row in places]
     sql = module.ENQUEUE.replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
     return module.LOGGED.replace("{statement}", sql) if dialect == "postgresql" else sql
 

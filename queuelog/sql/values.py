@@ -66,7 +66,8 @@ class NewJobRow(NamedTuple):
     created_at: datetime
     updated_at: datetime
     concurrency_key: str = ""   # '' for none
-    fair_tag: int = 0           # its turn among the jobs of its priority (FAIR_TAGS)
+    fair_tag: int | None = 0    # its turn among the jobs of its priority (FAIR_TAGS); None: a lone
+                                # new job, which takes its turn in the INSERT (runner.insert_jobs)
     unique_key: str | None = None       # the dedupe window it holds (unique_slots), if enqueued with one
     expires_at: datetime | None = None  # not claimed by then: never run
     timeout_seconds: int | None = None  # how long a run may take
