@@ -31,7 +31,7 @@ def _pages(page, url: str) -> dict[str, str]:
     return {"dashboard": "/admin", "dashboard-7d": "/admin?range=7d", "jobs": "/admin/jobs", "job-failed": failed,
             "workers": "/admin/workers",
             "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}",
-            "errors": "/admin/errors"}
+            "errors": "/admin/errors", "scheduled": "/admin/scheduled", "schedules": "/admin/schedules"}
 
 
 def _seed_flow_control() -> None:
