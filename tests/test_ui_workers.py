@@ -77,8 +77,16 @@ def test_a_worker_id_without_a_key_still_appears(signed_in, make_job):
     assert "no worker key by this name" in rows["ghost-worker"]
 
 
-def test_a_revoked_worker_key_is_marked(signed_in, make_key):
+def test_a_revoked_worker_key_is_not_listed(signed_in, make_key, make_job):
     make_key("worker", "retired")
+    make_job(status="completed", worker_id="retired")
+    post_form(signed_in, "/admin/keys/retired/revoke", {"confirmed": "yes"}, page="/admin/keys")
+    assert "retired" not in worker_rows(signed_in.get("/admin/workers"))
+
+
+def test_a_revoked_worker_key_that_still_holds_a_job_is_listed_as_revoked(signed_in, make_key, make_job):
+    make_key("worker", "retired")
+    make_job(status="running", worker_id="retired")
     post_form(signed_in, "/admin/keys/retired/revoke", {"confirmed": "yes"}, page="/admin/keys")
     assert "revoked" in worker_rows(signed_in.get("/admin/workers"))["retired"]
 

@@ -161,7 +161,8 @@ class WorkerSummary:
 
 
 def workers() -> list[WorkerSummary]:
-    """Every worker key plus any worker id found on jobs: held jobs, last seen, completed and failed counts.
+    """Every worker key that is not revoked plus any worker id found on jobs: held jobs, last seen, completed
+    and failed counts. A revoked key is listed only while it still holds jobs.
 
     Last seen is the newest of the key's last use (any request, recorded to the minute) and the
     claim or heartbeat of the jobs it holds now (exact).
@@ -200,6 +201,9 @@ def workers() -> list[WorkerSummary]:
             summary.completed = count
         else:
             summary.failed = count
+    # A revoked key works no more: it is not listed, unless it still holds jobs (they go back to the queue
+    # when their leases run out; until then the page shows who holds them).
+    listed = [s for s in summaries.values() if s.revoked_at is None or s.held]
     never = datetime.min.replace(tzinfo=UTC)
     # Busy workers first, then the most recently seen: the one that matters at 3 a.m. is on top.
-    return sorted(summaries.values(), key=lambda s: (-len(s.held), -(s.last_seen or never).timestamp(), s.name))
+    return sorted(listed, key=lambda s: (-len(s.held), -(s.last_seen or never).timestamp(), s.name))
