@@ -315,6 +315,15 @@ def test_wait_out_of_range_is_a_422(client, enqueue, producer, wait):
     assert pointers(client.get(f"/jobs/{job['id']}?wait={wait}", headers=producer)) == {"/query/wait"}
 
 
+@pytest.mark.parametrize("query", ["=true", "wiat=5", "wait=5&extra=1"])
+def test_a_query_parameter_other_than_wait_is_refused_not_ignored(client, enqueue, producer, query):
+    job = enqueue()
+    response = client.get(f"/jobs/{job['id']}?{query}", headers=producer)
+    assert response.status_code == 422
+    unknown = query.split("&")[-1].split("=")[0]
+    assert pointers(response) == {f"/query/{unknown}"}
+
+
 def test_wait_on_a_final_job_answers_at_once(client, enqueue, run, producer):
     job = enqueue()
     run(job["id"], result={"ok": True})

@@ -431,6 +431,7 @@ def parse_empty() -> None:
 
 def parse_job_query() -> float:
     """GET /jobs/{id}: ``wait`` seconds (0 < S ≤ 30) to hold the answer until the job is final; 0 without it."""
+    _refuse_unknown_parameters({"wait"})
     raw = request.args.get("wait")
     if raw is None:
         return 0.0
@@ -442,12 +443,20 @@ def parse_job_query() -> float:
     return wait
 
 
+def _unknown_parameters(known: set[str]) -> list[dict]:
+    """An error for each query parameter the route does not take (a misspelt one must not be ignored)."""
+    return [{"pointer": f"/query/{name}", "detail": "unknown parameter"} for name in sorted(set(request.args) - known)]
+
+
+def _refuse_unknown_parameters(known: set[str]) -> None:
+    errors = _unknown_parameters(known)
+    if errors:
+        raise InvalidRequest(errors)
+
+
 def parse_list_query() -> ListQuery:
     args = request.args
-    errors = []
-    unknown = set(args) - {"status", "type", "priority", "limit", "cursor", "worker_id"}
-    for name in sorted(unknown):
-        errors.append({"pointer": f"/query/{name}", "detail": "unknown parameter"})
+    errors = _unknown_parameters({"status", "type", "priority", "limit", "cursor", "worker_id"})
     for name in ("type", "worker_id", "cursor"):
         if "\x00" in args.get(name, ""):
             errors.append({"pointer": f"/query/{name}", "detail": "must not contain NUL characters"})
