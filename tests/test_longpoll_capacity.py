@@ -23,6 +23,8 @@ from tests.support.api import bearer
 from tests.support.latency import allowed_p99, enqueue_steadily, percentile
 from tests.support.server import REPO_ROOT, running_server
 
+pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
+
 #: With workers=4, the README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", "8")
 IDLE_WORKERS = 256

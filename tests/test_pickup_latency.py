@@ -28,7 +28,7 @@ from tests.support.latency import percentile
 from tests.support.server import REPO_ROOT, log_shown_on_failure, running_server
 from tests.worker_apps.harness import WORKER_BIN, WorkerProcess, wait_until
 
-pytestmark = pytest.mark.shared_server
+pytestmark = [pytest.mark.serial, pytest.mark.shared_server]
 
 JOB_TYPES = ["stamp", "flaky"]
 #: The first retry of a failed job waits 1-2 s (BASE × 2⁰, jittered between half and all of it).

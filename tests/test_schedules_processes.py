@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from queuelog.clock import utcnow
@@ -17,6 +18,8 @@ from queuelog.models import Job
 from tests.conftest import JOB_TYPES
 from tests.support.api import bearer
 from tests.support.server import running_server
+
+pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
 
 RUN_SECONDS = 20
 

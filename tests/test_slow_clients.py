@@ -18,6 +18,8 @@ from tests.conftest import JOB_TYPES
 from tests.support.latency import allowed_p99, enqueue_steadily
 from tests.support.server import running_server
 
+pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
+
 #: With workers=4, the README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", "8")
 SLOW_CLIENTS = 64
