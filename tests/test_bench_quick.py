@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 HAS_POSTGRESQL = bool(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 HAS_REDIS = shutil.which("redis-server") is not None
 
-pytestmark = [pytest.mark.serial, pytest.mark.skipif(test_db_kind() != "sqlite",
-                                reason="the benchmark starts its own databases; it runs once, in the SQLite pass")]
+pytestmark = pytest.mark.skipif(test_db_kind() != "sqlite",
+                                reason="the benchmark starts its own databases; it runs once, in the SQLite pass")
 
 
 @pytest.fixture(scope="module")

@@ -47,8 +47,6 @@ from tests.support.scale import (
 )
 from tests.support.server import running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
-
 WORKERS = 16
 #: The events that end a job's run: after one of them the job no longer counts as running.
 STOPS_RUNNING = {"completed", "failed", "requeued", "released", "reaped"}

@@ -27,8 +27,6 @@ from tests.support.scale import (
 )
 from tests.support.server import running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
-
 HELD = 5
 LEASE_SECONDS = 2
 CLIENTS = 6

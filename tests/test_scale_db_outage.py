@@ -35,8 +35,6 @@ from tests.support.scale import (
 )
 from tests.support.server import _live_members, running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
-
 CLIENTS = 4
 JOBS_PER_CLIENT = 40
 OUTAGE_SECONDS = 3

@@ -32,8 +32,6 @@ from tests.support.flow_workers import work_until_done
 from tests.support.scale import CTX, HTTP_TIMEOUT, Processes, create_keys, fresh_database_url, read_rows, server_env
 from tests.support.server import REPO_ROOT, running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
-
 WORKER_BIN = str(Path(sys.executable).parent / "queuelog-worker")
 RAW_WORKERS = 16
 
