@@ -12,12 +12,12 @@ import click
 from flask import Flask, current_app
 
 from . import keys, queue, schedules, users
-from .clock import rfc3339, utcnow
+from .clock import rfc3339
 from .errors import InvalidRequest, QueueError
 from .models import Role, UserRole
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
-from .queue import flow, rollups
+from .queue import flow
 from .quotas import Quota
 from .states import JobStatus
 
@@ -270,10 +270,7 @@ def reap_command(older_than, dry_run):
 @click.option("--batch", type=click.IntRange(1, purge.MAX_BATCH), default=purge.DEFAULT_BATCH, show_default=True,
               help="Jobs deleted per transaction.")
 def purge_command(older_than, statuses, batch):
-    """Delete finished jobs (and their events) older than the retention, in small batches; safe while serving.
-
-    Also prunes the type rollups: minutes older than 48 hours, hours older than 8 days.
-    """
+    """Delete finished jobs (and their events) older than the retention, in small batches; safe while serving."""
     try:
         age = purge.parse_duration(current_app.config["RETENTION"] if older_than is None else older_than)
     except ValueError as error:
@@ -284,9 +281,7 @@ def purge_command(older_than, statuses, batch):
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--status") from error
     report = purge.purge(age, chosen, batch)
-    pruned = rollups.prune(utcnow())
-    click.echo(f"purged {report.jobs} jobs ({report.events} events)"
-               + (f"; pruned {pruned} rollup rows" if pruned else ""))
+    click.echo(f"purged {report.jobs} jobs ({report.events} events)")
 
 
 schedules_group = click.Group("schedules", help="Schedules: jobs enqueued on a cron expression or an interval.")

@@ -481,26 +481,3 @@ class WorkerProcess(db.Model):
         Index("ix_worker_processes_heartbeat_at", "heartbeat_at"),
         {"sqlite_autoincrement": True},
     )
-
-
-class TypeRollup(db.Model):
-    """Stored counts per job type and period: jobs enqueued, completed and failed for good, and histograms of
-    their wait and run times, so the dashboard's chart and the type pages never scan jobs.
-
-    One row per (span, metric, period, type, bucket, shard), added to (an UPSERT) by the same transaction as
-    the change it counts (``queuelog.queue.rollups``), so the counts never drift from the jobs. ``span`` is
-    60 (a minute; wait and run histograms too) or 3600 (an hour; counts only). ``period`` is the period's
-    start in Unix seconds. ``bucket`` is 0 for a count, else a histogram bucket (``queuelog.timing_buckets``).
-    ``shard`` spreads one busy type's row over a few, so PostgreSQL's concurrent finishes of one type do
-    not queue on a single row's lock; reads sum over it. Old periods are deleted by ``flask purge``.
-    """
-
-    __tablename__ = "type_rollups"
-
-    span: Mapped[int] = mapped_column(Integer, primary_key=True)
-    metric: Mapped[str] = mapped_column(String(16), primary_key=True)
-    period: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    type: Mapped[str] = mapped_column(String(100), primary_key=True)
-    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
-    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
-    n: Mapped[int] = mapped_column(BigInteger)

@@ -14,7 +14,7 @@ from ..errors import JobNotFound, QueueError, StateConflict
 from ..ops import observe_changes
 from ..sql import Claim, JobRow, Leave, Log
 from ..states import BY_ACTION, FINAL, Actor, JobStatus, Transition, spell
-from . import dependencies, flow, rollups
+from . import dependencies, flow
 
 ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim", "heartbeat", "complete"))
 FAIL_RETRY, FAIL_FINAL, RELEASE = (BY_ACTION[a] for a in ("fail_retry", "fail_final", "release"))
@@ -55,15 +55,12 @@ def event_row(transition: Transition, actor: str, now: datetime, error: str | No
     return Log(transition.event.value, from_status.value if from_status else None, actor, now, error)
 
 
-def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log,
-            ran_since: datetime | None = None) -> None:
-    """After a statement moved ``rows``: count and log the changes, and add them to the type rollups (in this
-    transaction; ``ran_since``: see ``rollups.tally``); wake waiting claims for new pending jobs, and for the
-    room a limited type's finished jobs leave. Jobs now final decide their waiting children (workflows),
-    and wake the producers waiting for them."""
+def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log) -> None:
+    """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs,
+    and for the room a limited type's finished jobs leave. Jobs now final decide their waiting children
+    (workflows), and wake the producers waiting for them."""
     if not rows:
         return
-    rollups.tally(conn, transition, rows, log.at, ran_since)
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
     if transition.to_status is JobStatus.PENDING:
         wakeup.jobs_ready(conn)

@@ -228,8 +228,7 @@ def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: 
         rows = sql.finish(conn, [job_id], caller.name, token, leave, log)
         if not rows:
             refuse(conn, job_id, "fail", transition)
-        # A retry's row has dropped its claim: the run is timed from the claim read above.
-        changed(conn, transition, rows, log, ran_since=job.claimed_at)
+        changed(conn, transition, rows, log)
     return rows[0]
 
 

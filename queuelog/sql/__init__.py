@@ -11,8 +11,7 @@ Where to look:
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
   DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
-  LEAVE_RUNNING are the conditions and values they share. ROLLUP_ADD / ROLLUP_PRUNE keep the type rollups
-  (queue/rollups.py).
+  LEAVE_RUNNING are the conditions and values they share.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
@@ -28,7 +27,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from .runner import add_rollups, execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
+from .runner import execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
 from .values import (
     KEY_TIMES,
     BrokenParent,
@@ -48,12 +47,12 @@ from .values import (
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
-           "QuotaState", "Refusal", "add_rollups", "broken_parents", "cancel", "cancel_many", "claim", "delete",
-           "doom", "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
+           "QuotaState", "Refusal", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
+           "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
            "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
-           "prune_rollups", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn",
-           "record_claims", "retry", "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder",
-           "unique_set", "unique_take", "waiting_children", "watch"]
+           "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
+           "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
+           "unique_take", "waiting_children", "watch"]
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
@@ -273,8 +272,3 @@ def quota_record(conn: Connection, key_id: int, at: datetime, jobs: int, total: 
 def quota_forget(conn: Connection, key_id: int, cutoff: datetime) -> None:
     """QUOTA_FORGET: the key's ledger rows written at or before ``cutoff``."""
     rowcount(conn, "QUOTA_FORGET", {"key": key_id, "cutoff": cutoff})
-
-
-def prune_rollups(conn: Connection, span: int, metric: str, before: int) -> int:
-    """ROLLUP_PRUNE: the ``span`` rollups of ``metric`` whose period began before ``before`` (Unix seconds)."""
-    return rowcount(conn, "ROLLUP_PRUNE", {"span": span, "metric": metric, "before": before})

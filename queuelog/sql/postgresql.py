@@ -491,18 +491,3 @@ QUOTA_RECORD = ("INSERT INTO enqueue_ledger (key_id, at, jobs, running_total)"
 
 #: Ledger rows that left the key's rate window.
 QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = %(key)s AND at <= %(cutoff)s"
-
-# --- type rollups (queuelog/queue/rollups.py) -----------------------------------------------------------
-
-#: Counts added to their (span, metric, period, type, bucket, shard) rows, each made on its first count;
-#: sent once per transaction that counts something, in the transaction of the change it counts. The rows
-#: of one statement are distinct (ON CONFLICT may touch a row once) and sorted, so two transactions lock
-#: the rows they share in the same order.
-ROLLUP_ADD = ("INSERT INTO type_rollups (span, metric, period, type, bucket, shard, n) VALUES {rows}"
-              " ON CONFLICT (span, metric, period, type, bucket, shard)"
-              " DO UPDATE SET n = type_rollups.n + EXCLUDED.n")
-ROLLUP_ROW = "(%s, %s, %s, %s, %s, %s, %s)"
-
-#: Rollups of one span whose period started before before (`flask purge`); walks the primary key.
-ROLLUP_PRUNE = ("DELETE FROM type_rollups WHERE span = %(span)s AND metric = %(metric)s"
-                " AND period < %(before)s")

@@ -137,21 +137,6 @@ def insert_dependencies(conn: Connection, edges: list[tuple[int, int]]) -> None:
     on_driver(conn, sql, edges, lambda cursor: cursor.executemany(sql, edges))
 
 
-def add_rollups(conn: Connection, rows: list[tuple]) -> None:
-    """ROLLUP_ADD: (span, metric, period, type, bucket, shard, n) rows, all distinct, in one statement."""
-    if not rows:
-        return
-    sql = _rollup_text(conn.dialect.name, len(rows))
-    params = [value for row in rows for value in row]
-    on_driver(conn, sql, params, lambda cursor: cursor.execute(sql, params))
-
-
-@functools.lru_cache(maxsize=64)
-def _rollup_text(dialect: str, count: int) -> str:
-    module = _DIALECTS[dialect]
-    return module.ROLLUP_ADD.replace("{rows}", ", ".join([module.ROLLUP_ROW] * count))
-
-
 def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make=JobRow,
          times_at: tuple[int, ...] = JOB_TIMES) -> list:
     """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""

@@ -456,15 +456,3 @@ QUOTA_RECORD = "INSERT INTO enqueue_ledger (key_id, at, jobs, running_total) VAL
 
 #: Ledger rows that left the key's rate window.
 QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = :key AND at <= :cutoff"
-
-# --- type rollups (queuelog/queue/rollups.py) -----------------------------------------------------------
-
-#: Counts added to their (span, metric, period, type, bucket, shard) rows, each made on its first count;
-#: sent once per transaction that counts something, in the transaction of the change it counts.
-#: ``{rows}``: one (?, ?, ?, ?, ?, ?, ?) per row, the rows of one statement all distinct.
-ROLLUP_ADD = ("INSERT INTO type_rollups (span, metric, period, type, bucket, shard, n) VALUES {rows}"
-              " ON CONFLICT (span, metric, period, type, bucket, shard) DO UPDATE SET n = n + excluded.n")
-ROLLUP_ROW = "(?, ?, ?, ?, ?, ?, ?)"
-
-#: Rollups of one span whose period started before :before (`flask purge`); walks the primary key.
-ROLLUP_PRUNE = "DELETE FROM type_rollups WHERE span = :span AND metric = :metric AND period < :before"

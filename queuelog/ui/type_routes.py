@@ -1,5 +1,4 @@
-"""The Types page: each job type's pause and limits, its wait and run times over the last hour, and who
-changed its settings.
+"""The Types page: each job type's pause and limits, and who changed them.
 
 Every change goes through ``flow.update_type``, the function ``PATCH /types/{type}`` calls, so a page's
 change is written to the type's history (as ``admin:<name>``) and wakes waiting claims exactly as the API's.
@@ -10,10 +9,8 @@ from dataclasses import dataclass
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from ..clock import utcnow
 from ..queue import flow
-from ..timing_buckets import RESOLUTION
-from . import bp, rollup_stats
+from . import bp
 from .auth import actor_name
 from .forms import ActionForm, TypeLimitsForm
 
@@ -60,9 +57,7 @@ def _state_or_404(job_type: str) -> flow.TypeState:
 
 def _render_type(state: flow.TypeState, form: TypeLimitsForm, status: int = 200):
     entries = flow.history(state.type)
-    timings = rollup_stats.last_hour(utcnow(), state.type).get(state.type) or rollup_stats.TypeTimings(state.type)
-    return render_template("type.html", state=state, form=form, describe=describe, timings=timings,
-                           bound=rollup_stats.bound_text, resolution=RESOLUTION,
+    return render_template("type.html", state=state, form=form, describe=describe,
                            history=[(entry, change_lines(entry)) for entry in entries[:HISTORY_SHOWN]],
                            history_count=len(entries), action_form=ActionForm()), status
 
@@ -76,13 +71,8 @@ def _back(job_type: str):
 
 @bp.get("/admin/types")
 def types():
-    """Every configured type: paused or not, its limits, its pending and running jobs; and each type's jobs of
-    the last hour with their wait and run times (p50/p95, from the stored rollups)."""
-    kinds = flow.list_types()
-    timings = rollup_stats.last_hour(utcnow())
-    return render_template("types.html", types=kinds, describe=describe, action_form=ActionForm(),
-                           timings=[timings.get(state.type) or rollup_stats.TypeTimings(state.type) for state in kinds],
-                           bound=rollup_stats.bound_text, resolution=RESOLUTION)
+    """Every configured type: paused or not, its limits, its pending and running jobs."""
+    return render_template("types.html", types=flow.list_types(), describe=describe, action_form=ActionForm())
 
 
 @bp.get("/admin/types/<job_type>")

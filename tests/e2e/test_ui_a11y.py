@@ -19,8 +19,6 @@ JOB_STATES = ["pending", "scheduled", "backing-off", "running", "stalled", "comp
               "retries-spent", "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
 PAGES = {
     "dashboard": "/admin",
-    "dashboard, chart of 24 hours": "/admin?range=24h",
-    "dashboard, chart of 7 days": "/admin?range=7d",
     "jobs": "/admin/jobs",
     "waiting jobs": "/admin/jobs?status=waiting",
     "failed jobs": "/admin/jobs?status=failed",

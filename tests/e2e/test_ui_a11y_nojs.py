@@ -9,8 +9,7 @@ import pytest
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, sign_in
 from tests.e2e.every_state import fresh_database_url, serving_every_state
 
-PAGES = ["/admin", "/admin?range=7d",
-         "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
+PAGES = ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
          "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
          "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
          "job:pending", "job:running", "job:stalled", "job:backing-off",
