@@ -26,7 +26,7 @@ from queuelog.models import TypeSettings
 from queuelog.queue import flow
 from queuelog.sql import runner
 from tests.conftest import test_db_kind
-from tests.test_scale_claim_plan import _FILL
+from tests.test_scale_claim_plan import _FILL, PICK
 
 PENDING = int(os.environ.get("QUEUELOG_FLOW_PLAN_PENDING", "100000"))
 FINISHED = PENDING // 5
@@ -93,7 +93,7 @@ def _scans_of_jobs(plan: str) -> list[str]:
 
 def _claim_plan(make_key, types=None) -> str:
     caller = authenticate(make_key("worker", "plan-worker"))
-    statement, parameters, took = _captured(lambda: queue.claim(caller, types=types), "UPDATE jobs")
+    statement, parameters, took = _captured(lambda: queue.claim(caller, types=types), PICK)
     plan = _plan(statement, parameters)
     print(f"\n[flow plan, {dialect_name()}, {PENDING:,} pending, types={types}] claim took "
           f"{took * 1000:.1f} ms\n{plan}")
@@ -190,7 +190,7 @@ def test_a_claim_reads_a_few_entries_not_the_pending_jobs(deep_queue, make_key, 
         flow.update_type("report", {"paused": True}, "test")
         flow.update_type("email", {"concurrency_limit": 1000, "key_concurrency_limit": 5}, "test")
     caller = authenticate(make_key("worker", "plan-worker"))
-    statement, parameters, _took = _captured(lambda: queue.claim(caller), "UPDATE jobs")
+    statement, parameters, _took = _captured(lambda: queue.claim(caller), PICK)
     work = _work_done(statement, parameters)
     print(f"\n[claim work, {dialect_name()}, {PENDING:,} pending, flow control {controlled}] {work}")
     assert work < LESS_THAN_A_WALK
@@ -201,7 +201,7 @@ def test_a_claim_with_a_stale_copy_of_the_settings_reads_a_few_entries_too(deep_
     queue.claim(caller)   # this process's copy of the settings now says: nothing is paused or limited
     with db.engine.begin() as conn:   # another server pauses a type
         conn.execute(insert(TypeSettings.__table__).values(type="report", paused=True, updated_at=utcnow()))
-    statement, parameters, _took = _captured(lambda: queue.claim(caller), "UPDATE jobs")
+    statement, parameters, _took = _captured(lambda: queue.claim(caller), PICK)
     work = _work_done(statement, parameters)
     print(f"\n[claim work, {dialect_name()}, {PENDING:,} pending, a pause this process has not seen] {work}")
     assert work < LESS_THAN_A_WALK

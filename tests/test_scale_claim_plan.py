@@ -48,13 +48,18 @@ def deep_queue(app):
         conn.exec_driver_sql("ANALYZE")
 
 
+#: In the statement that picks the jobs a claim takes: PostgreSQL's CLAIM (an UPDATE), SQLite's CLAIM_PICK
+#: (its CLAIM then marks the picked ids, found by primary key).
+PICK = "ORDER BY priority DESC, fair_tag, id"
+
+
 def _claim_statement(caller, types=None) -> tuple[str, object, float]:
-    """Run a real claim; return the UPDATE it sent, its parameters, and how long the claim took."""
+    """Run a real claim; return the statement that picked its job, its parameters, and how long the claim took."""
     seen = []
     send = runner.send
 
     def capture(conn, sql, params, *rest):
-        if "UPDATE jobs" in sql:
+        if PICK in sql:
             seen.append((sql, params))
         return send(conn, sql, params, *rest)
 

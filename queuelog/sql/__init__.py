@@ -3,7 +3,8 @@
 Where to look:
 - ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim,
   flow control included (FLOW_LOCK before it, RECORD_CLAIMS / FORGET_CLAIMS after it for a rate limit,
-  FLOW_REFUSALS to say why a claim came back short); FAIR_TAGS places new jobs in their keys' turns;
+  FLOW_REFUSALS to say why a claim came back short); on SQLite it is three statements, CLAIM_PICK, CLAIM
+  and CLAIMED (sqlite.py says why); FAIR_TAGS places new jobs in their keys' turns;
   FINISH is everything the holding worker may do to a running job (complete, fail, release, heartbeat);
   TAKE_BACK is the reaper's, the server's and an admin's way to take a running job back; then ENQUEUE,
   CANCEL, RETRY, EXPIRABLE / EXPIRE (the reaper's expiry), RUN_NOW, UNIQUE_TAKE / UNIQUE_HOLDER / UNIQUE_SET
@@ -65,9 +66,25 @@ def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str
     nothing if one is after all. With ``flow``: nothing of a paused type, nothing past a limit, and a
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
     """
-    return run(conn, "CLAIM", {"now": now, "lease_until": lease_until, "worker": worker, "token": token,
-                               "process": process, "key_id": key_id, "limit": limit, "types": types,
-                               "flow": True if flow else None, "locked_types": list(locked_types)}, log)
+    values = {"now": now, "lease_until": lease_until, "worker": worker, "token": token, "process": process,
+              "key_id": key_id, "limit": limit, "types": types, "flow": True if flow else None,
+              "locked_types": list(locked_types)}
+    if conn.dialect.name == "sqlite":
+        return _claim_on_sqlite(conn, values, log)
+    return run(conn, "CLAIM", values, log)
+
+
+def _claim_on_sqlite(conn: Connection, values: dict, log: Log) -> list[JobRow]:
+    """SQLite's claim: CLAIM_PICK, then CLAIM on the picked ids, then CLAIMED, logged (sqlite.py says why)."""
+    ids = run(conn, "CLAIM_PICK", values, make=lambda job_id: job_id, times_at=())
+    if not ids:
+        return []
+    marked = rowcount(conn, "CLAIM", {"ids": ids, "now": values["now"], "lease_until": values["lease_until"],
+                                      "worker": values["worker"], "token": values["token"],
+                                      "process": values["process"], "key_id": values["key_id"]})
+    if not marked:
+        return []   # the named worker process is not told to run
+    return run(conn, "CLAIMED", {"ids": ids, "token": values["token"]}, log)
 
 
 def lock_flow(conn: Connection, types: Sequence[str] | None) -> list[FlowRow]:
