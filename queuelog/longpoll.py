@@ -35,7 +35,6 @@ from . import sql
 from .clock import utcnow
 from .database.transactions import single_statement_read
 from .errors import LongPollsFull
-from .extensions import db
 from .models import UTCDateTime
 from .patterns import Priority
 from .states import JobStatus
@@ -122,7 +121,8 @@ def _something_due(types: Sequence[str] | None, waker: Waker) -> bool:
     The same condition as the claim's own (CLAIMABLE in queuelog.sql), so the two cannot disagree.
     """
     generation, asked_at = waker.generation, time.monotonic()
-    with db.engine.connect() as conn:
+    # One SELECT outside any transaction: a waiter's recheck never leaves a session idle in one.
+    with single_statement_read() as conn:
         due = sql.something_due(conn, utcnow(), types)
     if not due:
         _nothing_due.note(types, generation, asked_at)

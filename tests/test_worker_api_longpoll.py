@@ -151,32 +151,46 @@ def test_waiting_claim_does_not_block_a_concurrent_enqueue(client, worker, produ
     assert waiter.result().status_code == 204
 
 
+#: On PostgreSQL the app under test names its sessions, so the check below sees only the waiting claim's.
+APP_SESSIONS = "longpoll-under-test"
+
+
+@pytest.mark.parametrize("config_overrides", [
+    {"SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"application_name": APP_SESSIONS}}}
+    if test_db_kind() == "postgresql" else {}], indirect=True)
 def test_waiting_claim_holds_no_transaction_or_lock(client, worker, database_url):
-    waiter = start_waiting(client, worker, wait=3)
+    # Watched for 2.2 s of its 5 s wait, which takes in two of its rechecks (a read each second).
+    waiter = start_waiting(client, worker, wait=5)
+    watch_until = time.monotonic() + 2.2
     if test_db_kind() == "sqlite":
         # Without waiting at all, another connection can take the write lock.
         conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
         try:
-            for _ in range(10):
+            while time.monotonic() < watch_until:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("ROLLBACK")
-                time.sleep(0.1)
+                time.sleep(0.02)
         finally:
             conn.close()
     else:
         engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
         try:
             with engine.connect() as conn:
-                for _ in range(10):
-                    in_transaction = conn.execute(text(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")).scalar()
-                    job_locks = conn.execute(text(
-                        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                        " WHERE c.relname = 'jobs' AND l.pid <> pg_backend_pid()")).scalar()
+                while time.monotonic() < watch_until:
+                    # A session between statements of an open transaction, and any lock on jobs held
+                    # by a session that is not running a statement right now.
+                    held = conn.execute(text(
+                        "SELECT count(*) FILTER (WHERE a.state LIKE 'idle in transaction%'),"
+                        " (SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                        "  JOIN pg_stat_activity b ON b.pid = l.pid"
+                        "  WHERE c.relname = 'jobs' AND b.application_name = :app AND b.state <> 'active'),"
+                        " count(*)"
+                        " FROM pg_stat_activity a WHERE a.application_name = :app"), {"app": APP_SESSIONS}).one()
                     conn.rollback()
-                    assert (in_transaction, job_locks) == (0, 0)
-                    time.sleep(0.1)
+                    in_transaction, idle_locks, sessions = held
+                    assert (in_transaction, idle_locks) == (0, 0)
+                    assert sessions >= 1, "the app's sessions do not carry its name: this check would see nothing"
+                    time.sleep(0.02)
         finally:
             engine.dispose()
     assert waiter.is_alive()
