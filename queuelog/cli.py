@@ -12,12 +12,12 @@ import click
 from flask import Flask, current_app
 
 from . import keys, queue, schedules, users
-from .clock import rfc3339
+from .clock import rfc3339, utcnow
 from .errors import InvalidRequest, QueueError
 from .models import Role, UserRole
 from .ops import purge
 from .patterns import PRIORITY_LABELS, Priority
-from .queue import flow
+from .queue import flow, rollups
 from .quotas import Quota
 from .states import JobStatus
 
@@ -270,7 +270,10 @@ def reap_command(older_than, dry_run):
 @click.option("--batch", type=click.IntRange(1, purge.MAX_BATCH), default=purge.DEFAULT_BATCH, show_default=True,
               help="Jobs deleted per transaction.")
 def purge_command(older_than, statuses, batch):
-    """Delete finished jobs (and their events) older than the retention, in small batches; safe while serving."""
+    """Delete finished jobs (and their events) older than the retention, in small batches; safe while serving.
+
+    Also prunes the type rollups: minutes older than 48 hours, hours older than 8 days.
+    """
     try:
         age = purge.parse_duration(current_app.config["RETENTION"] if older_than is None else older_than)
     except ValueError as error:
@@ -281,7 +284,23 @@ def purge_command(older_than, statuses, batch):
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--status") from error
     report = purge.purge(age, chosen, batch)
-    click.echo(f"purged {report.jobs} jobs ({report.events} events)")
+    pruned = rollups.prune(utcnow())
+    click.echo(f"purged {report.jobs} jobs ({report.events} events)"
+               + (f"; pruned {pruned} rollup rows" if pruned else ""))
+
+
+@click.command("rollup")
+@click.option("--most", type=click.IntRange(1, 10_080), default=rollups.MOST_MINUTES, show_default=True,
+              help="Minutes rolled up at most.")
+def rollup_command(most):
+    """Fold the closed minutes of the event log into the type rollups (the dashboard's chart, the types'
+    wait and run times). Every server's ticker does this each minute; this is for cron, or to catch up."""
+    rolled = rollups.roll_up(utcnow(), most)
+    if rolled.minutes:
+        click.echo(f"rolled up {rolled.minutes} minute{'s' if rolled.minutes != 1 else ''} through "
+                   f"{rolled.last_minute:%Y-%m-%d %H:%M} UTC")
+    else:
+        click.echo(f"nothing to roll up: rolled up through {rolled.last_minute:%Y-%m-%d %H:%M} UTC")
 
 
 schedules_group = click.Group("schedules", help="Schedules: jobs enqueued on a cron expression or an interval.")
@@ -371,5 +390,6 @@ def run_schedule_command(name):
 
 
 def register_commands(app: Flask) -> None:
-    for command in (keys_group, users_group, types_group, schedules_group, reap_command, purge_command):
+    for command in (keys_group, users_group, types_group, schedules_group, reap_command, purge_command,
+                    rollup_command):
         app.cli.add_command(command)

@@ -11,6 +11,7 @@ burst of SMTP failures twenty minutes ago — the kind of night the dashboard is
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import math
@@ -25,13 +26,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import update  # noqa: E402
+from sqlalchemy import delete, insert, select, update  # noqa: E402
 
 from queuelog import create_app, keys, queue, users  # noqa: E402
 from queuelog.clock import utcnow  # noqa: E402
 from queuelog.database.transactions import write_transaction  # noqa: E402
-from queuelog.models import Job, JobEvent, Priority  # noqa: E402
-from queuelog.queue import NewJob  # noqa: E402
+from queuelog.models import Job, JobEvent, Priority, RollupMark, TypeRollup  # noqa: E402
+from queuelog.queue import NewJob, rollups  # noqa: E402
+from queuelog.queue.rollups import HOUR, MINUTE, period_of  # noqa: E402
+from queuelog.timing_buckets import bucket_of  # noqa: E402
 
 ADMIN, PASSWORD = "night-owl", "correct horse battery staple"
 JOB_TYPES = ["send-email", "render-report", "resize-image", "sync-crm", "deliver-webhook"]
@@ -48,7 +51,10 @@ ERRORS = {
     "sync-crm": "crm.RateLimited: 429 Too Many Requests (retry after 60 s)",
     "resize-image": "PIL.UnidentifiedImageError: cannot identify image file 'uploads/7f3a.heic'",
 }
-jobs_t, events_t = Job.__table__, JobEvent.__table__
+#: Typical wait and run of each type, medians in ms (the seed claims and finishes each job at once).
+TYPICAL_MS = {"send-email": (180, 420), "render-report": (2_400, 9_000), "resize-image": (350, 1_600),
+              "sync-crm": (900, 700), "deliver-webhook": (120, 260)}
+jobs_t, events_t, rollups_t = Job.__table__, JobEvent.__table__, TypeRollup.__table__
 
 
 def payload_for(job_type: str, n: int) -> dict:
@@ -80,6 +86,7 @@ def seed(app, rng: random.Random) -> None:
     _seed_the_hour(scene)
     backlog, stalled = _seed_the_present(scene)
     _spread_over_the_hour(scene, backlog, stalled)
+    _restate_rollups(rng)
 
 
 def _seed_keys() -> tuple[dict, object]:
@@ -182,6 +189,55 @@ def _spread_over_the_hour(scene: _Scene, backlog: list, stalled: list) -> None:
             if row.id not in stalled_ids:
                 _shift(conn, row.id, timedelta(seconds=scene.rng.randint(5, 400) if index > 20 else 300 + index * 30),
                        events=("enqueued",))
+
+
+def _restate_rollups(rng: random.Random) -> None:
+    """The type rollups as the rollup step would have left them for the jobs' shifted times, and a week of
+    hours before that.
+
+    The seed runs every job at once and then moves its times back, so its waits and runs are not the
+    typical ones: the rolled minutes are written from the jobs here, with waits and runs drawn around each
+    type's typical ones (TYPICAL_MS), and the mark set to the last settled minute. The minutes after it the
+    pages read live from the events, as they would.
+    """
+    counts: collections.Counter = collections.Counter()
+    through = rollups.closed_before(utcnow())
+
+    def count(metric: str, at: datetime, job_type: str, bucket: int = 0, hours: bool = True) -> None:
+        if period_of(at, MINUTE) >= through:   # not rolled up yet: read live
+            return
+        counts[(MINUTE, metric, period_of(at, MINUTE), job_type, bucket)] += 1
+        if hours:
+            counts[(HOUR, metric, period_of(at, HOUR), job_type, bucket)] += 1
+
+    with write_transaction() as conn:
+        conn.execute(delete(rollups_t))
+        for job in conn.execute(select(jobs_t)).all():
+            wait_ms, run_ms = TYPICAL_MS[job.type]
+            count("enqueued", job.created_at, job.type)
+            if job.claimed_at is not None:
+                wait = timedelta(milliseconds=rng.lognormvariate(math.log(wait_ms), 0.9))
+                count("wait", job.claimed_at, job.type, bucket_of(wait), hours=False)
+            if job.status in ("completed", "failed") and job.claimed_at is not None:
+                count(job.status, job.updated_at, job.type)
+                run = timedelta(milliseconds=rng.lognormvariate(math.log(run_ms), 0.7))
+                count("run", job.updated_at, job.type, bucket_of(run), hours=False)
+        first_seeded = min(key[2] for key in counts if key[0] == HOUR)
+        for hours_ago in range(1, 24 * 7 + 1):
+            start = first_seeded - hours_ago * 3600
+            daily = 0.55 + 0.45 * math.sin((start / 3600 - 8) / 24 * 2 * math.pi)
+            for job_type, weight in zip(JOB_TYPES, TYPE_WEIGHTS, strict=True):
+                done = int(1560 * weight / 100 * daily * rng.uniform(0.85, 1.15))
+                counts[(HOUR, "enqueued", start, job_type, 0)] += done
+                counts[(HOUR, "completed", start, job_type, 0)] += done
+                counts[(HOUR, "failed", start, job_type, 0)] += rng.choice([0, 0, 0, 1, 2]) + (
+                    rng.randint(40, 90) if job_type == "send-email" and hours_ago in (30, 31) else 0)
+        names = ("span", "metric", "period", "type", "bucket", "shard", "n")
+        rows = [dict(zip(names, key + (0, n), strict=True)) for key, n in sorted(counts.items()) if n]
+        for start in range(0, len(rows), 1000):
+            conn.execute(insert(rollups_t), rows[start:start + 1000])
+        conn.execute(delete(RollupMark.__table__))
+        conn.execute(insert(RollupMark.__table__).values(name=rollups.MARK, through=through))
 
 
 def _shift(conn, job_id: int, age: timedelta, events: tuple[str, ...] | None = None) -> None:

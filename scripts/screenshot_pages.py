@@ -28,7 +28,8 @@ def _pages(page, url: str) -> dict[str, str]:
     """The pages to capture, by file name; a failed job's page is found through the dashboard."""
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
-    return {"dashboard": "/admin", "jobs": "/admin/jobs", "job-failed": failed, "workers": "/admin/workers",
+    return {"dashboard": "/admin", "dashboard-7d": "/admin?range=7d", "jobs": "/admin/jobs", "job-failed": failed,
+            "workers": "/admin/workers",
             "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}",
             "errors": "/admin/errors", "scheduled": "/admin/scheduled", "schedules": "/admin/schedules"}
 

@@ -5,11 +5,10 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import insert
 
 from queuelog.clock import utcnow
-from queuelog.extensions import db
-from queuelog.models import JobEvent
+from queuelog.queue.rollups import HOUR, MINUTE
+from tests.support.rollups import mark_rolled, minute_ago, run_job, store
 from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, text_of
 
 # Each request runs in its own app context, as on a server (tests/support/ui.py).
@@ -118,29 +117,86 @@ def test_a_quarantined_job_is_marked_on_the_dashboard(signed_in, make_job):
     assert 'class="badge quarantined"' in section
 
 
-def _event(job_id: int, event: str, to_status: str, at) -> None:
-    with db.engine.begin() as conn:
-        conn.execute(insert(JobEvent.__table__).values(job_id=job_id, event=event, from_status="running",
-                                                      to_status=to_status, actor="test", attempt=0, at=at))
+def _counted(metric: str, at, n: int, span: int = MINUTE) -> None:
+    """``n`` jobs ``metric`` (completed, failed) at ``at``, as the rollup step stores them (and its mark says
+    every closed minute is rolled up)."""
+    store(span, metric, at, n)
+    mark_rolled()
 
 
-def test_the_chart_counts_completed_and_failed_per_minute_over_the_last_hour(signed_in, make_job):
-    job = make_job(status="completed")
+def test_the_chart_counts_completed_and_failed_per_minute_over_the_last_hour(signed_in):
     now = utcnow()
     ten_ago = now - timedelta(minutes=10)
-    for _ in range(3):
-        _event(job, "completed", "completed", ten_ago)
-    _event(job, "failed", "failed", ten_ago)
-    _event(job, "reaped", "failed", now - timedelta(minutes=20))     # the reaper giving up is a failure too
-    _event(job, "reaped", "pending", now - timedelta(minutes=20))    # a requeue is not
-    _event(job, "requeued", "pending", now - timedelta(minutes=20))  # nor a failure with retries left
-    _event(job, "completed", "completed", now - timedelta(minutes=61))  # too old
+    _counted("completed", ten_ago, 3)
+    _counted("failed", ten_ago, 1)
+    _counted("failed", now - timedelta(minutes=20), 1)
+    _counted("completed", now - timedelta(minutes=61), 1)  # too old
+    _counted("completed", now, 7, span=HOUR)               # the hours are for the longer ranges
     body = text_of(signed_in.get("/admin"))
-    assert "Jobs completed and failed per minute over the last hour: 3 completed, 1 failed" not in body
     assert "over the last hour: 3 completed, 2 failed" in body
     assert f"<title>{ten_ago:%H:%M} UTC: 3 completed, 1 failed</title>" in body
     svg = body[body.index("<svg"):body.index("</svg>")]
     assert svg.count("<title>") == 60
+
+
+def test_the_24_hour_chart_counts_per_hour_from_the_stored_hours(signed_in):
+    now = utcnow()
+    three_ago = now - timedelta(hours=3)
+    _counted("completed", three_ago, 40, span=HOUR)
+    _counted("failed", three_ago, 2, span=HOUR)
+    _counted("completed", now - timedelta(hours=24), 5, span=HOUR)  # the 25th hour back: outside
+    body = text_of(signed_in.get("/admin?range=24h"))
+    assert "per hour over the last 24 hours: 40 completed, 2 failed" in body
+    assert f"<title>{three_ago:%d %b %H}:00 UTC: 40 completed, 2 failed</title>" in body
+    svg = body[body.index("<svg"):body.index("</svg>")]
+    assert svg.count("<title>") == 24
+
+
+def test_the_7_day_chart_draws_one_bar_per_hour(signed_in):
+    now = utcnow()
+    _counted("completed", now - timedelta(days=6, hours=23), 9, span=HOUR)
+    body = text_of(signed_in.get("/admin?range=7d"))
+    assert "per hour over the last 7 days: 9 completed, 0 failed" in body
+    svg = body[body.index("<svg"):body.index("</svg>")]
+    assert svg.count("<title>") == 168
+
+
+def test_the_chart_counts_events_rolled_up_by_flask_rollup_in_their_minutes(signed_in, runner):
+    five_ago = minute_ago(5)
+    for second in (1, 2, 3):
+        run_job("email", five_ago + timedelta(seconds=second), wait=timedelta(0), run=timedelta(seconds=1))
+    run_job("report", five_ago, wait=timedelta(0), run=timedelta(seconds=1), outcome="failed")
+    assert runner.invoke(args=["rollup"]).output.startswith("rolled up ")
+    body = text_of(signed_in.get("/admin"))
+    assert "over the last hour: 3 completed, 1 failed" in body
+    assert f"<title>{five_ago:%H:%M} UTC: 3 completed, 1 failed</title>" in body
+    assert 'data-caption="rolled-up"' not in body
+
+
+def test_the_minutes_after_the_rollup_mark_are_read_live_from_the_events(signed_in):
+    mark_rolled()
+    now = utcnow()
+    run_job("email", now - timedelta(seconds=1), wait=timedelta(0), run=timedelta(0))   # not settled: not rolled
+    body = text_of(signed_in.get("/admin"))
+    assert "over the last hour: 1 completed, 0 failed" in body
+
+
+def test_a_rollup_mark_far_behind_is_said_under_the_chart(signed_in):
+    mark_rolled(utcnow() - timedelta(hours=3))
+    body = text_of(signed_in.get("/admin?range=24h"))
+    assert re.search(r'data-caption="rolled-up">History rolled up through <time[^>]*>[-\d]+ [\d:]+ UTC</time>', body)
+
+
+def test_the_range_switch_is_plain_links_marking_the_chosen_one(signed_in):
+    body = text_of(signed_in.get("/admin?range=24h"))
+    assert '<a href="/admin?range=24h" data-range="24h" aria-current="page">24 hours</a>' in body
+    assert '<a href="/admin?range=7d" data-range="7d">7 days</a>' in body
+
+
+def test_an_unknown_range_is_a_400_that_names_the_choices(signed_in):
+    response = signed_in.get("/admin?range=1y")
+    assert response.status_code == 400
+    assert "The chart&#39;s range must be one of 1h, 24h, 7d" in text_of(response)
 
 
 def test_the_chart_is_an_inline_svg_with_no_script(signed_in):

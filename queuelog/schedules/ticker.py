@@ -6,12 +6,19 @@ script that builds the app) never tick unless they call ``start``. Any number of
 number of processes on any number of machines: ``operations.fire`` lets exactly one of them enqueue each
 tick's job. With one ticker per process up, a tick is enqueued within ``TICK_SECONDS`` (plus a write) of
 its time. ``QUEUELOG_SCHEDULER=false`` keeps a server process from ticking.
+
+The ticker also runs the type rollups' step (``queue.rollups.roll_up``) once a minute has closed and settled:
+a comparison of the clock with a time it keeps, so a tick between two minutes costs no query. Every
+process's ticker runs it then; the step takes turns through the database, and all but the first find
+nothing left to roll. After a downtime each step rolls an hour and the next tick runs the next one, until
+caught up.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from datetime import timedelta
 
 from flask import Flask
 
@@ -58,17 +65,22 @@ def start_if_serving(app: Flask) -> None:
 
 
 def _tick_forever(app: Flask, stop: threading.Event) -> None:
+    from ..clock import utcnow
     from ..database import turns
+    from ..queue import rollups
     from .operations import fire_due
 
     delay = RETRY_SECONDS
     failing = False
+    roll_at = utcnow()   # when the next rollup step is due: at once on start, to catch up
     while not stop.is_set():
         try:
             with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
                 if ours:   # else every request thread stayed busy: try again next tick
                     with app.app_context():
                         fire_due()
+                        if (now := utcnow()) >= roll_at:
+                            roll_at = _roll_up(now, rollups)
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
@@ -79,3 +91,24 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
             failing = True
             stop.wait(delay)
             delay = min(delay * 2, MOST_RETRY_SECONDS)
+
+
+def _roll_up(now, rollups):
+    """Run the rollup step; when to run it next: at once while it is catching up (it rolled all it may in one
+    step), else when the next minute has closed and settled. A failing step is retried a minute later and
+    never holds up the schedules (its error is logged, not raised into the tick's backoff)."""
+    try:
+        rolled = rollups.roll_up(now)
+    except Exception as error:  # noqa: BLE001 - the schedules must tick whatever the rollup's trouble
+        log.warning("the type rollups could not roll up (%s: %s); retrying in a minute",
+                    error.__class__.__name__, error)
+        return now + timedelta(minutes=1)
+    return _next_roll(now, rolled, rollups)
+
+
+def _next_roll(now, rolled, rollups):
+    """After a step that rolled ``rolled``: at once while catching up, else once the next minute settled."""
+    if rolled.minutes >= rollups.MOST_MINUTES:
+        return now
+    minute_end = rollups.as_time(rollups.period_of(now, rollups.MINUTE) + rollups.MINUTE)
+    return minute_end + rollups.settle_lag() + timedelta(milliseconds=100)

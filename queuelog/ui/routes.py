@@ -1,12 +1,12 @@
 """Signing in and out, the dashboard and the workers page."""
 from __future__ import annotations
 
-from flask import current_app, flash, g, redirect, render_template, request, session, url_for
+from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
 from .. import admin_sessions, queue, worker_processes
 from ..clock import utcnow
-from . import bp, stats
+from . import bp, rollup_stats, stats
 from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
 from .chart import NARROW_HEIGHT, NARROW_WIDTH, build_chart
 from .forms import ActionForm, LoginForm
@@ -70,21 +70,35 @@ def logout():
 
 @bp.get("/admin", strict_slashes=False)
 def dashboard():
-    """What is stuck and what failed, at a glance: counts, stalled jobs, recent failures, the last hour."""
+    """What is stuck and what failed, at a glance: counts, stalled jobs, recent failures, and the chart of the
+    last hour, 24 hours or 7 days (``?range=1h|24h|7d``, plain links, so the switch works without JavaScript)."""
+    chart_range = _chart_range(request.args.get("range"))
     now = utcnow()
     paused = stats.paused_types() & set(current_app.config["JOB_TYPES"])
     counts = stats.with_paused(stats.job_counts(), paused)
     stalled_count, stalled = stats.stalled_jobs(now)
     oldest = stats.oldest_due(now, counts)
-    minutes = stats.throughput(now)
+    periods, freshness = rollup_stats.throughput(now, chart_range)
     return render_live(
         "dashboard.html", "_dashboard_live.html",
         counts=counts, paused=paused, pending=stats.pending_split(now), stalled_count=stalled_count,
         stalled=stalled, oldest=oldest, oldest_age=span(oldest.age(now)) if oldest else None,
-        failures=stats.recent_failures(), chart=build_chart(minutes),
-        narrow_chart=build_chart(minutes, NARROW_WIDTH, NARROW_HEIGHT, tick_minutes=20),
+        failures=stats.recent_failures(), chart=build_chart(periods, chart_range),
+        narrow_chart=build_chart(periods, chart_range, NARROW_WIDTH, NARROW_HEIGHT, narrow=True),
+        chart_range=chart_range, ranges=rollup_stats.RANGES.values(), freshness=freshness,
         action_form=ActionForm(), now=now,
     )
+
+
+def _chart_range(asked: str | None) -> rollup_stats.ChartRange:
+    """The chart's range from ``?range=``; absent: the last hour; anything else is a 400 that lists the choices."""
+    if asked is None:
+        return rollup_stats.RANGES[rollup_stats.DEFAULT_RANGE]
+    chart_range = rollup_stats.RANGES.get(asked)
+    if chart_range is None:
+        abort(400, description=f"The chart's range must be one of {', '.join(rollup_stats.RANGES)}; "
+                               f"{asked[:20]!r} is not one of them.")
+    return chart_range
 
 
 @bp.post("/admin/reap")

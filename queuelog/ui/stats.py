@@ -2,34 +2,29 @@
 
 Each figure is one query served by an index, so the pages stay cheap on a million jobs:
 grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``, stalled jobs come from the
-partial ``ix_jobs_running_lease``, the chart reads ``job_events`` through ``ix_job_events_event_at``.
+partial ``ix_jobs_running_lease``. The chart and the types' timings read the stored rollups (``rollup_stats``).
 What counts as stalled, due and "waiting since" is ``queuelog.figures``'s, shared with ``/metrics``.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sqlalchemy import Row, case, func, select
 
 from .. import figures
 from ..database.transactions import read_connection
-from ..models import ApiKey, Job, JobEvent, Role, TypeSettings
-from ..states import STATUS_NAMES, TRANSITIONS, JobStatus
+from ..models import ApiKey, Job, Role, TypeSettings
+from ..states import STATUS_NAMES, JobStatus
 
 jobs = Job.__table__
-events = JobEvent.__table__
 keys_table = ApiKey.__table__
 type_settings = TypeSettings.__table__
 
 STATUSES = list(STATUS_NAMES)
 PENDING, RUNNING = JobStatus.PENDING.value, JobStatus.RUNNING.value
 COMPLETED, FAILED = JobStatus.COMPLETED.value, JobStatus.FAILED.value
-CHART_MINUTES = 60
-# The events that can leave a job completed or failed (complete; a worker's last failure, the reaper giving up).
-CHART_EVENTS = sorted({t.event.value for t in TRANSITIONS
-                       if t.event is not None and t.to_status in (JobStatus.COMPLETED, JobStatus.FAILED)})
 
 
 @dataclass
@@ -142,56 +137,6 @@ def recent_failures(limit: int = 8) -> list[Row]:
             select(jobs.c.id, jobs.c.type, jobs.c.error, jobs.c.worker_id, jobs.c.updated_at, jobs.c.retry_count)
             .where(jobs.c.status == FAILED).order_by(jobs.c.updated_at.desc(), jobs.c.id.desc()).limit(limit)
         ).all()
-
-
-# --- the chart -----------------------------------------------------------------------------------
-
-@dataclass
-class Minute:
-    """One minute of the chart: jobs completed and finally failed in it."""
-
-    start: datetime
-    completed: int = 0
-    failed: int = 0
-
-
-def _minute_of(column, dialect: str):
-    """The minute an event happened in, as the database can group by it."""
-    if dialect == "postgresql":
-        return func.date_trunc("minute", column)
-    return func.strftime("%Y-%m-%d %H:%M", column)
-
-
-def _as_minute(value) -> datetime:
-    if isinstance(value, str):
-        value = datetime.strptime(value, "%Y-%m-%d %H:%M")
-    return value.replace(second=0, microsecond=0, tzinfo=UTC)
-
-
-def throughput(now: datetime, minutes: int = CHART_MINUTES) -> list[Minute]:
-    """Jobs completed and failed per minute over the last ``minutes``, oldest first, zeros included.
-
-    "Failed" means finally failed: a worker's last failure, or the reaper giving up on a job.
-    """
-    end = now.replace(second=0, microsecond=0)
-    start = end - timedelta(minutes=minutes - 1)
-    buckets = {start + timedelta(minutes=i): Minute(start + timedelta(minutes=i)) for i in range(minutes)}
-    with read_connection() as conn:
-        minute = _minute_of(events.c.at, conn.dialect.name).label("minute")
-        rows = conn.execute(
-            select(events.c.to_status, minute, func.count())
-            .where(events.c.event.in_(CHART_EVENTS), events.c.at >= start)
-            .group_by(events.c.to_status, minute)
-        ).all()
-    for to_status, at_minute, count in rows:
-        bucket = buckets.get(_as_minute(at_minute))
-        if bucket is None:
-            continue
-        if to_status == COMPLETED:
-            bucket.completed += count
-        elif to_status == FAILED:
-            bucket.failed += count
-    return list(buckets.values())
 
 
 # --- workers -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The Types page: each job type's pause and limits, and who changed them.
+"""The Types page: each job type's pause and limits, its wait and run times over the last hour, and who
+changed its settings.
 
 Every change goes through ``flow.update_type``, the function ``PATCH /types/{type}`` calls, so a page's
 change is written to the type's history (as ``admin:<name>``) and wakes waiting claims exactly as the API's.
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
+from ..clock import utcnow
 from ..queue import flow
-from . import bp
+from ..timing_buckets import RESOLUTION
+from . import bp, rollup_stats
 from .auth import actor_name
 from .forms import ActionForm, TypeLimitsForm
 
@@ -57,7 +60,11 @@ def _state_or_404(job_type: str) -> flow.TypeState:
 
 def _render_type(state: flow.TypeState, form: TypeLimitsForm, status: int = 200):
     entries = flow.history(state.type)
-    return render_template("type.html", state=state, form=form, describe=describe,
+    found, freshness = rollup_stats.last_hour(utcnow(), state.type)
+    timings = found.get(state.type) or rollup_stats.TypeTimings(state.type)
+    return render_template("type.html", state=state, form=form, describe=describe, timings=timings,
+                           freshness=freshness,
+                           bound=rollup_stats.bound_text, resolution=RESOLUTION,
                            history=[(entry, change_lines(entry)) for entry in entries[:HISTORY_SHOWN]],
                            history_count=len(entries), action_form=ActionForm()), status
 
@@ -71,8 +78,14 @@ def _back(job_type: str):
 
 @bp.get("/admin/types")
 def types():
-    """Every configured type: paused or not, its limits, its pending and running jobs."""
-    return render_template("types.html", types=flow.list_types(), describe=describe, action_form=ActionForm())
+    """Every configured type: paused or not, its limits, its pending and running jobs; and each type's jobs of
+    the last hour with their wait and run times (p50/p95, from the stored rollups)."""
+    kinds = flow.list_types()
+    timings, freshness = rollup_stats.last_hour(utcnow())
+    return render_template("types.html", types=kinds, describe=describe, action_form=ActionForm(),
+                           freshness=freshness,
+                           timings=[timings.get(state.type) or rollup_stats.TypeTimings(state.type) for state in kinds],
+                           bound=rollup_stats.bound_text, resolution=RESOLUTION)
 
 
 @bp.get("/admin/types/<job_type>")

@@ -8,10 +8,15 @@ pages, for both colour schemes the stylesheet has.
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD
 from tests.e2e.every_state import VIEWER_NAME, VIEWER_PASSWORD, fresh_database_url, serving_every_state
 from tests.support.server import REPO_ROOT
+
+# the pages' markup and styles are the same on every database (their queries are the test_ui_* modules' subject)
+# scripts/test runs this module in the SQLite pass only.
+pytestmark = pytest.mark.database_independent
 
 AXE_SCRIPT = REPO_ROOT / "tests" / "clients" / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
@@ -19,6 +24,8 @@ JOB_STATES = ["pending", "scheduled", "backing-off", "running", "stalled", "comp
               "retries-spent", "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
 PAGES = {
     "dashboard": "/admin",
+    "dashboard, chart of 24 hours": "/admin?range=24h",
+    "dashboard, chart of 7 days": "/admin?range=7d",
     "jobs": "/admin/jobs",
     "waiting jobs": "/admin/jobs?status=waiting",
     "failed jobs": "/admin/jobs?status=failed",
@@ -129,6 +136,8 @@ def test_axe_finds_nothing_on_the_page(every_state, admin_state, open_tab, name,
     assert_no_violations(tab, f"{name}, {scheme}")
 
 
+# After a click that posts a form, expect(...) waits for the next page: is_visible() asks once, and could ask
+# the page the click is leaving.
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_axe_finds_nothing_on_the_sign_in_page_and_its_error(every_state, open_tab, scheme):
     tab = open_tab(scheme)
@@ -137,7 +146,7 @@ def test_axe_finds_nothing_on_the_sign_in_page_and_its_error(every_state, open_t
     tab.fill("#username", ADMIN_NAME)
     tab.fill("#password", "not the password at all")
     tab.click("button:has-text('Sign in')")
-    assert tab.locator(".flash-error").is_visible()
+    expect(tab.locator(".flash-error")).to_be_visible()
     assert_no_violations(tab, f"the sign-in page after a wrong password, {scheme}")
 
 
@@ -147,11 +156,12 @@ def test_axe_finds_nothing_on_the_messages_an_action_leaves(every_state, admin_s
     tab.goto(every_state.url + "/admin/keys")
     tab.fill("#name", f"a11y-{scheme}")
     tab.click("button:has-text('Create key')")
-    assert tab.locator("pre.secret").is_visible() and tab.locator(".flash-success").is_visible()
+    expect(tab.locator(".flash-success")).to_be_visible()
+    expect(tab.locator("pre.secret")).to_be_visible()
     assert_no_violations(tab, f"a new key's secret, {scheme}")
     tab.fill("#name", "not a valid name!")
     tab.click("button:has-text('Create key')")
-    assert tab.locator(".field-error").is_visible()
+    expect(tab.locator(".field-error")).to_be_visible()
     assert_no_violations(tab, f"a refused key form, {scheme}")
 
 
@@ -176,11 +186,12 @@ def test_axe_finds_nothing_on_a_refused_limits_form_and_a_types_message(every_st
     tab.fill("#rate_jobs", "20")
     tab.fill("#rate_seconds", "0")
     tab.click("button:has-text('Save limits')")
-    assert tab.locator(".field-error").is_visible()
+    expect(tab.locator(".field-error")).to_be_visible()
     assert_no_violations(tab, f"a refused limits form, {scheme}")
     tab.fill("#rate_seconds", "2")
     tab.click("button:has-text('Save limits')")
-    assert tab.locator(".flash-success").is_visible() and tab.locator("tr[data-change]").count() >= 1
+    expect(tab.locator(".flash-success")).to_be_visible()
+    assert tab.locator("tr[data-change]").count() >= 1
     assert_no_violations(tab, f"a type's page after saving its limits, {scheme}")
 
 
