@@ -23,6 +23,7 @@ import contextlib
 import glob
 import os
 import pwd
+import random
 import re
 import shutil
 import signal
@@ -78,8 +79,54 @@ def find_bindir() -> Path:
     return max(candidates)[1]
 
 
+#: Where the ports a test listens on come from: below the kernel's ephemeral range, so that no outgoing
+#: connection (the suite makes thousands a minute) can take a port between free_port() and the server's bind,
+#: and split in two halves by QUEUELOG_TEST_DB, so that the SQLite and PostgreSQL passes, which scripts/test
+#: runs side by side, never hand the same port to two servers (a test could then reach the other pass's server).
+_LISTEN_PORTS_FROM = 20_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Its own generator: hypothesis seeds the module-level one inside its tests.
+_PICK = random.SystemRandom()
+
+
 def free_port() -> int:
-    """Ask the kernel for a currently unused TCP port on 127.0.0.1."""
+    """A TCP port on 127.0.0.1 that nothing listens on now, from this pass's own share of the listen ports."""
+    ports = _listen_ports()
+    if ports is None:
+        return _kernel_port()
+    for port in _PICK.sample(ports, min(200, len(ports))):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:   # in use (or in TIME_WAIT): another
+                continue
+            return port
+    return _kernel_port()
+
+
+def _listen_ports() -> range | None:
+    """This pass's half of [_LISTEN_PORTS_FROM, start of the ephemeral range) (this worker's slice of it), or
+    None when there is no room."""
+    try:
+        ephemeral_start = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    middle = (_LISTEN_PORTS_FROM + ephemeral_start) // 2
+    if middle - _LISTEN_PORTS_FROM < 4000:
+        return None
+    postgres_pass = os.environ.get("QUEUELOG_TEST_DB", "sqlite").lower() == "postgresql"
+    share = range(middle, ephemeral_start) if postgres_pass else range(_LISTEN_PORTS_FROM, middle)
+    # A pass run on several pytest-xdist workers splits its share once more, a slice per worker.
+    worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker and workers > 1:
+        size = len(share) // workers
+        start = share.start + size * (int(worker.group(1)) % workers)
+        share = range(start, start + size)
+    return share
+
+
+def _kernel_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
