@@ -14,13 +14,14 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from tests.conftest import JOB_TYPES
 from tests.support.factories import count_jobs
 from tests.support.pg_cluster import free_port
-from tests.support.server import running_server
+
+pytestmark = pytest.mark.shared_server   # one gunicorn for the module: starting one per test took ~7 s
 
 MIB = 1024 * 1024
-JOB = json.dumps({"type": "email", "payload": {"invoice_id": 42}}).encode()
+# "ok": a type of the shared server (tests/worker_apps/harness.py JOB_TYPES)
+JOB = json.dumps({"type": "ok", "payload": {"invoice_id": 42}}).encode()
 
 
 def chunked_post(port: int, secret: str, body: bytes, chunk_size: int = 64 * 1024) -> tuple[int, str, dict]:
@@ -55,12 +56,10 @@ def padded_to(size: int) -> bytes:
 
 
 @pytest.fixture
-def gunicorn(app, database_url):
-    """gunicorn as the README's Production section runs it (gthread workers), on the test's database."""
-    env = {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key"}
-    with running_server(env, workers=2, extra_args=("--threads", "4")) as server:
-        yield server.port
+def gunicorn(server):
+    """gunicorn with gthread workers, as the README's Production section runs it: the module's shared server
+    (tests/worker_apps/harness.py), on the test's emptied database."""
+    return server.port
 
 
 @pytest.fixture

@@ -14,7 +14,14 @@ import pytest
 import requests
 
 from queuelog.keys import create_key
-from tests.support.scale import CTX, app_on, four_by_four_server, migrated_database_url, read_rows, session_for
+from tests.support.scale import (
+    CTX,
+    app_on,
+    four_by_four_server,
+    migrated_database_url,
+    read_rows,
+    session_for,
+)
 
 CLIENTS = 20
 ROUNDS = 5

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from queuelog import queue
-from tests.worker_apps.harness import wait_until
+from tests.worker_apps.harness import logged, wait_until
 
 # One gunicorn and its database for the module (tests/worker_apps/harness.py).
 pytestmark = pytest.mark.shared_server
@@ -37,7 +37,7 @@ def test_the_worker_fails_a_handler_at_its_timeout_and_logs_it(start_worker, pro
     assert time.monotonic() - started < 6
     assert "timed out" in row.error
     assert re.search(rf"job {job['id']} \(sleep\) timed out", worker.log())
-    assert re.search(rf"job {job['id']} type=sleep outcome=failed", worker.log())
+    assert logged(worker, rf"job {job['id']} type=sleep outcome=failed")
 
 
 def test_a_timed_out_handler_frees_its_slot_for_the_next_job(start_worker, producer_client, read_job):

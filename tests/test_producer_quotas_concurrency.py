@@ -15,7 +15,13 @@ import requests
 
 from queuelog.keys import create_key
 from queuelog.worker import Client, QuotaExceeded, ServerUnavailable
-from tests.support.scale import app_on, four_by_four_server, migrated_database_url, read_rows, session_for
+from tests.support.scale import (
+    app_on,
+    four_by_four_server,
+    migrated_database_url,
+    read_rows,
+    session_for,
+)
 
 CLIENTS = 20
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import test_db_kind
 from tests.support.scale import (
+    SERVER_SESSIONS,
     ConnectionSampler,
     Processes,
     claim_and_complete_until_empty,
@@ -46,7 +47,7 @@ def drained(request, tmp_path_factory):
     bodies = [{"type": "noop", "payload": {"n": n}, "priority": rng.choice(PRIORITIES)} for n in range(JOBS)]
     # The SQLite file syncs to disk at checkpoints rather than every commit: still safe when a process
     # dies (test_scale_crashes keeps the default FULL), and it keeps this run inside its time budget.
-    env = server_env(database_url, QUEUELOG_SQLITE_SYNCHRONOUS="NORMAL")
+    env = server_env(database_url, QUEUELOG_SQLITE_SYNCHRONOUS="NORMAL", **SERVER_SESSIONS)
     with running_server(env, workers=4) as server:
         started = time.monotonic()
         ids = enqueue_batches(server.url, producer, bodies)

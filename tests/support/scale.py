@@ -21,15 +21,17 @@ from pathlib import Path
 import requests
 from sqlalchemy import create_engine, text
 
-from queuelog import create_app, pg_listener
+from queuelog import create_app
 from queuelog.extensions import db
 from queuelog.keys import create_key
-from tests.conftest import JOB_TYPES, WIPING_CONNECTION, _wipe_postgres, app_config, test_db_kind
+from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
 #: fork: the children need nothing from the parent but these functions and their arguments,
 #: and fork starts 16 of them in a fraction of the time spawn needs on a small machine.
 CTX = multiprocessing.get_context("fork")
+#: Environment that names a server's PostgreSQL sessions (libpq's PGAPPNAME) for ``ConnectionSampler``.
+SERVER_SESSIONS = {"PGAPPNAME": "queuelog-server-under-test"}
 HTTP_TIMEOUT = 30
 
 
@@ -64,8 +66,15 @@ def migrated_database_url(request, directory: Path) -> str:
 
 @contextlib.contextmanager
 def four_by_four_server(database_url: str):
-    """gunicorn on ``database_url``: 4 processes × 4 threads, as the README's production command runs."""
-    with running_server(server_env(database_url), workers=4, extra_args=("--threads", "4")) as server:
+    """gunicorn on ``database_url``: 4 processes × 4 threads, as the README's production command runs.
+
+    Its callers connect every client first and hold them at a barrier, which on a busy machine has taken
+    longer (2.5 s to fork 20 clients once) than gunicorn's 2 s keep-alive: a request sent just as the server
+    closed its idle connection failed with "Remote end closed connection without response". So this server
+    keeps idle connections 120 s.
+    """
+    extra_args = ("--threads", "4", "--keep-alive", "120")
+    with running_server(server_env(database_url), workers=4, extra_args=extra_args) as server:
         yield server
 
 
@@ -299,7 +308,13 @@ def read_rows(database_url: str, sql: str, **params) -> list:
 
 
 class ConnectionSampler:
-    """Counts the other sessions connected to a PostgreSQL database (the server's pool); SQLite: None."""
+    """Counts the sessions a server's pool holds on a PostgreSQL database; SQLite: None.
+
+    The server is started with ``SERVER_SESSIONS`` (its sessions' application_name) in its environment, so
+    only its own sessions count: not an earlier test's engine that the garbage collector has not closed
+    yet, nor the suite's connection that empties the database between tests. Its LISTEN connections name
+    themselves (``pg_listener.LISTENER_NAME``) and are not the pool's.
+    """
 
     def __init__(self, database_url: str):
         self.most: int | None = None
@@ -310,14 +325,10 @@ class ConnectionSampler:
         if self._engine is None:
             return
         with self._engine.connect() as conn:
-            # LISTEN connections are not the pool's: an earlier in-process long-poll test leaves its
-            # listener thread connected to this same database for the rest of the run. Nor is the
-            # suite's own connection that empties the database between tests.
             count = conn.execute(text(
                 "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-                " AND application_name NOT IN (:listener, :wipe)"),
-                {"listener": pg_listener.LISTENER_NAME, "wipe": WIPING_CONNECTION}).scalar_one()
+                " AND backend_type = 'client backend' AND application_name = :server"),
+                {"server": SERVER_SESSIONS["PGAPPNAME"]}).scalar_one()
         self.most = max(self.most or 0, count)
 
     def close(self) -> None:

@@ -170,6 +170,12 @@ def wait_until(predicate, timeout: float, interval: float = 0.05):
         time.sleep(interval)
 
 
+def logged(worker: WorkerProcess, pattern: str, timeout: float = 10) -> re.Match:
+    """Wait until the worker's log matches ``pattern``. A job's outcome line is written after the server has
+    answered the complete or fail, so a test that saw the job's new status may still be ahead of that line."""
+    return wait_until(lambda: re.search(pattern, worker.log()), timeout)
+
+
 def claim_requests(server_log: str) -> int:
     """How many POST /jobs/claim the server answered, from its access log."""
     return len(re.findall(r"^ACCESS POST /jobs/claim \d{3}$", server_log, flags=re.MULTILINE))
