@@ -56,7 +56,7 @@ def probe_all(systems: list[WorkerSystem], pools: dict[str, WorkerPool], cfg: Co
     probes = [Probe(system, i) for i, system in enumerate(systems)]
     deadline = time.monotonic() + cfg.pickup_budget_s
     wanted = cfg.pickup_warmup + cfg.pickup_samples
-    with _Inbox() as inbox:
+    with Inbox() as inbox:
         last_end = 0.0
         while active := [p for p in probes if not p.done]:
             probe = min(active, key=lambda p: p.next_due)
@@ -77,7 +77,7 @@ def probe_all(systems: list[WorkerSystem], pools: dict[str, WorkerPool], cfg: Co
             _record(probe, pools[probe.system.column], inbox.twice.get(probe.index, []), cfg, metrics, checks)
 
 
-def _sample(probe: Probe, inbox: _Inbox, cfg: Config) -> None:
+def _sample(probe: Probe, inbox: Inbox, cfg: Config) -> None:
     sample = probe.taken
     probe.taken += 1
     before = time.monotonic()
@@ -104,10 +104,10 @@ def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metri
           f"({len(probe.latencies)} samples)", flush=True)
 
 
-class _Inbox:
+class Inbox:
     """The UDP socket the handlers report their start times to; notes any sample reported twice."""
 
-    def __enter__(self) -> _Inbox:
+    def __enter__(self) -> Inbox:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]

@@ -33,32 +33,20 @@ from bench.targets import Ceiling, Queuelog
 THREADS = 8
 
 
-class ThreadedGunicorn(GunicornServer):
-    """The benchmark's gunicorn with ``--threads``: the production server's gthread workers."""
-
-    threads = THREADS
-
-    def start(self, ready_path: str = "/", timeout: float = 60.0) -> ThreadedGunicorn:
-        # GunicornServer builds "python -m gunicorn -w 4 -b … APP"; gunicorn reads --threads from
-        # GUNICORN_CMD_ARGS, which every gunicorn honours, so the command itself stays the benchmark's.
-        self.env = {**self.env, "GUNICORN_CMD_ARGS": f"--threads {self.threads}"}
-        return super().start(ready_path, timeout)
-
-
 def _config(jobs: int) -> Config:
     return Config(jobs=jobs, workers=[4, 16], enqueue_clients=4, enqueue_batches=[1], claim_limit=100,
                   fills=[], latency_samples=0, latency_warmup=0, latency_budget_s=0, timeout=120)
 
 
-def _queuelog(column: str, db_url: str, log_dir: Path, settings: dict[str, str]) -> Queuelog:
+def _queuelog(column: str, db_url: str, log_dir: Path, settings: dict[str, str], threads: int) -> Queuelog:
     system = Queuelog(column, db_url, log_dir, settings, probe_latency=False)
-    system.server = ThreadedGunicorn("app:app", system.env, log_dir / f"gunicorn-{column}.log")
+    system.server = GunicornServer("app:app", system.env, log_dir / f"gunicorn-{column}.log", threads=threads)
     return system
 
 
-def _ceiling(log_dir: Path) -> Ceiling:
+def _ceiling(log_dir: Path, threads: int) -> Ceiling:
     system = Ceiling(log_dir)
-    system.server = ThreadedGunicorn("bench.ceiling_app:app", None, log_dir / "gunicorn-ceiling.log")
+    system.server = GunicornServer("bench.ceiling_app:app", None, log_dir / "gunicorn-ceiling.log", threads=threads)
     return system
 
 
@@ -88,7 +76,8 @@ def _postgres_databases(server_url: str, names: list[str]) -> list[str]:
     return urls
 
 
-def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: int | None) -> dict[str, Queuelog]:
+def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: int | None,
+                      threads: int) -> dict[str, Queuelog]:
     from bench.run import make_pg_durable
     from bench.servers import postgres_cluster
 
@@ -97,9 +86,9 @@ def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: 
     off, on = _postgres_databases(server_url, ["group_off", "group_on"])
     columns = {
         "PostgreSQL, group commit off": stack.enter_context(
-            _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"})),
+            _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads)),
         "PostgreSQL, group commit on": stack.enter_context(
-            _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"})),
+            _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"}, threads)),
     }
     if commit_delay is not None:
         delayed_url = stack.enter_context(postgres_cluster())
@@ -107,7 +96,7 @@ def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: 
         _set_commit_delay(delayed_url, commit_delay)
         [delayed] = _postgres_databases(delayed_url, ["commit_delay"])
         columns[f"PostgreSQL, group commit off, commit_delay={commit_delay} µs"] = stack.enter_context(
-            _queuelog("pg-delay", delayed, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}))
+            _queuelog("pg-delay", delayed, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads))
     return columns
 
 
@@ -136,7 +125,6 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=THREADS,
                         help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)")
     args = parser.parse_args()
-    ThreadedGunicorn.threads = args.threads
     cfg = _config(args.jobs)
     # Stopped from outside (timeout, kill): leave through the ExitStack, which stops every server started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -148,10 +136,10 @@ def main() -> int:
         if not args.no_sqlite:
             for index, (column, settings) in enumerate(_sqlite_columns().items()):
                 url = f"sqlite:///{workdir / f'column-{index}.db'}"
-                systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings))
+                systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings, args.threads))
         if args.postgresql:
-            systems.update(_postgres_columns(stack, log_dir, args.pg_commit_delay))
-        systems["Flask ceiling ÷ 3"] = stack.enter_context(_ceiling(log_dir))
+            systems.update(_postgres_columns(stack, log_dir, args.pg_commit_delay, args.threads))
+        systems["Flask ceiling ÷ 3"] = stack.enter_context(_ceiling(log_dir, args.threads))
 
         rates: dict[tuple[str, int], list[float]] = {}
         failed = []
