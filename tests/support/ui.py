@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+from datetime import datetime, timedelta
 
 import pytest
 from flask.testing import FlaskClient
@@ -95,6 +96,28 @@ def viewer_client(client, app):
 def text_of(response) -> str:
     """The response body as text."""
     return response.get_data(as_text=True)
+
+
+_SPAN_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def span_seconds(shown: str) -> tuple[int, int]:
+    """A span as the pages show it ('45s', '4m 12s', '3h 05m', '2d 4h'): its seconds, and the seconds of its
+    last unit (what the page floored away)."""
+    parts = re.findall(r"(\d+)([dhms])", shown)
+    assert parts, f"not a span: {shown!r}"
+    return sum(int(n) * _SPAN_UNITS[unit] for n, unit in parts), _SPAN_UNITS[parts[-1][1]]
+
+
+def shows_age(shown: str, age: timedelta, since: datetime) -> bool:
+    """Whether ``shown`` (a page's '5m 02s ago') is ``age`` as of some moment from ``since`` until now.
+
+    A page reads its own clock when it renders, later than the test's by however long the machine took to
+    get there (seconds, on a loaded CI machine), so the test asks for a range, not one exact string.
+    """
+    seconds, unit = span_seconds(shown)
+    elapsed = (utcnow() - since).total_seconds()
+    return age.total_seconds() - unit < seconds <= age.total_seconds() + elapsed
 
 
 def events_of(job_id: int) -> list:
