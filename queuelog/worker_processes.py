@@ -150,12 +150,14 @@ def beat(caller: Caller, process_id: int) -> ProcessState:
         return _own(conn, caller, process_id, now)
 
 
-def deregister(caller: Caller, process_id: int) -> None:
-    """A clean exit: the process leaves the list at once (its jobs stay as they are)."""
-    with write_transaction() as conn:
-        done = conn.execute(delete(processes).where(processes.c.id == process_id, processes.c.key_id == caller.id))
-        if not done.rowcount:
-            raise _not_found(process_id)
+def deregister(conn: Connection, caller: Caller, process_id: int) -> list[int]:
+    """A clean exit: the process leaves the list at once. Returns the ids of the jobs still ``running`` under
+    it, which the caller's transaction gives back (``queue.operations.deregister_process``)."""
+    done = conn.execute(delete(processes).where(processes.c.id == process_id, processes.c.key_id == caller.id))
+    if not done.rowcount:
+        raise _not_found(process_id)
+    return list(conn.execute(select(jobs.c.id).where(jobs.c.process_id == process_id,
+                                                     jobs.c.status == JobStatus.RUNNING.value)).scalars())
 
 
 def get(caller: Caller, process_id: int) -> ProcessState:

@@ -17,6 +17,14 @@ def running(read_job, job_id):
     wait_until(lambda: read_job(job_id).status == "running", 10)
 
 
+def held(read_job, job_id):
+    """The worker holds the job: it is running and its lease was renewed once. (Running alone is not enough: a
+    worker signalled between the server's claim and its answer never gets the job, which goes back to pending
+    when the worker deregisters: test_worker_processes_api's
+    ``test_deregister_gives_back_a_job_still_running_under_the_process``.)"""
+    wait_until(lambda: (row := read_job(job_id)).status == "running" and row.heartbeat_at > row.claimed_at, 10)
+
+
 def completed(read_job, job_id):
     wait_until(lambda: read_job(job_id).status == "completed", 30)
 
@@ -24,8 +32,8 @@ def completed(read_job, job_id):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_first_signal_finishes_the_running_job_then_exits_0(start_worker, producer_client, read_job, signum):
     worker = start_worker()
-    job = producer_client.enqueue("sleep", {"seconds": 2})
-    running(read_job, job["id"])
+    job = producer_client.enqueue("sleep", {"seconds": 3})
+    held(read_job, job["id"])
     worker.signal(signum)
     assert worker.wait(timeout=15) == 0
     row = read_job(job["id"])
@@ -34,8 +42,8 @@ def test_first_signal_finishes_the_running_job_then_exits_0(start_worker, produc
 
 def test_a_stopping_worker_claims_no_new_job(start_worker, producer_client, read_job):
     worker = start_worker()
-    job = producer_client.enqueue("sleep", {"seconds": 2})
-    running(read_job, job["id"])
+    job = producer_client.enqueue("sleep", {"seconds": 3})
+    held(read_job, job["id"])
     worker.signal()
     time.sleep(0.3)
     later = producer_client.enqueue("ok")
@@ -69,7 +77,7 @@ def test_second_signal_releases_the_unfinished_job_and_exits(start_worker, produ
                                                              admin):
     worker = start_worker()
     job = producer_client.enqueue("sleep", {"seconds": 60})
-    running(read_job, job["id"])
+    held(read_job, job["id"])
     worker.signal()
     time.sleep(0.5)
     assert worker.process.poll() is None   # still finishing the job

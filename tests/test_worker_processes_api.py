@@ -91,6 +91,33 @@ def test_deregister_removes_the_process(client, worker, register):
     assert client.get(f"/workers/{process_id}", headers=worker).status_code == 404
 
 
+def test_deregister_gives_back_a_job_still_running_under_the_process(client, worker, admin, enqueue, read_job,
+                                                                    register):
+    """A runner deregisters once it holds nothing; a job left running under it is one whose claim answer it
+    never read (its long-poll was cut short by the shutdown), so nobody would run it until the reaper."""
+    process_id = register()["id"]
+    job = enqueue()
+    assert client.post("/jobs/claim", json={"process_id": process_id}, headers=worker).status_code == 200
+    assert client.delete(f"/workers/{process_id}", headers=worker).status_code == 204
+    row = read_job(job["id"])
+    assert (row.status, row.retry_count, row.worker_id, row.claim_token) == ("pending", 0, None, None)
+    events = client.get(f"/jobs/{job['id']}/events", headers=admin).get_json()["events"]
+    assert [(e["event"], e["actor"]) for e in events][-1] == ("released", "server")
+    assert client.post("/jobs/claim", json={}, headers=worker).get_json()["id"] == job["id"]
+
+
+def test_deregister_leaves_jobs_of_other_processes_and_finished_jobs_alone(client, worker, enqueue, read_job,
+                                                                          register):
+    leaving, staying = register()["id"], register()["id"]
+    done, held = enqueue(), enqueue()
+    first = client.post("/jobs/claim", json={"process_id": leaving}, headers=worker).get_json()
+    client.post(f"/jobs/{first['id']}/complete", json={"claim_token": first["claim_token"]}, headers=worker)
+    assert client.post("/jobs/claim", json={"process_id": staying}, headers=worker).status_code == 200
+    assert client.delete(f"/workers/{leaving}", headers=worker).status_code == 204
+    assert read_job(done["id"]).status == "completed"
+    assert read_job(held["id"]).status == "running"
+
+
 def test_a_worker_key_lists_its_own_an_admin_all_but_revoked_keys(client, worker, other_worker, admin, register,
                                                                  make_key):
     mine = register()["id"]

@@ -91,7 +91,9 @@ def paths() -> dict[str, Any]:
                                description="Another key's process is 404 to a worker key."),
             "delete": o.operation(tag, "deregisterWorker", "Deregister the process on a clean exit.", worker,
                                   {204: {"description": "Gone from the list."}}, errors=(404,),
-                                  parameters=[process_id]),
+                                  parameters=[process_id],
+                                  description="A job still running under the process goes back to pending "
+                                              "(a released event by server): deregister once it holds nothing."),
         },
         "/workers/{process_id}/heartbeat": {"post": o.operation(
             tag, "heartbeatWorker", "The process is alive; learn its command.", worker, {200: one},

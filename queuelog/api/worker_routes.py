@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import current_app, jsonify, url_for
 
+from .. import queue
 from .. import worker_processes as processes
 from ..clock import rfc3339
 from ..models import Role
@@ -107,8 +108,8 @@ def heartbeat_worker(process_id: int):
 @bp.delete("/workers/<int:process_id>")
 @require_role(WORKER)
 def deregister_worker(process_id: int):
-    """A clean exit: the process leaves the list (204)."""
-    processes.deregister(current_caller(), _in_range(process_id))
+    """A clean exit: the process leaves the list (204); a job still running under it is given back."""
+    queue.deregister_process(current_caller(), _in_range(process_id))
     return "", 204
 
 

@@ -26,6 +26,7 @@ from .operations import (
                          complete,
                          complete_many,
                          delete_many,
+                         deregister_process,
                          fail,
                          give_back_unanswered,
                          heartbeat,
@@ -37,5 +38,5 @@ from .operations import (
 )
 
 __all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
-           "cancel_many", "claim", "complete", "complete_many", "delete_many", "enqueue", "fail",
+           "cancel_many", "claim", "complete", "complete_many", "delete_many", "deregister_process", "enqueue", "fail",
            "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many", "run_now"]

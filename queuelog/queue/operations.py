@@ -289,6 +289,22 @@ def give_back_unanswered(rows: list[JobRow]) -> None:
             changed(conn, RELEASE, sql.take_back(conn, ids, token, leave, log), log)
 
 
+def deregister_process(caller: Caller, process_id: int) -> list[JobRow]:
+    """A worker process's clean exit: it leaves the list, and the jobs still ``running`` under it go back to
+    pending, no failure counted. A runner deregisters only once it has acknowledged or released every job it
+    knows it holds, so any job left is one whose claim answer never reached it: a long-poll cut short by the
+    shutdown just as the server answered. Nobody would run it or renew its lease until the reaper came by.
+    """
+    now = utcnow()
+    leave = given_back(now, run_at=None)
+    log = event_row(RELEASE, SERVER, now, error="its worker process exited without holding it")
+    with write_transaction() as conn:
+        ids = worker_processes.deregister(conn, caller, process_id)
+        rows = sql.take_back(conn, ids, None, leave, log) if ids else []
+        changed(conn, RELEASE, rows, log)
+    return rows
+
+
 # --- producer and admin actions ------------------------------------------------------------------
 
 def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:

@@ -161,13 +161,17 @@ class _Runner:
         self.signals += 1
 
     def _on_command(self, command: str) -> None:
-        """The presence thread heard quiet or stop: stop claiming now (abort the long-poll), and for stop, exit
-        once the held jobs are done."""
+        """The presence thread heard quiet or stop: claim nothing more, and for stop, exit once the held jobs are
+        done.
+
+        The long-poll in flight is left to end by itself: the server gives a quiet process nothing, and cutting
+        the connection could throw away an answer already on its way, leaving its jobs claimed for nobody. (A
+        stop, like a signal, does cut it; the deregistration on the way out gives such jobs back.)
+        """
         if command in (QUIET, STOP):
             log.info("the server says %s: no new jobs; finishing %d running%s", command, self.running,
                      ", then exiting" if command == STOP else "")
             self.quiet.set()
-            self.claim_client.interrupt()
             with self.cond:
                 self.cond.notify_all()
         if command == STOP:
@@ -198,7 +202,8 @@ class _Runner:
         while not self._all_acknowledged() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not self._all_acknowledged():
-            log.error("exiting with unacknowledged results; those jobs run again after their lease")
+            log.error("exiting with unacknowledged results; the server gives those jobs back when this process "
+                      "deregisters, or after their lease")
             self.exit_code = 1
 
     def _release(self, held: Held, deadline: float) -> bool:
