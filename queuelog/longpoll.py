@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import math
+import random
 import socket
 import threading
 import time
@@ -42,10 +43,17 @@ from .wakeup import Waker, shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
 
-#: Seconds a claim refused for capacity is told to wait before it asks again. Long enough that a
-#: fleet far larger than the cap costs the server little (each refusal is one cheap request), short
-#: enough that a refused worker is back soon after a burst of jobs.
-RETRY_AFTER_SECONDS = 5
+#: Seconds a claim refused for capacity is told to wait before it asks again: drawn anew for each refusal
+#: from this range (5 s on average). Long enough that a fleet far larger than the cap costs the server little
+#: (each refusal is one cheap request), short enough that a refused worker is back soon after a burst of
+#: jobs. Drawn, not fixed: a fleet refused in one burst and told one number comes back in one burst, and
+#: producers' requests queue behind each such wave; few clients add jitter of their own.
+RETRY_AFTER_SECONDS = range(3, 8)
+
+
+def retry_after_seconds() -> int:
+    """The Retry-After of one refusal (whole seconds, as the header takes)."""
+    return random.choice(RETRY_AFTER_SECONDS)
 
 
 def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
@@ -83,9 +91,10 @@ def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, l
     waker = waker_for_current_app()
     rows = [] if _nothing_due.lately(types, waker) or not _something_due(types, waker) else claim_once()
     if not rows:
+        retry_after = retry_after_seconds()
         raise LongPollsFull(
             f"this server process is holding as many waiting claims as it can ({limit}) "
-            f"and nothing is due; claim again in {RETRY_AFTER_SECONDS} s", retry_after=RETRY_AFTER_SECONDS)
+            f"and nothing is due; claim again in {retry_after} s", retry_after=retry_after)
     return rows
 
 
@@ -306,8 +315,9 @@ def waiting_place(what: str):
     LongPollsFull (503 with Retry-After) when they are all taken."""
     limit = waiting_limit()
     if not _waiting.enter(limit):
+        retry_after = retry_after_seconds()
         raise LongPollsFull(f"this server process is holding as many waiting requests as it can ({limit}); "
-                            f"{what} again in {RETRY_AFTER_SECONDS} s", retry_after=RETRY_AFTER_SECONDS)
+                            f"{what} again in {retry_after} s", retry_after=retry_after)
     try:
         yield
     finally:
