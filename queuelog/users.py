@@ -5,6 +5,7 @@ A new password or deleting a user ends every session of that user (``admin_sessi
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +25,14 @@ users = User.__table__
 
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 MIN_PASSWORD_LENGTH = 12
-# Computed once so an unknown username costs as much as a wrong password (no user enumeration by timing).
-_DUMMY_HASH = generate_password_hash("queuelog-timing-equaliser", method="scrypt")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """What an unknown username's password is checked against, so that it costs as much as a wrong password (no
+    user enumeration by timing). Made by a process's first sign-in, known user or not, rather than at import:
+    a scrypt hash costs ~0.4 s of CPU, which every server process and CLI command would pay at start-up."""
+    return generate_password_hash("queuelog-timing-equaliser", method="scrypt")
 
 
 def create_user(username: str, password: str, role: str = UserRole.ADMIN.value) -> User:
@@ -48,9 +55,10 @@ def create_user(username: str, password: str, role: str = UserRole.ADMIN.value) 
 
 def verify_password(username: str, password: str) -> User | None:
     """The user if the password matches, else None, in about the same time either way."""
+    dummy = _dummy_hash()
     user = db.session.execute(db.select(User).filter_by(username=username)).scalar_one_or_none()
     if user is None:
-        check_password_hash(_DUMMY_HASH, password)
+        check_password_hash(dummy, password)
         return None
     return user if check_password_hash(user.password_hash, password) else None
 

@@ -208,14 +208,17 @@ def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
                    port: int | None = None, *, app: str = "app:app",
                    cwd: str | os.PathLike = REPO_ROOT,
                    extra_args: tuple[str, ...] = (),
-                   start_timeout: float = 30.0,
+                   start_timeout: float = 60.0,
                    stop_timeout: float = 15.0) -> Iterator[ServerProcess]:
     """Start gunicorn serving ``app`` on 127.0.0.1; stop it on exit.
 
     ``env`` is added to (and overrides) ``os.environ``.  ``port`` defaults to
     a free one.  ``app`` and ``cwd`` let tests serve another WSGI module.
     Output goes to a log file (``.log_path``) that is shown if the server
-    fails to come up.
+    fails to come up.  ``start_timeout`` is generous: each server process
+    spends about a second of CPU importing the app, and when the suite's
+    four pytest workers and their servers share CI's 2 cores, four such
+    processes have taken over 30 s to answer a first request.
     """
     port = port or free_port()
     full_env = {**os.environ, **(env or {})}
