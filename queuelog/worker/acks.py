@@ -34,6 +34,9 @@ class Held:
     payload: dict
     beat_every: float
     next_beat: float
+    give_back_at: float = float("inf")   # monotonic time it goes back to the queue if it has not started
+    started: bool = False           # its handler was started (until then it waits for a free slot)
+    started_at: float = 0.0         # monotonic time its handler started
     handler_done: bool = False
     released: bool = False
     lost: bool = False

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-from .runner import DEFAULT_WAIT, Worker
+from .runner import DEFAULT_WAIT, MAX_CLAIM, PREFETCH_SECONDS, Worker
 
 KEY_OPTIONS = ("--key", "--api-key", "--token", "--secret")
 KEY_PREFIX = "ql_"
@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
     try:
         return worker.run(url=url, api_key=api_key, concurrency=args.concurrency, wait=args.wait,
-                          lease_seconds=args.lease_seconds, summary_interval=args.summary_interval)
+                          lease_seconds=args.lease_seconds, summary_interval=args.summary_interval,
+                          prefetch=args.prefetch)
     except ValueError as exc:
         parser.error(str(exc))
     return 2
@@ -52,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", help="the queuelog server (default: $QUEUELOG_URL)")
     parser.add_argument("--concurrency", "-c", type=_bounded(int, 1, 1000), default=1,
                         help="jobs run at once, each on its own thread (default 1)")
+    parser.add_argument("--prefetch", type=_bounded(int, 0, MAX_CLAIM), default=None,
+                        help="the most jobs claimed beyond the free slots, taken only while recent jobs were short "
+                             f"enough to start within {PREFETCH_SECONDS:g} s of their claim (default: what one claim "
+                             f"of {MAX_CLAIM} carries beside the slots; 0: claim only for free slots)")
     parser.add_argument("--wait", type=_bounded(float, 0, 30), default=DEFAULT_WAIT,
                         help=f"seconds an idle claim waits on the server for a job (0-30, default {DEFAULT_WAIT:g})")
     parser.add_argument("--lease-seconds", type=_bounded(int, 1, 86400), default=None,

@@ -1,13 +1,16 @@
 """The worker runner: claim jobs, run their handlers on threads, heartbeat, acknowledge, shut down.
 
 Threads, and who moves a held job along:
-- the claimer long-polls ``POST /jobs/claim`` (``wait``) for as many jobs as there are free slots
-  (``limit``), and only for the types this worker has handlers for;
-- one thread per job runs its handler and queues the outcome; the job stays *held* until the
-  server has acknowledged it;
+- the claimer long-polls ``POST /jobs/claim`` (``wait``) for the free slots (``limit``) and, when recent
+  jobs were short, for a few more to start as soon as a slot frees (prefetch: see ``_Runner.ahead``), only
+  for the types this worker has handlers for;
+- ``concurrency`` slot threads each run one job's handler at a time and queue its outcome; a job claimed
+  ahead waits for a slot (at most MAX_AHEAD_WAIT_SECONDS, then it goes back to the queue), and every job stays
+  *held* from its claim until the server has acknowledged it;
 - the heartbeater extends the lease of every held job every lease/3 seconds, and gives up on a handler that
   outlives its job's ``timeout_seconds`` (the claim's ``timeout_at``): the job is failed as timed out and the
-  handler's slot is freed; Python cannot stop the handler's thread, so whatever it returns later is dropped;
+  handler's slot is freed (a new slot thread takes it); Python cannot stop the handler's thread, so whatever
+  it returns later is dropped;
 - the acker (acks.py) sends the outcomes, batching completes, and retries them until they arrive;
 - the main thread handles SIGTERM/SIGINT — first: stop claiming, finish the running jobs, exit 0;
   second: release the unfinished jobs and exit — and logs a summary every ``summary_interval`` s;
@@ -19,11 +22,14 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import random
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from ..patterns import JOB_TYPE
@@ -34,6 +40,15 @@ from .presence import QUIET, STOP, Presence
 log = logging.getLogger("queuelog.worker")
 
 DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
+MAX_CLAIM = 100              # the most jobs the server hands out in one claim
+#: Prefetch: claim beyond the free slots only as many jobs as are expected to start within this many seconds
+#: (from the handlers' recent run times). A prefetched job's lease and timeout run from its claim, so this bounds
+#: what waiting in the worker adds to them; it also bounds how long a job waits here while another worker idles.
+PREFETCH_SECONDS = 0.1
+#: A job claimed ahead that has not started this long after its claim (a handler ran far longer than the average)
+#: goes back to the queue, where another worker can run it.
+MAX_AHEAD_WAIT_SECONDS = 1.0
+DURATION_WEIGHT = 0.2        # how much the latest run time moves the running average prefetch is judged by
 IDLE_POLL_SECONDS = 2.0      # if the server answers at once despite `wait`, do not hammer it
 HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for releases and last acks
 #: A timed-out job is failed this much before its timeout_at (at most; a quarter of a short timeout), so that
@@ -75,29 +90,54 @@ class Worker:
 
     def run(self, url: str | None = None, api_key: str | None = None, concurrency: int = 1,
             wait: float = DEFAULT_WAIT, lease_seconds: int | None = None,
-            summary_interval: float = 60.0) -> int:
-        """Work until SIGTERM/SIGINT (signals need the main thread); returns the exit status (0 = clean)."""
+            summary_interval: float = 60.0, prefetch: int | None = None) -> int:
+        """Work until SIGTERM/SIGINT (signals need the main thread); returns the exit status (0 = clean).
+
+        ``prefetch``: the most jobs claimed beyond the free slots, and only while recent jobs were short enough
+        that they would start within PREFETCH_SECONDS; 0 claims only for free slots. Default: as many as fit
+        in one claim beside the slots.
+        """
         if not self.handlers:
             raise ValueError("this worker has no handlers: register one with @worker.handler('type')")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is None:
+            prefetch = default_prefetch(concurrency)
+        if prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
         runner = _Runner(self, lambda: Client(url, api_key), concurrency, wait, lease_seconds,
-                         summary_interval)
+                         summary_interval, prefetch)
         return runner.run()
+
+
+def default_prefetch(concurrency: int) -> int:
+    """As many jobs ahead as one claim carries beside the slots: PREFETCH_SECONDS is what bounds them."""
+    return max(0, MAX_CLAIM - concurrency)
 
 
 class _Runner:
     def __init__(self, worker: Worker, make_client: Callable[[], Client], concurrency: int,
-                 wait: float, lease_seconds: int | None, summary_interval: float):
-        self.handlers = dict(worker.handlers)
-        self.types = sorted(self.handlers)
+                 wait: float, lease_seconds: int | None, summary_interval: float, prefetch: int = 0):
+        # Each handler's signature is read once: inspect costs more than a no-op job.
+        self.calls = {job_type: _Call(fn, *_wants(fn)) for job_type, fn in worker.handlers.items()}
+        self.types = sorted(self.calls)
         self.concurrency, self.wait, self.lease_seconds = concurrency, wait, lease_seconds
+        self.prefetch = prefetch
+        self.mean_run_seconds: float | None = None   # no job run yet: claim for the free slots only
+        self.queue_ran_dry = False          # the last top-up got fewer jobs than it asked for
         self.summary_interval = summary_interval
         self.client = make_client()
         self.claim_client = make_client()   # its own connection, so a shutdown can abort the long-poll
-        self.cond = threading.Condition()
+        # One lock, three conditions, so that a job starting or ending wakes only who it concerns: ``cond`` the
+        # claimer, the acker and the main thread; ``slots`` the idle slot threads; ``beats`` the heartbeater.
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        self.slots = threading.Condition(lock)
+        self.beats = threading.Condition(lock)
         self.held: dict[int, Held] = {}
+        self.waiting: deque[Held] = deque()  # claimed ahead, in claim order, for the next free slot
         self.running = 0                    # handlers running now (≤ concurrency)
+        self.running_since: dict[int, float] = {}   # job id → monotonic start, for the handlers running now
         self.stopping = threading.Event()   # no more claims
         self.finished = threading.Event()   # the acker and heartbeater may go
         self.journal = Journal()
@@ -116,6 +156,8 @@ class _Runner:
         """Start the threads, watch for signals and the summary clock, return the exit status."""
         previous = self._install_signal_handlers()
         self.presence.start()   # before the first claim, which names the process
+        for _ in range(self.concurrency):
+            self._start_slot()
         claimer = threading.Thread(target=self._claim_loop, name="queuelog-claim", daemon=True)
         for thread in (claimer, threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
                        threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True)):
@@ -144,7 +186,8 @@ class _Runner:
         finally:
             self.finished.set()
             with self.cond:
-                self.cond.notify_all()
+                for condition in (self.cond, self.slots, self.beats):
+                    condition.notify_all()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.presence.stop()
@@ -174,6 +217,7 @@ class _Runner:
             self.quiet.set()
             with self.cond:
                 self.cond.notify_all()
+            self._give_back_waiting_soon()
         if command == STOP:
             self.told_to_stop = True
 
@@ -181,6 +225,12 @@ class _Runner:
         self.stopping.set()
         with self.cond:
             self.cond.notify_all()
+        self._give_back_waiting_soon()
+
+    def _give_back_waiting_soon(self, overdue_only: bool = False) -> None:
+        """Release jobs claimed ahead on a thread of their own, so neither signals nor beats wait for it."""
+        threading.Thread(target=self._give_back_waiting, args=(overdue_only,), name="queuelog-give-back",
+                         daemon=True).start()
 
     def _all_acknowledged(self) -> bool:
         with self.cond:
@@ -191,7 +241,10 @@ class _Runner:
         self._begin_stop()
         self.claim_client.interrupt()
         with self.cond:
-            unfinished = [held for held in self.held.values() if not (held.handler_done or held.timed_out)]
+            # The ones claimed ahead are among them, unless the first signal's give-back already has them.
+            self.waiting.clear()
+            unfinished = [held for held in self.held.values()
+                          if not (held.handler_done or held.timed_out or held.released)]
             for held in unfinished:
                 held.released = True   # its handler's outcome, if it ever comes, is dropped
         log.warning("second signal: releasing %d unfinished job(s) and exiting", len(unfinished))
@@ -229,14 +282,16 @@ class _Runner:
         backoff = Backoff()
         while not (self.stopping.is_set() or self.quiet.is_set()):
             with self.cond:
-                self.cond.wait_for(lambda: self.running < self.concurrency or self.stopping.is_set()
-                                   or self.quiet.is_set())
-                free = self.concurrency - self.running
-            if self.stopping.is_set() or self.quiet.is_set():
+                self.cond.wait_for(lambda: self._to_claim() or self.stopping.is_set() or self.quiet.is_set())
+                limit, slot_idle = self._to_claim() or (0, False)
+            if self.stopping.is_set() or self.quiet.is_set() or not limit:
                 return
             started = time.monotonic()
+            # Only an idle slot long-polls. Jobs for later are taken if the queue has them now: a long-poll held
+            # open for them would take back the very jobs this worker gives back for others to run.
+            wait = self.wait if slot_idle else 0
             try:
-                jobs = self.claim_client.claim(self.types, limit=free, wait=self.wait,
+                jobs = self.claim_client.claim(self.types, limit=limit, wait=wait,
                                                lease_seconds=self.lease_seconds, process_id=self.presence.process_id)
             except ServerUnavailable as exc:
                 if self.stopping.is_set() or self.quiet.is_set():
@@ -255,10 +310,44 @@ class _Runner:
                 continue
             backoff.reset()
             self.refused_in_a_row = 0
-            for job in jobs:
-                self._start(job)
-            if not jobs and (self.wait == 0 or time.monotonic() - started < self.wait / 2):
+            with self.cond:
+                # A top-up the queue could not fill waits for an idle slot before the next claim.
+                self.queue_ran_dry = not slot_idle and len(jobs) < limit
+            self._take(jobs)
+            if slot_idle and not jobs and (self.wait == 0 or time.monotonic() - started < self.wait / 2):
                 self.stopping.wait(IDLE_POLL_SECONDS)
+
+    def ahead(self) -> int:
+        """How many jobs to hold claimed beyond the slots: as many as would start within PREFETCH_SECONDS.
+
+        Judged from the running average of recent run times, so a worker of short jobs makes one claim and one
+        acknowledgement per many jobs, while one whose jobs take seconds claims only for its free slots (and
+        leaves the rest to other workers). Call with ``cond`` held.
+        """
+        if not self.prefetch or self.mean_run_seconds is None:
+            return 0
+        now = time.monotonic()
+        # A handler running longer than the average says the average is out of date: trust the longer time.
+        longest = now - min(self.running_since.values(), default=now)
+        starts_in_budget = self.concurrency * PREFETCH_SECONDS / max(self.mean_run_seconds, longest, 1e-6)
+        return min(self.prefetch, int(starts_in_budget))
+
+    def _to_claim(self) -> tuple[int, bool] | None:
+        """The next claim's ``limit``, and whether a slot is idle (nothing to run); None: wait. Call with ``cond``
+        held.
+
+        An idle slot claims at once. Otherwise the claim tops up the jobs claimed ahead, once a quarter of the
+        room has freed (a busy worker claims in batches rather than one job per finished one), unless the last
+        top-up found the queue dry.
+        """
+        ahead = self.ahead()
+        room = self.concurrency + ahead - self.running - len(self.waiting)
+        if room <= 0:
+            return None
+        slot_idle = self.running + len(self.waiting) < self.concurrency
+        if not slot_idle and (self.queue_ran_dry or room < max(1, (self.concurrency + ahead) // 4)):
+            return None
+        return min(room, MAX_CLAIM), slot_idle
 
     def _claim_retry_delay(self, exc: ServerUnavailable, backoff: Backoff) -> float:
         """Seconds to wait before claiming again after ``exc``: what the server asked for, if it said."""
@@ -278,27 +367,91 @@ class _Runner:
             log.warning("claim failed (%s); retrying in %.1f s, as the server asked", exc, delay)
         return delay
 
-    def _start(self, job: dict) -> None:
-        beat_every = max(0.5, _lease_of(job) / 3)
+    def _take(self, jobs: list[dict]) -> None:
+        """Hold the claimed jobs, start as many as there are free slots, keep the rest waiting for one."""
         now = time.monotonic()
-        timeout = _timeout_of(job)
-        held = Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
-                    beat_every=beat_every, next_beat=now + beat_every, parents=job.get("parents"),
-                    deadline=None if timeout is None else now + timeout - min(TIMEOUT_MARGIN_SECONDS, timeout / 4))
         with self.cond:
-            self.held[held.id] = held
-            self.running += 1
-            self.cond.notify_all()
-        threading.Thread(target=self._execute, args=(held, self.handlers.get(held.type)),
-                         name=f"queuelog-job-{held.id}", daemon=True).start()
+            for job in jobs:
+                held = _held(job, now)
+                self.held[held.id] = held
+                self.waiting.append(held)
+            self._dispatch()
+            self.beats.notify()   # a short lease or timeout may be due before the heartbeater's next look
+            if jobs:
+                ahead = max(0, len(self.waiting) - (self.concurrency - self.running))
+                log.debug("claimed %d job(s), %d of them ahead of the free slots", len(jobs), ahead)
+        if self.stopping.is_set() or self.quiet.is_set():
+            self._give_back_waiting()
 
-    def _execute(self, held: Held, handler: Handler | None) -> None:
+    def _start_slot(self) -> None:
+        threading.Thread(target=self._slot_loop, name="queuelog-slot", daemon=True).start()
+
+    def _slot_loop(self) -> None:
+        """One slot: run waiting jobs one after another, until the worker ends or a job's timeout takes it."""
+        while True:
+            with self.cond:
+                held = self._next_to_start()
+                while held is None:
+                    if self.finished.is_set():
+                        return
+                    self.slots.wait()
+                    held = self._next_to_start()
+            if not self._execute(held):
+                return   # given up on as timed out: another slot thread took this one's place
+
+    def _next_to_start(self) -> Held | None:
+        """The next waiting job, now counted as running; None if none may start. Call with ``cond`` held."""
+        while self.waiting and self.running < self.concurrency and not (self.stopping.is_set() or
+                                                                        self.quiet.is_set()):
+            held = self.waiting.popleft()
+            if held.released:
+                continue
+            if held.give_back_at <= time.monotonic():
+                # It waited too long, or so long that its timeout would cut it short: back, unstarted, no attempt.
+                held.released = True
+                threading.Thread(target=self._release, args=(held, time.monotonic() + HARD_STOP_SECONDS),
+                                 name=f"queuelog-release-{held.id}", daemon=True).start()
+                continue
+            held.started, held.started_at = True, time.monotonic()
+            self.running += 1
+            self.running_since[held.id] = held.started_at
+            return held
+        return None
+
+    def _dispatch(self) -> None:
+        """Wake a slot thread for each waiting job, and the claimer to see the room. Call with ``cond`` held."""
+        if self.waiting:
+            self.slots.notify(len(self.waiting))
+        self.cond.notify_all()
+
+    def _give_back_waiting(self, overdue_only: bool = False, deadline: float | None = None) -> bool:
+        """Release the jobs claimed ahead that have not started: all of them (stop, quiet), or only those past
+        their ``give_back_at``. Other workers can run them now.
+
+        Returns False when a release could not reach the server by ``deadline`` (default: 30 s from now).
+        """
+        with self.cond:
+            now = time.monotonic()
+            unstarted = [held for held in self.waiting
+                         if not held.released and (not overdue_only or held.give_back_at <= now)]
+            self.waiting = deque(held for held in self.waiting if not held.released and held not in unstarted)
+            for held in unstarted:
+                held.released = True
+        if unstarted:
+            log.info("giving back %d job(s) claimed ahead that have not started%s", len(unstarted),
+                     " in time (a handler ran long)" if overdue_only else "")
+        deadline = time.monotonic() + 30.0 if deadline is None else deadline
+        return all([self._release(held, deadline) for held in unstarted])
+
+    def _execute(self, held: Held) -> bool:
+        """Run the job's handler and queue its outcome; False if it was given up on as timed out meanwhile."""
         started = time.monotonic()
         outcome = Outcome(held, ok=True)
         try:
-            if handler is None:
+            call = self.calls.get(held.type)
+            if call is None:
                 raise PermanentError(f"this worker has no handler for job type {held.type!r}")
-            result = _call(handler, held, lambda report: self._report(held, report))
+            result = call(held, lambda report: self._report(held, report))
             if result is not None and not isinstance(result, dict):
                 raise TypeError(f"the handler returned {type(result).__name__}; return a dict or None")
             # Checked here, where a bad result can still fail the job, not in the acker.
@@ -308,33 +461,47 @@ class _Runner:
             outcome.ok, outcome.retryable = False, not isinstance(exc, PermanentError)
             outcome.error = short_error(exc)
             log.error("job %d (%s) raised %s", held.id, held.type, outcome.error, exc_info=True)
-        outcome.duration_ms = round((time.monotonic() - started) * 1000)
+        ran = time.monotonic() - started
+        outcome.duration_ms = round(ran * 1000)
         with self.cond:
+            self._count_run_time(ran)
             held.handler_done = True
             if held.timed_out:
                 log.warning("job %d (%s): its handler returned %.1f s after the job timed out; its outcome is "
                             "dropped", held.id, held.type, (time.monotonic() - held.deadline))
-                return   # its slot was freed and its failure sent when it timed out
+                return False   # its slot was freed and its failure sent when it timed out
             self.running -= 1
+            self.running_since.pop(held.id, None)
             if not held.released:
                 self.acker.put(outcome)
-            self.cond.notify_all()
+            self._dispatch()
+        return True
+
+    def _count_run_time(self, seconds: float) -> None:
+        """Fold one handler's run time into the average prefetch is judged by. Call with ``cond`` held."""
+        if self.mean_run_seconds is None:
+            self.mean_run_seconds = seconds
+        else:
+            self.mean_run_seconds += DURATION_WEIGHT * (seconds - self.mean_run_seconds)
 
     def _give_up_on_timed_out(self, now: float) -> None:
         """Fail the jobs whose handlers outlived their timeout: stop waiting for them, free their slots."""
         with self.cond:
             late = [h for h in self.held.values()
-                    if h.deadline is not None and h.deadline <= now and not (h.handler_done or h.timed_out
-                                                                             or h.released or h.lost)]
+                    if h.started and h.deadline is not None and h.deadline <= now
+                    and not (h.handler_done or h.timed_out or h.released or h.lost)]
             for held in late:
                 held.timed_out = True
                 self.running -= 1
+                self.running_since.pop(held.id, None)
+                self._count_run_time(now - held.started_at)
+                self._start_slot()   # the stuck thread keeps its handler; a new one takes its slot
                 error = "TimeoutError: timed out: the handler did not finish within the job's timeout_seconds"
                 log.error("job %d (%s) timed out: failing it; its handler thread is left running and its "
                           "outcome will be dropped", held.id, held.type)
                 self.acker.put(Outcome(held, ok=False, error=error, retryable=True))
             if late:
-                self.cond.notify_all()
+                self._dispatch()
     def _report(self, held: Held, report: dict) -> None:
         """A handler's progress report: sent with a heartbeat right away (the latest one wins)."""
         if not isinstance(report, dict):
@@ -342,7 +509,7 @@ class _Runner:
         with self.cond:
             held.progress = dict(report)
             held.next_beat = time.monotonic()
-            self.cond.notify_all()
+            self.beats.notify()
 
     # --- heartbeats -------------------------------------------------------------------------
 
@@ -350,6 +517,10 @@ class _Runner:
         while not self.finished.is_set():
             now = time.monotonic()
             self._give_up_on_timed_out(now)
+            with self.cond:
+                overdue = any(held.give_back_at <= now for held in self.waiting)
+            if overdue:
+                self._give_back_waiting_soon(overdue_only=True)
             with self.cond:
                 due = [h for h in self.held.values()
                        if h.next_beat <= now and not (h.released or h.lost or h.timed_out)]
@@ -359,9 +530,10 @@ class _Runner:
                 upcoming = [h.next_beat for h in self.held.values() if not (h.released or h.lost or h.timed_out)]
                 upcoming += [h.deadline for h in self.held.values()
                              if h.deadline is not None and not (h.handler_done or h.timed_out)]
+                upcoming += [h.give_back_at for h in self.waiting]
                 delay = min(upcoming, default=time.monotonic() + 1.0) - time.monotonic()
                 if delay > 0 and not self.finished.is_set():
-                    self.cond.wait(min(delay, 1.0))
+                    self.beats.wait(min(delay, 1.0))
 
     def _beat(self, held: Held) -> None:
         with self.cond:
@@ -388,11 +560,17 @@ class _Runner:
                     held.progress = progress   # not lost: it goes with the next try
 
 
-def _call(handler: Handler, held: Held, report: Callable[[dict], None]):
-    """Run ``handler`` with what it declares: the payload; the parents as a second parameter; ``progress``."""
-    wants_parents, wants_progress = _wants(handler)
-    args = (held.payload, held.parents or []) if wants_parents else (held.payload,)
-    return handler(*args, progress=report) if wants_progress else handler(*args)
+@dataclass(frozen=True)
+class _Call:
+    """A handler and what it declares (read once): a second parameter for the parents, one named progress."""
+
+    handler: Handler
+    wants_parents: bool
+    wants_progress: bool
+
+    def __call__(self, held: Held, report: Callable[[dict], None]):
+        args = (held.payload, held.parents or []) if self.wants_parents else (held.payload,)
+        return self.handler(*args, progress=report) if self.wants_progress else self.handler(*args)
 
 
 def _wants(handler: Handler) -> tuple[bool, bool]:
@@ -405,6 +583,18 @@ def _wants(handler: Handler) -> tuple[bool, bool]:
                   and p.name != "progress"]
     varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
     return len(positional) >= 2 or (varargs and len(positional) == 1), any(p.name == "progress" for p in parameters)
+
+
+def _held(job: dict, now: float) -> Held:
+    """A claimed job as this worker holds it: beats due every lease/3, its deadline from its timeout."""
+    beat_every = max(0.5, _lease_of(job) / 3)
+    timeout = _timeout_of(job)
+    deadline = None if timeout is None else now + timeout - min(TIMEOUT_MARGIN_SECONDS, timeout / 4)
+    # Unstarted by then, it goes back: after MAX_AHEAD_WAIT_SECONDS, and while the server still takes it back.
+    give_back_at = min(now + MAX_AHEAD_WAIT_SECONDS, deadline if deadline is not None else math.inf)
+    return Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
+                beat_every=beat_every, next_beat=now + beat_every, parents=job.get("parents"), deadline=deadline,
+                give_back_at=give_back_at)
 
 
 def _timeout_of(job: dict) -> float | None:
