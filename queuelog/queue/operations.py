@@ -171,7 +171,8 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
     with write_transaction() as conn:
         for batch in _completion_batches(completions, skip=outcomes.keys()):
             done = {row.id: row for row in _complete_held(
-                conn, caller, [completions[i].job_id for i in batch.indexes], batch.token, batch.result, now)}
+                conn, caller, [completions[i].job_id for i in batch.indexes], batch.token, None, now,
+                results=batch.results)}
             for index in batch.indexes:
                 job_id = completions[index].job_id
                 outcomes[index] = done[job_id] if job_id in done else refusal(conn, job_id, "complete", COMPLETE)
@@ -179,15 +180,15 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
 
 
 class _CompletionBatch(NamedTuple):
-    """Items completed by one guarded statement: they share a claim token and a result."""
+    """Items completed by one guarded statement: they share a claim token, each with its own result."""
 
     token: str
-    result: str | None   # JSON text
+    results: dict[int, str | None]   # job id → result, JSON text
     indexes: list[int]
 
 
 def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]:
-    """Items that share a token and a result (a batch claim acknowledged together) go in one statement.
+    """Items that share a token (a batch claim acknowledged together) go in one statement, whatever their results.
 
     An id listed twice makes every item its own statement, in order, so the earlier item wins exactly
     as it would alone.
@@ -195,17 +196,26 @@ def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]
     todo = [index for index in range(len(items)) if index not in skip]
     ids = [item.job_id for item in items]
     if len(set(ids)) < len(ids):
-        return [_CompletionBatch(items[i].token, _json(items[i].result), [i]) for i in todo]
-    batches: dict[tuple[str, str | None], list[int]] = {}
+        return [_CompletionBatch(items[i].token, {items[i].job_id: _json(items[i].result)}, [i]) for i in todo]
+    batches: dict[str, list[int]] = {}
     for index in todo:
-        batches.setdefault((items[index].token, _json(items[index].result)), []).append(index)
-    return [_CompletionBatch(token, result, indexes) for (token, result), indexes in batches.items()]
+        batches.setdefault(items[index].token, []).append(index)
+    return [_CompletionBatch(token, {items[i].job_id: _json(items[i].result) for i in indexes}, indexes)
+            for token, indexes in batches.items()]
 
 
 def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str, result: str | None,
-                   now: datetime) -> list[JobRow]:
-    """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are."""
-    leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=result)
+                   now: datetime, results: dict[int, str | None] | None = None) -> list[JobRow]:
+    """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are.
+
+    ``results``: a result per job (id → JSON text), instead of ``result`` for all of them.
+    """
+    each = None
+    if results is not None and len(set(results.values())) > 1:
+        each = json.dumps({str(job_id): text for job_id, text in results.items()}, separators=(",", ":"))
+    elif results is not None:
+        result = next(iter(results.values()), None)
+    leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=result, results=each)
     log = event_row(COMPLETE, caller.actor, now)
     rows = sql.finish(conn, job_ids, caller.name, token, leave, log)
     changed(conn, COMPLETE, rows, log)

@@ -67,6 +67,8 @@ LEAVE_PARTS = {
     "error": "error = %(error)s, error_group = %(error_group)s",
     "progress": "progress = %(progress)s",
     "completes": "result = %(result)s, completed_at = %(now)s",
+    # A batch whose jobs each have their own result, in one statement: the value under the job's id.
+    "completes_each": "result = %(results)s::jsonb ->> jobs.id::text, completed_at = %(now)s",
 }
 
 # --- the writes -------------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ LEAVE_PARTS = {
     "error": "error = :error, error_group = :error_group",
     "progress": "progress = :progress",
     "completes": "result = :result, completed_at = :now",
+    # A batch whose jobs each have their own result, in one statement: the value under the job's id.
+    "completes_each": "result = json_extract(:results, '$.\"' || jobs.id || '\"'), completed_at = :now",
 }
 
 # --- the writes -------------------------------------------------------------------------------------

@@ -117,6 +117,7 @@ class Leave(NamedTuple):
     error: str | None = None
     completes: bool = False               # result becomes ``result``, completed_at becomes now
     result: str | None = None             # JSON text
+    results: str | None = None            # instead of ``result``, one per job: a JSON object, id → result text
     progress: str | None = None           # a heartbeat's progress report, JSON text (None: unchanged)
 
     def parts(self) -> tuple[str, ...]:
@@ -124,13 +125,15 @@ class Leave(NamedTuple):
         # A heartbeat leaves the status as it is: not writing it spares every index on status an update.
         written = (("status", self.status is not JobStatus.RUNNING), ("spends_retry", self.spends_retry),
                    ("stalled", self.stalled), ("run_at", self.run_at is not None), ("error", self.sets_error),
-                   ("progress", self.progress is not None), ("completes", self.completes))
+                   ("progress", self.progress is not None),
+                   ("completes", self.completes and self.results is None),
+                   ("completes_each", self.completes and self.results is not None))
         return tuple(name for name, writes in written if writes)
 
     def params(self) -> dict:
         """The statement's values, by name."""
         return {"status": self.status.value, "now": self.now, "lease_until": self.lease_until,
-                "run_at": self.run_at, "error": self.error, "result": self.result,
+                "run_at": self.run_at, "error": self.error, "result": self.result, "results": self.results,
                 "progress": self.progress,
                 # The error's group is written with it, here, so no way of failing a job can leave it out.
                 "error_group": error_group(self.error) if self.sets_error else None}
