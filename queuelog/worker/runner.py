@@ -227,10 +227,9 @@ class _Runner:
             self.cond.notify_all()
         self._give_back_waiting_soon()
 
-    def _give_back_waiting_soon(self, overdue_only: bool = False) -> None:
-        """Release jobs claimed ahead on a thread of their own, so neither signals nor beats wait for it."""
-        threading.Thread(target=self._give_back_waiting, args=(overdue_only,), name="queuelog-give-back",
-                         daemon=True).start()
+    def _give_back_waiting_soon(self) -> None:
+        """Release the jobs claimed ahead on a thread of their own, so neither signals nor beats wait for it."""
+        threading.Thread(target=self._give_back_waiting, name="queuelog-give-back", daemon=True).start()
 
     def _all_acknowledged(self) -> bool:
         with self.cond:
@@ -430,13 +429,21 @@ class _Runner:
 
         Returns False when a release could not reach the server by ``deadline`` (default: 30 s from now).
         """
+        return self._release_unstarted(self._unstarted(overdue_only), overdue_only, deadline)
+
+    def _unstarted(self, overdue_only: bool) -> list[Held]:
+        """Take the jobs claimed ahead out of the waiting line, marked released: all, or those past give_back_at."""
         with self.cond:
             now = time.monotonic()
             unstarted = [held for held in self.waiting
                          if not held.released and (not overdue_only or held.give_back_at <= now)]
-            self.waiting = deque(held for held in self.waiting if not held.released and held not in unstarted)
+            if unstarted:
+                self.waiting = deque(held for held in self.waiting if not held.released and held not in unstarted)
             for held in unstarted:
                 held.released = True
+        return unstarted
+
+    def _release_unstarted(self, unstarted: list[Held], overdue_only: bool, deadline: float | None = None) -> bool:
         if unstarted:
             log.info("giving back %d job(s) claimed ahead that have not started%s", len(unstarted),
                      " in time (a handler ran long)" if overdue_only else "")
@@ -517,10 +524,10 @@ class _Runner:
         while not self.finished.is_set():
             now = time.monotonic()
             self._give_up_on_timed_out(now)
-            with self.cond:
-                overdue = any(held.give_back_at <= now for held in self.waiting)
+            overdue = self._unstarted(overdue_only=True)
             if overdue:
-                self._give_back_waiting_soon(overdue_only=True)
+                threading.Thread(target=self._release_unstarted, args=(overdue, True), name="queuelog-give-back",
+                                 daemon=True).start()
             with self.cond:
                 due = [h for h in self.held.values()
                        if h.next_beat <= now and not (h.released or h.lost or h.timed_out)]
