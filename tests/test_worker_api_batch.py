@@ -43,12 +43,13 @@ def test_batch_complete_answers_each_item_in_order(client, worker, enqueue, clai
 def test_batch_complete_of_one_claim_keeps_each_jobs_own_result(client, worker, enqueue, claim, read_job, admin):
     jobs = [enqueue() for _ in range(5)]
     held = claim(limit=5)["jobs"]
-    results = [{"n": 1}, None, {"text": 'a "quoted" \\ back-slashed ✓ line\nbreak'}, {"n": 1}, {"nested": {"list": [1, None]}}]
+    results = [{"n": 1}, None, {"text": 'a "quoted" \\ back-slashed ✓ line\nbreak'}, {"n": 1},
+               {"nested": {"list": [1, None]}}]
     items = [{"id": job["id"], "claim_token": job["claim_token"], **({"result": r} if r is not None else {})}
-             for job, r in zip(held, results)]
+             for job, r in zip(held, results, strict=True)]
     response = complete_many(client, worker, items)
     assert [r["status"] for r in response.get_json()["results"]] == [200] * 5
-    for job, expected in zip(held, results):
+    for job, expected in zip(held, results, strict=True):
         assert client.get(f"/jobs/{job['id']}", headers=admin).get_json()["result"] == expected
         assert read_job(job["id"]).status == "completed"
     assert {job["id"] for job in held} == {job["id"] for job in jobs}
