@@ -150,7 +150,7 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
     """running → completed, only for the worker holding the current claim."""
     now = utcnow()
     with write_transaction() as conn:
-        rows = _complete_held(conn, caller, [job_id], token, _json(result), now)
+        rows = _complete_held(conn, caller, token, {job_id: _json(result)}, now)
         if not rows:
             refuse(conn, job_id, "complete", COMPLETE)
     return rows[0]
@@ -170,9 +170,7 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
     now = utcnow()
     with write_transaction() as conn:
         for batch in _completion_batches(completions, skip=outcomes.keys()):
-            done = {row.id: row for row in _complete_held(
-                conn, caller, [completions[i].job_id for i in batch.indexes], batch.token, None, now,
-                results=batch.results)}
+            done = {row.id: row for row in _complete_held(conn, caller, batch.token, batch.results, now)}
             for index in batch.indexes:
                 job_id = completions[index].job_id
                 outcomes[index] = done[job_id] if job_id in done else refusal(conn, job_id, "complete", COMPLETE)
@@ -204,20 +202,17 @@ def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]
             for token, indexes in batches.items()]
 
 
-def _complete_held(conn: Connection, caller: Caller, job_ids: list[int], token: str, result: str | None,
-                   now: datetime, results: dict[int, str | None] | None = None) -> list[JobRow]:
-    """FINISH as a complete: the jobs completed; those the caller does not hold under ``token`` stay as they are.
-
-    ``results``: a result per job (id → JSON text), instead of ``result`` for all of them.
-    """
-    each = None
-    if results is not None and len(set(results.values())) > 1:
+def _complete_held(conn: Connection, caller: Caller, token: str, results: dict[int, str | None],
+                   now: datetime) -> list[JobRow]:
+    """FINISH as a complete of the jobs in ``results`` (id → result, JSON text), in one statement; those the caller
+    does not hold under ``token`` stay as they are."""
+    if len(set(results.values())) == 1:   # one job, or all with the same result: the plain statement
+        leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=next(iter(results.values())))
+    else:
         each = json.dumps({str(job_id): text for job_id, text in results.items()}, separators=(",", ":"))
-    elif results is not None:
-        result = next(iter(results.values()), None)
-    leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=result, results=each)
+        leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, results=each)
     log = event_row(COMPLETE, caller.actor, now)
-    rows = sql.finish(conn, job_ids, caller.name, token, leave, log)
+    rows = sql.finish(conn, list(results), caller.name, token, leave, log)
     changed(conn, COMPLETE, rows, log)
     return rows
 

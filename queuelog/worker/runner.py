@@ -40,7 +40,7 @@ from .presence import QUIET, STOP, Presence
 log = logging.getLogger("queuelog.worker")
 
 DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
-MAX_CLAIM = 100              # the most jobs the server hands out in one claim
+MAX_CLAIM = 100              # the most jobs the server hands out in one claim (the API's MAX_BATCH_CLAIM)
 #: Prefetch: claim beyond the free slots only as many jobs as are expected to start within this many seconds
 #: (from the handlers' recent run times). A prefetched job's lease and timeout run from its claim, so this bounds
 #: what waiting in the worker adds to them; it also bounds how long a job waits here while another worker idles.
@@ -217,7 +217,7 @@ class _Runner:
             self.quiet.set()
             with self.cond:
                 self.cond.notify_all()
-            self._give_back_waiting_soon()
+            self._give_back_soon(self._unstarted())
         if command == STOP:
             self.told_to_stop = True
 
@@ -225,11 +225,7 @@ class _Runner:
         self.stopping.set()
         with self.cond:
             self.cond.notify_all()
-        self._give_back_waiting_soon()
-
-    def _give_back_waiting_soon(self) -> None:
-        """Release the jobs claimed ahead on a thread of their own, so neither signals nor beats wait for it."""
-        threading.Thread(target=self._give_back_waiting, name="queuelog-give-back", daemon=True).start()
+        self._give_back_soon(self._unstarted())
 
     def _all_acknowledged(self) -> bool:
         with self.cond:
@@ -380,7 +376,7 @@ class _Runner:
                 ahead = max(0, len(self.waiting) - (self.concurrency - self.running))
                 log.debug("claimed %d job(s), %d of them ahead of the free slots", len(jobs), ahead)
         if self.stopping.is_set() or self.quiet.is_set():
-            self._give_back_waiting()
+            self._give_back(self._unstarted())
 
     def _start_slot(self) -> None:
         threading.Thread(target=self._slot_loop, name="queuelog-slot", daemon=True).start()
@@ -408,8 +404,7 @@ class _Runner:
             if held.give_back_at <= time.monotonic():
                 # It waited too long, or so long that its timeout would cut it short: back, unstarted, no attempt.
                 held.released = True
-                threading.Thread(target=self._release, args=(held, time.monotonic() + HARD_STOP_SECONDS),
-                                 name=f"queuelog-release-{held.id}", daemon=True).start()
+                self._give_back_soon([held], overdue=True)
                 continue
             held.started, held.started_at = True, time.monotonic()
             self.running += 1
@@ -423,16 +418,9 @@ class _Runner:
             self.slots.notify(len(self.waiting))
         self.cond.notify_all()
 
-    def _give_back_waiting(self, overdue_only: bool = False, deadline: float | None = None) -> bool:
-        """Release the jobs claimed ahead that have not started: all of them (stop, quiet), or only those past
-        their ``give_back_at``. Other workers can run them now.
-
-        Returns False when a release could not reach the server by ``deadline`` (default: 30 s from now).
-        """
-        return self._release_unstarted(self._unstarted(overdue_only), overdue_only, deadline)
-
-    def _unstarted(self, overdue_only: bool) -> list[Held]:
-        """Take the jobs claimed ahead out of the waiting line, marked released: all, or those past give_back_at."""
+    def _unstarted(self, overdue_only: bool = False) -> list[Held]:
+        """Take the jobs claimed ahead out of the waiting line, marked released: all of them (stop, quiet), or
+        only those past their ``give_back_at``. ``_give_back`` then tells the server."""
         with self.cond:
             now = time.monotonic()
             unstarted = [held for held in self.waiting
@@ -443,12 +431,20 @@ class _Runner:
                 held.released = True
         return unstarted
 
-    def _release_unstarted(self, unstarted: list[Held], overdue_only: bool, deadline: float | None = None) -> bool:
+    def _give_back(self, unstarted: list[Held], overdue: bool = False) -> None:
+        """Release jobs that never started, so other workers can run them now (no attempt counted)."""
         if unstarted:
             log.info("giving back %d job(s) claimed ahead that have not started%s", len(unstarted),
-                     " in time (a handler ran long)" if overdue_only else "")
-        deadline = time.monotonic() + 30.0 if deadline is None else deadline
-        return all([self._release(held, deadline) for held in unstarted])
+                     " in time (a handler ran long)" if overdue else "")
+        deadline = time.monotonic() + 30.0
+        for held in unstarted:
+            self._release(held, deadline)
+
+    def _give_back_soon(self, unstarted: list[Held], overdue: bool = False) -> None:
+        """``_give_back`` on a thread of its own, so neither signals, beats nor slots wait for the server."""
+        if unstarted:
+            threading.Thread(target=self._give_back, args=(unstarted, overdue), name="queuelog-give-back",
+                             daemon=True).start()
 
     def _execute(self, held: Held) -> bool:
         """Run the job's handler and queue its outcome; False if it was given up on as timed out meanwhile."""
@@ -524,10 +520,7 @@ class _Runner:
         while not self.finished.is_set():
             now = time.monotonic()
             self._give_up_on_timed_out(now)
-            overdue = self._unstarted(overdue_only=True)
-            if overdue:
-                threading.Thread(target=self._release_unstarted, args=(overdue, True), name="queuelog-give-back",
-                                 daemon=True).start()
+            self._give_back_soon(self._unstarted(overdue_only=True), overdue=True)
             with self.cond:
                 due = [h for h in self.held.values()
                        if h.next_beat <= now and not (h.released or h.lost or h.timed_out)]
