@@ -108,20 +108,45 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        waker.wait(seen, min(remaining, waker.current_recheck(), _next_due.seconds_until(types, waker)))
+        woken = waker.wait(seen, min(remaining, waker.current_recheck(), _next_due.seconds_until(types, waker)))
         seen = waker.generation
         if _hung_up(client):
             break   # claiming now would hand jobs to nobody
-        # Every waiter of the process wakes for every announced job. Taking turns, each first asks
-        # (a read) whether anything it could claim is still due: the first takes the job, the
-        # others see it gone, instead of each running a write that finds nothing.
         with _claiming_turn:
-            if _something_due(types, waker):
+            if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()
     return rows
 
 
-_claiming_turn = threading.Lock()
+class _ClaimingTurn:
+    """The waiters of a process claim one at a time after a wake-up; the first claims straight away.
+
+    Every waiter of the process wakes for every announcement. The first to take its turn after one
+    goes straight to the claim: a job was just announced, so asking first (a read) would only delay
+    it, by ~0.1 ms on a busy machine and 0.5-1 ms on one that was idle. Each after it asks (the read)
+    whether anything it could claim is still due, instead of each running a write that finds nothing.
+    A waiter woken by its own timer (a recheck, a due time) always asks first.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._claimed_after: tuple[Waker, int] | None = None   # the wake-up whose first claim has been made
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def first_after(self, waker: Waker, generation: int) -> bool:
+        """Is this the first claim after ``waker``'s wake-up ``generation``? (Call during one's turn.)"""
+        wake_up = (waker, generation)
+        first, self._claimed_after = self._claimed_after != wake_up, wake_up
+        return first
+
+
+_claiming_turn = _ClaimingTurn()
 
 
 def _something_due(types: Sequence[str] | None, waker: Waker) -> bool:
