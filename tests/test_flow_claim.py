@@ -9,12 +9,14 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, insert, select, update
 
+from queuelog import sql
 from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import TypeSettings
 from queuelog.queue import flow
+from tests.conftest import test_db_kind
 from tests.support.api import bearer
 from tests.support.factories import count_jobs, event_rows, expire_lease
 
@@ -304,6 +306,37 @@ def test_a_limit_lifted_elsewhere_never_lets_a_claim_take_more_jobs_than_it_aske
     response = client.post("/jobs/claim", json={"limit": 2}, headers=worker)
     assert len(response.get_json()["jobs"]) == 2
     assert count_jobs(status="running") == 4
+
+
+@pytest.mark.skipif(test_db_kind() != "postgresql",
+                    reason="on SQLite a claim reads its time holding the write lock, which a change takes too")
+@pytest.mark.parametrize("copy", ["knows of the pause", "has not seen the pause"])
+def test_a_claim_timed_during_a_pause_takes_nothing_if_the_resume_lands_before_its_statement(
+        client, worker, enqueue, set_type, monkeypatch, copy):
+    monkeypatch.setattr(flow, "CACHE_SECONDS", 60)   # the process's copy stays as the test made it
+    if copy == "knows of the pause":
+        set_type("email", paused=True)
+    else:
+        assert claim_once(client, worker) is None   # the copy: nothing is paused
+        with db.engine.begin() as conn:   # another server pauses email
+            conn.execute(insert(TypeSettings.__table__).values(type="email", paused=True, updated_at=utcnow()))
+    job = enqueue(type="email")
+    the_claim = sql.claim
+
+    def resumed_in_between(conn, **values):
+        """The claim has read its time; another server resumes email before the claim's statement runs."""
+        monkeypatch.setattr(sql, "claim", the_claim)
+        with db.engine.begin() as other:
+            other.execute(update(TypeSettings.__table__).values(paused=False, updated_at=utcnow()))
+        return the_claim(conn, **values)
+
+    monkeypatch.setattr(sql, "claim", resumed_in_between)
+    assert claim_once(client, worker) is None
+    assert claim_once(client, worker)["id"] == job["id"]
+    with db.engine.connect() as conn:
+        resumed_at = conn.execute(select(TypeSettings.__table__.c.updated_at)).scalar_one()
+    [claimed] = [row for row in event_rows(job["id"]) if row.event == "claimed"]
+    assert claimed.at >= resumed_at, "the log shows the job claimed after the resume, never during the pause"
 
 
 # --- waiting claims ---------------------------------------------------------------------------------------
