@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import random
 import signal
 import statistics
 import sys
@@ -154,6 +156,8 @@ def main() -> int:
                           flush=True)
                     time.sleep(0.5)
         _print_table(rates, list(systems), args.workers, args.rounds, args.jobs, args.threads)
+        if not args.no_sqlite:
+            _print_what_full_costs(rates, [n for n in args.workers if n == cfg.enqueue_clients], workdir)
         for check in failed:
             print(f"FAILED CHECK {check.target}: {check.what}: {check.detail}")
         return 1 if failed else 0
@@ -187,6 +191,46 @@ def _print_table(rates, columns: list[str], workers: list[int], rounds: int, job
     for column in columns[1:]:
         cells = [f"{statistics.median(_ratios(rates[(column, n)], rates[(baseline, n)])):.2f}×" for n in workers]
         print(f"| {column} | " + " | ".join(cells) + " |")
+
+
+#: One job of the single path is three writes (enqueue, claim, complete), each answered after its commit.
+WRITES_PER_JOB = 3
+FULL_ON, NORMAL = "SQLite FULL, group commit on", "SQLite NORMAL, group commit off"
+
+
+def _print_what_full_costs(rates, workers: list[int], workdir: Path) -> None:
+    """What FULL adds to each write, beside what one fdatasync of a WAL-sized append takes on this disk.
+
+    N clients that each wait for their answer before the next request make N / rate seconds per job each; at
+    FULL every answer also waits for an fdatasync that began after its commit. (Read only where the workers are as
+    many as the enqueue's clients, so that a round has N clients throughout.) Where the server has idle
+    CPU (few clients), nothing else runs in that wait, so FULL's extra time per write is about one fdatasync,
+    and FULL can only match NORMAL where the clients queue for the CPU anyway.
+    """
+    fsync_ms = _fdatasync_ms(workdir / "fdatasync-probe")
+    print(f"\nOne fdatasync after a 4 KiB append on this disk, {len(fsync_ms)} of them 2-8 ms apart: "
+          f"mean {statistics.fmean(fsync_ms):.2f} ms, "
+          f"p50 {statistics.median(fsync_ms):.2f} ms, p90 {fsync_ms[int(0.9 * (len(fsync_ms) - 1))]:.2f} ms")
+    for n in workers:
+        # Per round (the two servers ran seconds apart), then the median: the rounds' speeds swing too much.
+        pairs = list(zip(rates[(FULL_ON, n)], rates[(NORMAL, n)], strict=True))
+        extra_ms = statistics.median((n / full - n / normal) * 1000 / WRITES_PER_JOB for full, normal in pairs)
+        ratio = statistics.median(full / normal for full, normal in pairs)
+        print(f"{n:>2} workers: FULL (group commit on) is {ratio:.2f}× NORMAL and adds {extra_ms:.2f} ms to each "
+              "write a client waits for (medians of per-round figures)")
+
+
+def _fdatasync_ms(path: Path, count: int = 200) -> list[float]:
+    taken = []
+    with open(path, "ab") as file:
+        for _ in range(count):
+            time.sleep(random.uniform(0.002, 0.008))
+            file.write(os.urandom(4096))
+            file.flush()
+            start = time.perf_counter()
+            os.fdatasync(file.fileno())
+            taken.append((time.perf_counter() - start) * 1000)
+    return sorted(taken)
 
 
 def _ratios(values: list[float], baselines: list[float]) -> list[float]:
