@@ -1,6 +1,6 @@
-"""The connections the app asks for: a read, a write transaction, a single-statement read.
+"""The connections the app asks for: a read, a write transaction, a single-statement read and write.
 
-Every read and write of the app goes through one of these three, so the dialect details stay in
+Every read and write of the app goes through one of these, so the dialect details stay in
 ``engine`` (how SQLite begins each kind), ``writers_lock`` (SQLite's writers taking turns) and
 ``group_commit`` (a process's writes that arrive together sharing one commit); the execution options
 below are how a connection tells the engine's "begin" hook which kind it is.
@@ -57,6 +57,29 @@ def write_transaction():
         if not committer.inside_a_body():
             return committer.transaction(busy_timeout_s)
     return _own_transaction(engine, busy_timeout_s)
+
+
+def single_statement_write():
+    """A connection for a write that is one statement on PostgreSQL (reads after it may follow, none it
+    depends on), and needs no lock taken before it.
+
+    On PostgreSQL (without group commit) the statement runs outside an explicit transaction, as its own: one
+    round trip instead of three (BEGIN, the statement, COMMIT). It is as atomic and as durable as in a block:
+    the driver returns only once the server says it is ready for the next query, which it says after the
+    commit is flushed, so no answer goes out before it. Elsewhere it is a write transaction (SQLite's write
+    lock, group commit).
+    """
+    engine = db.engine
+    if engine.dialect.name == "postgresql" and not group_commit_applies(engine, current_app.config["GROUP_COMMIT"]):
+        return _autocommitted(engine)
+    return write_transaction()
+
+
+@contextlib.contextmanager
+def _autocommitted(engine: Engine):
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn
 
 
 def group_commit_applies(engine: Engine, setting: str) -> bool:

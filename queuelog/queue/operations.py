@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from .. import sql, worker_processes
 from ..clock import utcnow
-from ..database.transactions import read_connection, write_transaction
+from ..database.transactions import read_connection, single_statement_write, write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
 from ..keys import Caller
 from ..ops import observe_deletions
@@ -109,7 +109,9 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     controlled = flow.controlled()
     flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
-    with write_transaction() as conn:
+    # Without a limited type the claim is one statement (its events logged in it on PostgreSQL): then it needs
+    # no transaction around it. With one, FLOW_LOCK comes first and the claims are recorded after it.
+    with (write_transaction() if to_lock else single_statement_write()) as conn:
         # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
         # before it did; the statement gives a limited type it did not lock no room.
         held = sql.lock_flow(conn, to_lock) if to_lock else []
