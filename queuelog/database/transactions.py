@@ -34,11 +34,13 @@ def read_connection():
 @contextlib.contextmanager
 def single_statement_read():
     """A connection for exactly one SELECT, run outside any explicit transaction."""
-    with db.engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-        else:
-            conn.execution_options(**{SINGLE_STATEMENT_READ: True})
+    engine = db.engine
+    if engine.dialect.name == "postgresql":
+        with _autocommitted(engine) as conn:
+            yield conn
+        return
+    with engine.connect() as conn:
+        conn.execution_options(**{SINGLE_STATEMENT_READ: True})
         yield conn
 
 
@@ -77,6 +79,7 @@ def single_statement_write():
 
 @contextlib.contextmanager
 def _autocommitted(engine: Engine):
+    """A PostgreSQL connection whose every statement is its own transaction (reset when it goes back to the pool)."""
     with engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")
         yield conn
