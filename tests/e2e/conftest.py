@@ -24,6 +24,12 @@ from tests.support.server import REPO_ROOT, running_server
 ADMIN_NAME = "night-owl"
 ADMIN_PASSWORD = "correct horse battery staple"
 SECRET_KEY = "e2e-secret-key"
+#: gunicorn's gthread worker, as the README's production command runs it. A sync worker reads one
+#: connection at a time, to its end: Chromium keeps a spare connection open that it may never send a request
+#: on, and a sync worker that accepted it waits there while the page's stylesheet queues behind it (a no-script
+#: navigation loop stalled 6 s twice in 100 page loads, py-spy showing the worker in ``SocketUnreader.chunk``).
+#: gthread waits for a connection's request head off its threads, so an idle connection holds nobody up.
+BROWSER_SERVER_ARGS = ("--threads", "4")
 
 
 def server_env(database_url: str) -> dict[str, str]:
@@ -56,11 +62,11 @@ def live_server(request, app, database_url):
 
     The admin is made in-process unless the test asks for ``admin_made_by_cli`` (a subprocess costs
     seconds; one test going the documented way is enough). One gunicorn worker: it starts in a
-    second, and a browser does not need more.
+    second, and a browser does not need more; with threads (``BROWSER_SERVER_ARGS``).
     """
     if "admin_made_by_cli" not in request.fixturenames:
         create_user(ADMIN_NAME, ADMIN_PASSWORD)
-    with running_server(server_env(database_url), workers=1) as server:
+    with running_server(server_env(database_url), workers=1, extra_args=BROWSER_SERVER_ARGS) as server:
         yield server
 
 

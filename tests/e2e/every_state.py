@@ -21,7 +21,7 @@ from queuelog.models import Job, Priority, UserRole, WorkerProcess
 from queuelog.queue import NewJob, flow
 from tests.conftest import _wipe_postgres as wipe_postgres
 from tests.conftest import app_config, test_db_kind
-from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, server_env
+from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, BROWSER_SERVER_ARGS, server_env
 from tests.support.server import ServerProcess, running_server
 
 VIEWER_NAME = "looker"
@@ -159,7 +159,7 @@ def seed_every_state() -> dict[str, int]:
 
 @contextlib.contextmanager
 def serving_every_state(database_url: str, refresh_seconds: int = 600) -> Iterator[EveryState]:
-    """Seed ``database_url`` (empty) with ``seed_every_state`` and serve it with one gunicorn worker.
+    """Seed ``database_url`` (empty) with ``seed_every_state`` and serve it with one threaded gunicorn worker.
 
     The pages refresh themselves every ``refresh_seconds``: by default too seldom to swap content in
     while a test looks at a page.
@@ -173,7 +173,7 @@ def serving_every_state(database_url: str, refresh_seconds: int = 600) -> Iterat
             db.engine.dispose()
     env = {**server_env(database_url), "QUEUELOG_MAX_STALLS": str(MAX_STALLS),
            "QUEUELOG_UI_REFRESH_SECONDS": str(refresh_seconds)}
-    with running_server(env, workers=1) as server:
+    with running_server(env, workers=1, extra_args=BROWSER_SERVER_ARGS) as server:
         yield EveryState(server, seeded)
 
 
