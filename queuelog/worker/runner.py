@@ -124,7 +124,7 @@ class _Runner:
         self.concurrency, self.wait, self.lease_seconds = concurrency, wait, lease_seconds
         self.prefetch = prefetch
         self.mean_run_seconds: float | None = None   # no job run yet: claim for the free slots only
-        self.queue_ran_dry = False          # the last top-up got fewer jobs than it asked for
+        self.queue_ran_dry = False          # the last claim got fewer jobs than it asked for
         self.summary_interval = summary_interval
         self.client = make_client()
         self.claim_client = make_client()   # its own connection, so a shutdown can abort the long-poll
@@ -306,8 +306,10 @@ class _Runner:
             backoff.reset()
             self.refused_in_a_row = 0
             with self.cond:
-                # A top-up the queue could not fill waits for an idle slot before the next claim.
-                self.queue_ran_dry = not slot_idle and len(jobs) < limit
+                # A claim the queue could not fill waits for an idle slot before the next one. A long-poll answered
+                # with fewer jobs than it asked for emptied the queue too: a top-up sent at once would find nothing,
+                # and on a busy machine its request would hold up the start of the job just claimed.
+                self.queue_ran_dry = len(jobs) < limit
             self._take(jobs)
             if slot_idle and not jobs and (self.wait == 0 or time.monotonic() - started < self.wait / 2):
                 self.stopping.wait(IDLE_POLL_SECONDS)
