@@ -83,9 +83,12 @@ class Waker:
 
 # --- announcing ----------------------------------------------------------------------------------
 
-def jobs_ready(conn: Connection) -> None:
-    """Announce, from inside a write transaction, that it makes jobs claimable once it commits."""
-    if conn.dialect.name == "postgresql":
+def jobs_ready(conn: Connection, notified: bool = False) -> None:
+    """Announce, from inside a write transaction, that it makes jobs claimable once it commits.
+
+    ``notified``: the statement that made them sent PostgreSQL's NOTIFY itself (an enqueue does).
+    """
+    if conn.dialect.name == "postgresql" and not notified:
         conn.exec_driver_sql(f"NOTIFY {pg_listener.CHANNEL}")
     _watch_checkins(conn.engine)
     conn.info[_READY_MARK] = True

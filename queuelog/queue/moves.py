@@ -55,15 +55,16 @@ def event_row(transition: Transition, actor: str, now: datetime, error: str | No
     return Log(transition.event.value, from_status.value if from_status else None, actor, now, error)
 
 
-def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log) -> None:
+def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: Log, notified: bool = False) -> None:
     """After a statement moved ``rows``: count and log the changes; wake waiting claims for new pending jobs,
     and for the room a limited type's finished jobs leave. Jobs now final decide their waiting children
-    (workflows), and wake the producers waiting for them."""
+    (workflows), and wake the producers waiting for them. ``notified``: the statement sent PostgreSQL's
+    NOTIFY for the new pending jobs itself."""
     if not rows:
         return
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
     if transition.to_status is JobStatus.PENDING:
-        wakeup.jobs_ready(conn)
+        wakeup.jobs_ready(conn, notified)
     else:
         flow.slots_freed(conn, rows, log.from_status)
     if transition.to_status in FINAL:

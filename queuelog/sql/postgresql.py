@@ -13,6 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
+from ..pg_listener import CHANNEL
 from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
@@ -333,11 +334,17 @@ UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
 #: The job a taken slot now belongs to.
 UNIQUE_SET = "UPDATE unique_slots SET job_id = %(job)s WHERE type = %(type)s AND unique_key = %(key)s"
 
+_LOGGING = ("WITH changed AS ({statement}), "
+            "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
+            "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
+            "FROM changed)")
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
-LOGGED = ("WITH changed AS ({statement}), "
-          "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
-          "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
-          f"FROM changed) SELECT {JOB_LIST} FROM changed")
+LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed"
+#: LOGGED for new jobs, which also wakes the waiting claims of every server process: the NOTIFY that
+#: ``wakeup.jobs_ready`` would send as a statement of its own, without its round trip. Like NOTIFY it is
+#: delivered at commit. It is sent once the jobs exist (no row to join, no notification).
+LOGGED_AND_ANNOUNCED = (f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}', '')) "
+                        f"SELECT {JOB_LIST} FROM changed CROSS JOIN announced")
 
 # --- workflows (queue/dependencies.py): waiting jobs and their parents ---------------------------------
 

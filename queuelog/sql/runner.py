@@ -108,6 +108,8 @@ def rowcount(conn: Connection, name: str, values: dict) -> int:
 def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
     """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``.
 
+    On PostgreSQL the statement also sends the NOTIFY that wakes waiting claims (LOGGED_AND_ANNOUNCED).
+
     A lone row whose fair_tag is None takes its turn in the statement itself (the dialect's ``turn``).
     """
     dialect = conn.dialect.name
@@ -238,7 +240,7 @@ def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
         places[0][_FAIR_TAG] = module.turn(place["type"], place["concurrency_key"], place["priority"])
     tuples = ["(" + ", ".join(row) + ")" for row in places]
     sql = module.ENQUEUE.replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
-    return module.LOGGED.replace("{statement}", sql) if dialect == "postgresql" else sql
+    return module.LOGGED_AND_ANNOUNCED.replace("{statement}", sql) if dialect == "postgresql" else sql
 
 
 def _log_params(log: Log, times: Times) -> dict:
