@@ -71,10 +71,16 @@ def single_statement_write():
     commit is flushed, so no answer goes out before it. Elsewhere it is a write transaction (SQLite's write
     lock, group commit).
     """
-    engine = db.engine
-    if engine.dialect.name == "postgresql" and not group_commit_applies(engine, current_app.config["GROUP_COMMIT"]):
-        return _autocommitted(engine)
+    if statements_commit_alone():
+        return _autocommitted(db.engine)
     return write_transaction()
+
+
+def statements_commit_alone() -> bool:
+    """Is ``single_statement_write`` a statement committed on its own here (PostgreSQL without group commit),
+    rather than a write transaction?"""
+    engine = db.engine
+    return engine.dialect.name == "postgresql" and not group_commit_applies(engine, current_app.config["GROUP_COMMIT"])
 
 
 @contextlib.contextmanager

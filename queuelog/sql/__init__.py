@@ -23,7 +23,7 @@ transaction. Which transition, which values, which event: that is the queue's to
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
@@ -115,9 +115,15 @@ def fair_tags(conn: Connection, groups: Sequence[tuple[str, str, int]]) -> list[
 
 
 def finish(conn: Connection, ids: Sequence[int], worker: str, token: str, leave: Leave,
-           log: Log | None) -> list[JobRow]:
-    """FINISH: ``leave`` applied to those of ``ids`` that ``worker`` holds under ``token``; the others stay."""
-    return run(conn, "FINISH", {"ids": ids, "worker": worker, "token": token}, log, leave=leave)
+           log: Log | None, ends_alone_unless: Collection[str] | None = None) -> list[JobRow]:
+    """FINISH: ``leave`` applied to those of ``ids`` that ``worker`` holds under ``token``; the others stay.
+
+    ``ends_alone_unless`` (the limited types): only jobs whose move needs nothing after it (ENDS_ALONE).
+    """
+    values = {"ids": ids, "worker": worker, "token": token}
+    if ends_alone_unless is not None:
+        values["limited"] = sorted(ends_alone_unless)
+    return run(conn, "FINISH", values, log, leave=leave)
 
 
 def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Leave, log: Log) -> list[JobRow]:

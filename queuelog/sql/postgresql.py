@@ -274,7 +274,11 @@ SELECT {turn('a.type', 'a.concurrency_key', 'a.priority')}
   FROM asked a ORDER BY a.n"""
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
-FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {HELD_BY}\nRETURNING {JOB_LIST}"
+FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {HELD_BY} {{ends_alone}}\nRETURNING {JOB_LIST}"
+#: FINISH's optional piece: only a job whose move needs nothing after it (no children to decide, no producer
+#: waiting for it, not of a limited type whose waiting claims its freed slot must wake), so that the move can
+#: be a statement on its own.
+ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s::text[])"
 
 #: Running jobs taken back without their worker: by the reaper (the claim it found stalled), by the server
 #: (a claim whose client hung up before the answer), by an admin's give-back (%(token)s NULL: whatever

@@ -25,7 +25,7 @@ _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
 #: may hold later slots itself (FLOW holds {types}).
 _OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk_off": ("flow", "WALK_OFF"),
              "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
-             "process_runs": ("process", "PROCESS_RUNS")}
+             "process_runs": ("process", "PROCESS_RUNS"), "ends_alone": ("limited", "ENDS_ALONE")}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _FAIR_TAG = NewJobRow._fields.index("fair_tag")
@@ -197,7 +197,7 @@ _INLINED = ("limit",)
 
 
 #: The values that are lists: ``IN (:ids)`` on SQLite, ``= ANY(%(ids)s)`` on PostgreSQL.
-_LISTS = ("ids", "types", "keys", "locked_types")
+_LISTS = ("ids", "types", "keys", "locked_types", "limited")
 
 
 @functools.lru_cache(maxsize=1024)

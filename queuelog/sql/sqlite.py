@@ -256,7 +256,8 @@ WITH asked AS (
 SELECT {turn('a.type', 'a.concurrency_key', 'a.priority')} FROM asked a ORDER BY a.n"""
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
-FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY}\nRETURNING {JOB_LIST}"
+FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY} {{ends_alone}}\nRETURNING {JOB_LIST}"
+ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type NOT IN (:limited)"
 
 #: Running jobs taken back without their worker: by the reaper (the claim it found stalled), by the server
 #: (a claim whose client hung up before the answer), by an admin's give-back (:token NULL: whatever
