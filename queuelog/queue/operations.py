@@ -156,8 +156,9 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
         # Most completes move a job that nothing else hangs on: then the move is one statement with no transaction
         # around it (one round trip instead of three). A job with children to decide, a producer waiting for it
         # or a limited type's slot to free, and one the statement does not find held, go the way below.
+        limited = flow.controlled().limited   # read (when stale) before the statement's connection: one at a time
         with single_statement_write() as conn:
-            rows = _complete_held(conn, caller, token, results, now, ends_alone_unless=flow.controlled().limited)
+            rows = _complete_held(conn, caller, token, results, now, ends_alone_unless=limited)
         if rows:
             return rows[0]
     with write_transaction() as conn:
