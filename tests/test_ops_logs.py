@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import pytest
@@ -108,6 +109,20 @@ def test_json_format_writes_one_json_object_per_line(client, producer, json_logs
         "method": "POST", "path": "/jobs", "status": 201, "key": "producer-a", "request_id": "json-1"}
     assert request_line["time"].endswith("Z") and isinstance(request_line["duration_ms"], float)
     assert lines[0]["event"] == "enqueued" and lines[0]["request_id"] == "json-1"
+
+
+def test_text_lines_end_with_the_server_process_id(client, producer, capsys):
+    capsys.readouterr()
+    client.post("/jobs", json={"type": "email"}, headers=producer)
+    lines = stderr_lines(capsys)
+    assert len(lines) == 2 and all(line.endswith(f" pid={os.getpid()}") for line in lines)
+
+
+def test_json_lines_carry_the_server_process_id(client, producer, json_logs, capsys):
+    capsys.readouterr()
+    client.post("/jobs", json={"type": "email"}, headers=producer)
+    lines = [json.loads(line) for line in stderr_lines(capsys)]
+    assert [line["pid"] for line in lines] == [os.getpid(), os.getpid()]
 
 
 def test_json_format_is_chosen_by_config(database_url):

@@ -4,7 +4,7 @@ What a line holds is chosen field by field — method, path (never the query str
 API key's *name*, the request id, and for a state change the job's id, type, event, statuses and actor.
 Never the Authorization header, a key's secret, a payload, a result, or a worker's error text.
 
-``QUEUELOG_LOG_FORMAT=text`` (default) writes ``time LEVEL logger event key=value …``;
+``QUEUELOG_LOG_FORMAT=text`` (default) writes ``time LEVEL logger event key=value … pid=N``;
 ``QUEUELOG_LOG_FORMAT=json`` writes one JSON object per line for log shippers. Lines go to stderr (gunicorn
 passes its workers' stderr on) and also propagate to the root logger, so a host application's or pytest's
 handlers see them too.
@@ -179,6 +179,9 @@ class TextFormatter(logging.Formatter):
             # Other code logs request paths with %s: escape control characters so nobody can forge a
             # line. Our own lines need not: _text_value quoted every value that could.
             message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+        else:
+            # Which of the server's processes wrote it: one stuck or overloaded process shows up by its pid.
+            message += f" pid={record.process}"
         line = f"{_timestamp(record)} {record.levelname} {record.name} {message}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -194,6 +197,7 @@ class JsonFormatter(logging.Formatter):
         if fields is not None:
             body["message"] = record.queuelog_event
             body.update({name: value for name, value in fields.items() if name not in body})
+            body["pid"] = record.process
         else:
             body["message"] = record.getMessage()
         if record.exc_info:
