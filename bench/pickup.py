@@ -11,6 +11,11 @@ while the others' workers sit idle. Before each of its samples a system's worker
 at least a time drawn from ``pickup_idle_s`` (uniform over more than SQLite's 0.5 s recheck, so no
 sample is in step with a poll), and after any sample nothing happens for ``QUIET_S``, so the worker
 that just finished has acknowledged its job and gone back to waiting before the next one starts.
+
+queuelog's server has four processes, and its long-poll waits in one of them: between samples the producer
+reconnects (untimed), so its enqueues land on any process, and the report splits the samples by whether
+the job's claim was made in the enqueue's own process (woken by a call) or in another (woken through its
+wake socket on SQLite, a NOTIFY on PostgreSQL), as the server's log lines say.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Probe:
     index: int
     latencies: list[float] = field(default_factory=list)
     ids: list = field(default_factory=list)
+    timed_ids: list = field(default_factory=list)   # the job of each latency, in the same order
     taken: int = 0
     next_due: float = 0.0
     done: bool = False
@@ -67,6 +73,8 @@ def probe_all(systems: list[WorkerSystem], pools: dict[str, WorkerPool], cfg: Co
                 traceback.print_exc()
                 probe.done = probe.failed = True
                 checks.append(Check(probe.system.column, "pickup probe", False, f"aborted: {exc!r}"[:500]))
+            else:
+                probe.system.between_samples(probe.ids[-1])
             last_end = time.monotonic()
             probe.next_due = last_end + random.uniform(*cfg.pickup_idle_s)
             enough = len(probe.latencies) >= MIN_SAMPLES and last_end > deadline
@@ -85,6 +93,7 @@ def _sample(probe: Probe, inbox: Inbox, cfg: Config) -> None:
     started = inbox.wait_for((probe.index, sample), cfg.timeout)
     if sample >= cfg.pickup_warmup:
         probe.latencies.append((started - before) * 1000)
+        probe.timed_ids.append(probe.ids[-1])
 
 
 def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metrics: dict,
@@ -102,6 +111,18 @@ def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metri
                    "pickup_p99": percentile(probe.latencies, 99)})
     print(f"[bench] {system.column}: pickup p50 {column['pickup_p50']:.1f} ms, p99 {column['pickup_p99']:.1f} ms "
           f"({len(probe.latencies)} samples)", flush=True)
+    same = system.same_process(probe.timed_ids)
+    for where, wanted in (("same_process", True), ("other_process", False)):
+        latencies = [ms for job, ms in zip(probe.timed_ids, probe.latencies, strict=True) if same.get(job) is wanted]
+        if same:
+            column[f"pickup_samples_{where}"] = len(latencies)
+        if latencies:
+            column.update({f"pickup_p50_{where}": percentile(latencies, 50),
+                           f"pickup_p99_{where}": percentile(latencies, 99)})
+    if same:
+        print(f"[bench] {system.column}: the claim in the enqueue's server process for "
+              f"{column['pickup_samples_same_process']} samples, in another for "
+              f"{column['pickup_samples_other_process']}", flush=True)
 
 
 class Inbox:

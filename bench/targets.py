@@ -44,7 +44,9 @@ class Queuelog(System):
                  probe_latency: bool = True, threads: int | None = None):
         self.column = column
         self.db_url = db_url
-        self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop", **(settings or {})}
+        # Text log lines, whatever the caller's environment says: the pickup probe reads them.
+        self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop", "QUEUELOG_LOG_FORMAT": "text",
+                    **(settings or {})}
         self.probe_latency = probe_latency
         # threads: gunicorn's gthread workers, as the README's production command runs them.
         self.server = GunicornServer("app:app", self.env, log_dir / f"gunicorn-{column}.log", threads)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -33,6 +34,8 @@ from bench.targets import Queuelog
 from bench.worker_pool import PoolFailed, WorkerPool
 
 POLL_S = 0.05  # how often a round asks the queue whether it is done
+_CHANGE_LINE = re.compile(r" job_changed job_id=(?P<job>\d+) .*\bevent=(?P<event>enqueued|claimed)\b"
+                          r".* pid=(?P<pid>\d+)$")
 BIN = Path(sys.executable).parent
 DB_ENV = "BENCH_HUEY_DB"  # read by bench/huey_tasks.py
 ENQUEUE_BATCH = 500  # queuelog's largest POST /jobs/batch; RQ's enqueue_many gets the same
@@ -93,6 +96,16 @@ class WorkerSystem:
     def enqueue_one(self, payload: dict):
         """Enqueue one job the way a producer does; returns its id."""
         raise NotImplementedError
+
+    def between_samples(self, last_id) -> None:
+        """What the pickup probe lets a system do after a sample, before the worker's idle spell (untimed)."""
+
+    def same_process(self, ids: list) -> dict:
+        """For each job of ``ids``: was its claim made by the server process that took its enqueue?
+
+        Empty for a system without server processes of its own (RQ, huey).
+        """
+        return {}
 
     def unfinished(self, ids: list) -> int:
         """How many of ``ids`` are still waiting or running (polled while a round runs: cheap)."""
@@ -161,6 +174,25 @@ class QueuelogWorkers(WorkerSystem):
 
     def enqueue_one(self, payload: dict):
         return self.producer.enqueue(tasks.JOB_TYPE, payload)["id"]
+
+    def between_samples(self, last_id) -> None:
+        # A keep-alive producer would send every sample to the one server process that accepted its
+        # connection, so all of a run's samples would find the worker's waiting claim in that process or
+        # all in another. A new connection (opened here, untimed) lands on whichever process accepts it.
+        self.producer.close()
+        self.producer.get_job(last_id)
+
+    def same_process(self, ids: list) -> dict:
+        # Every state change's log line names the server process that made it (pid=…).
+        wanted = {str(i) for i in ids}
+        pids: dict[str, dict[str, str]] = {}
+        with open(self.server.server.log_path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                found = _CHANGE_LINE.search(line)
+                if found and found["job"] in wanted:
+                    pids.setdefault(found["job"], {})[found["event"]] = found["pid"]
+        return {int(job): seen["enqueued"] == seen["claimed"] for job, seen in pids.items()
+                if "enqueued" in seen and "claimed" in seen}
 
     def unfinished(self, ids: list) -> int:
         with self.engine.connect() as conn:

@@ -98,3 +98,11 @@ def test_each_target_is_reported_met_or_missed_from_the_runs_own_figures(quick_r
     at_16 = "queuelog-worker (SQLite) at 16 ÷ batch path end-to-end, 16 workers"
     assert targets[at_16]["met"] is None
     assert f"- **not measured** {at_16}" in table
+
+
+def test_every_pickup_sample_of_the_shipped_worker_is_placed_by_the_server_process_of_its_claim(quick_run):
+    _, report, _ = quick_run
+    for column in worker_columns() & {"ql_worker_sqlite", "ql_worker_postgresql"}:
+        figures = report["metrics"][column]
+        placed = figures["pickup_samples_same_process"] + figures["pickup_samples_other_process"]
+        assert placed == figures["pickup_samples"], figures
