@@ -5,7 +5,9 @@
 For each database, the production command (``gunicorn -w 4 --threads 8 app:app``) and one
 ``queuelog-worker --concurrency 1`` (bench.queuelog_tasks) as ``bench.run`` starts them. Each sample waits
 0.3-0.9 s, as the benchmark's pickup probe does, then enqueues one job and reads four moments, all
-against the producer's clock reading just before its request:
+against the producer's clock reading just before its request (for all samples, and apart for those whose
+claim ran in the server process that took the enqueue and those whose claim ran in another: between
+samples the producer reconnects, so its enqueues land on any process):
 
 - *enqueued*: the job's ``enqueued`` event time (the server's clock, taken as the enqueue writes);
 - *answered*: the producer has the 201;
@@ -39,6 +41,8 @@ from bench.worker_systems import QueuelogWorkers
 
 IDLE_S = (0.3, 0.9)
 MOMENTS = ("enqueued", "answered", "claimed", "handler")
+# Every sample, and split by whether the claim was made in the server process that took the enqueue.
+PLACEMENTS = ("all", "same process", "other process")
 
 
 def _seconds(value) -> float:
@@ -59,18 +63,22 @@ def pickups(system: QueuelogWorkers, samples: int) -> dict[str, list[float]]:
             started = inbox.wait_for((0, n), 10)
             if n >= 5:
                 samples_taken.append((job_id, wall, (answered - before) * 1000, (started - before) * 1000))
+            system.between_samples(job_id)   # the next enqueue may land on any server process
     time.sleep(1)   # the last job's completion
-    moments: dict[str, list[float]] = {name: [] for name in MOMENTS}
+    same = system.same_process([taken[0] for taken in samples_taken])
+    moments = {where: {name: [] for name in MOMENTS} for where in PLACEMENTS}
     engine = fill.engine_for(system.server.db_url)
     try:
         with engine.connect() as conn:
             for job_id, wall, answered, handler in samples_taken:
                 events = dict(conn.execute(text("SELECT event, at FROM job_events WHERE job_id = :id"),
                                            {"id": job_id}).all())
-                moments["enqueued"].append((_seconds(events["enqueued"]) - wall) * 1000)
-                moments["answered"].append(answered)
-                moments["claimed"].append((_seconds(events["claimed"]) - wall) * 1000)
-                moments["handler"].append(handler)
+                seen = {"enqueued": (_seconds(events["enqueued"]) - wall) * 1000, "answered": answered,
+                        "claimed": (_seconds(events["claimed"]) - wall) * 1000, "handler": handler}
+                places = ["all", "same process" if same.get(job_id) else "other process"]
+                for where in places:
+                    for name, value in seen.items():
+                        moments[where][name].append(value)
     finally:
         engine.dispose()
     return moments
@@ -111,12 +119,16 @@ def measure(column: str, url: str, log_dir: Path, samples: int) -> None:
         finally:
             pool.stop()
         busy, after_idle = round_trips(system.server, False, 300), round_trips(system.server, True, 40)
-    print(f"\n{column}: ms after the producer's clock reading, {samples} samples")
-    print(f"  {'moment':<10} {'p50':>7} {'p90':>7} {'max':>7}")
-    for name in MOMENTS:
-        values = sorted(moments[name])
-        print(f"  {name:<10} {statistics.median(values):7.2f} {values[int(0.9 * (len(values) - 1))]:7.2f} "
-              f"{values[-1]:7.2f}")
+    for where in PLACEMENTS:
+        taken = len(moments[where]["handler"])
+        print(f"\n{column}, {where}: ms after the producer's clock reading, {taken} samples")
+        if not taken:
+            continue
+        print(f"  {'moment':<10} {'p50':>7} {'p90':>7} {'max':>7}")
+        for name in MOMENTS:
+            values = sorted(moments[where][name])
+            print(f"  {name:<10} {statistics.median(values):7.2f} {values[int(0.9 * (len(values) - 1))]:7.2f} "
+                  f"{values[-1]:7.2f}")
     for what in ("healthz", "enqueue"):
         print(f"  {what} round trip, median: {busy[what]:.2f} ms back to back, {after_idle[what]:.2f} ms after "
               f"0.3-0.6 s idle ({after_idle[what] / busy[what]:.1f}x)")
