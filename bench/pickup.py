@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from bench.config import Check, Config
 from bench.targets import percentile
 from bench.worker_pool import PoolFailed, WorkerPool
+from bench.worker_report import PICKUP_PLACEMENTS
 from bench.worker_systems import WorkerSystem, wait_finished
 
 MIN_SAMPLES = 30   # the time budget never cuts a probe below this
@@ -112,7 +113,8 @@ def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metri
     print(f"[bench] {system.column}: pickup p50 {column['pickup_p50']:.1f} ms, p99 {column['pickup_p99']:.1f} ms "
           f"({len(probe.latencies)} samples)", flush=True)
     same = system.same_process(probe.timed_ids)
-    for where, wanted in (("same_process", True), ("other_process", False)):
+    for where in PICKUP_PLACEMENTS:
+        wanted = where == "same_process"
         latencies = [ms for job, ms in zip(probe.timed_ids, probe.latencies, strict=True) if same.get(job) is wanted]
         if same:
             column[f"pickup_samples_{where}"] = len(latencies)

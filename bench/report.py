@@ -140,8 +140,8 @@ def failed_figures(cfg: Config, checks: list[dict]) -> set[tuple[str, str]]:
     """
     parts = {r.end_to_end: r.all() for r in end_to_end_rounds(cfg)}
     # A pickup probe's check vouches for all its figures.
-    parts["pickup_p50"] = tuple(f"pickup_{pct}{where}" for where in ("", "_other_process", "_same_process")
-                                for pct in ("p50", "p99"))
+    suffixes = ("", *(f"_{where}" for where in worker_report.PICKUP_PLACEMENTS))
+    parts["pickup_p50"] = tuple(f"pickup_{pct}{suffix}" for suffix in suffixes for pct in ("p50", "p99"))
     return {(c["target"], key) for c in checks if not c["ok"] and c.get("metric")
             for key in parts.get(c["metric"], (c["metric"],))}
 

@@ -27,6 +27,9 @@ VS_HUEY = 1.0          # ≥ huey's consumer at each level
 VS_BATCH_PATH = 0.8    # at 16, ≥ 0.8× the batch path's end-to-end figure
 PICKUP_P50_MS = 5.0
 PICKUP_P99_MS = 25.0
+# The pickup samples split by where the job's claim ran (bench.pickup): metric suffix → row label.
+PICKUP_PLACEMENTS = {"other_process": "the claim in another server process than the enqueue's",
+                     "same_process": "the claim in the enqueue's own server process"}
 
 
 def rows(cfg: Config) -> list[tuple[str, str, str]]:
@@ -40,8 +43,7 @@ def rows(cfg: Config) -> list[tuple[str, str, str]]:
     out += [("pickup_p50", f"Pickup p50, {idle} (enqueue request start → handler start)", "ms"),
             ("pickup_p99", f"Pickup p99, {idle} (enqueue request start → handler start)", "ms"),
             ("pickup_samples", "Pickup samples", "jobs")]
-    for where, label in (("other_process", "the claim in another server process than the enqueue's"),
-                         ("same_process", "the claim in the enqueue's own server process")):
+    for where, label in PICKUP_PLACEMENTS.items():
         out += [(f"pickup_p50_{where}", f"Pickup p50, {label}", "ms"),
                 (f"pickup_p99_{where}", f"Pickup p99, {label}", "ms"),
                 (f"pickup_samples_{where}", f"Pickup samples, {label}", "jobs")]

@@ -75,7 +75,8 @@ def pickups(system: QueuelogWorkers, samples: int) -> dict[str, list[float]]:
                                            {"id": job_id}).all())
                 seen = {"enqueued": (_seconds(events["enqueued"]) - wall) * 1000, "answered": answered,
                         "claimed": (_seconds(events["claimed"]) - wall) * 1000, "handler": handler}
-                places = ["all", "same process" if same.get(job_id) else "other process"]
+                # A sample whose placement the log did not show counts in "all" only.
+                places = {True: ["all", "same process"], False: ["all", "other process"]}.get(same.get(job_id), ["all"])
                 for where in places:
                     for name, value in seen.items():
                         moments[where][name].append(value)
