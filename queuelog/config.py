@@ -231,7 +231,8 @@ DEFAULTS: dict[str, Setting] = {
     "DATABASE_POOL_TIMEOUT": Setting(10.0, number(0)),
     # A pooled connection that sat unused this many seconds is tested before a request gets it (0: every
     # time): after a database restart, requests then get fresh connections instead of dead ones (503s).
-    # Connections in constant use skip the test, a round trip on every request otherwise.
+    # Connections in constant use skip the test, a round trip on every request otherwise, unless their
+    # socket shows that the server closed them (database/engine.py).
     "DATABASE_PING_AFTER_IDLE_SECONDS": Setting(1.0, number(0)),
     # Claims that may wait (long-poll) at once in one server process; a claim beyond it is answered
     # at once (503 + Retry-After) instead of holding a thread producers need. None ("auto"): a

@@ -1,12 +1,14 @@
 """Engine set-up per dialect, applied once when the app starts.
 
 SQLite is tuned on every new connection (WAL, busy timeout, synchronous, foreign keys) and told how
-each kind of transaction begins; a PostgreSQL connection that sat idle in the pool is tested before
-use, because a database server can restart under it. Everything here is an engine event listener:
+each kind of transaction begins; a pooled PostgreSQL connection that the server may have closed (its
+socket has input waiting, or it sat idle long) is tested before use, because a database server can
+restart under it. Everything here is an engine event listener:
 the rest of the app asks ``transactions`` for connections and never sees these details.
 """
 from __future__ import annotations
 
+import select
 import time
 
 from flask import Flask
@@ -36,12 +38,17 @@ def dialect_name() -> str:
 
 
 def _ping_after_idle(engine: Engine, idle_seconds: float) -> None:
-    """Test a pooled connection before use when it has sat idle ``idle_seconds`` or more.
+    """Test a pooled connection before use when the server may have closed it while it sat in the pool.
 
-    SQLAlchemy's pool_pre_ping tests every checkout: a round trip per checkout, two per API request
-    (measured on PostgreSQL through gunicorn: 4-11% more jobs/s without it). A connection checked
-    out again within a second was just working, so that test tells nothing new; one that idled may
-    have been cut by a restart, and a failed test makes the pool hand out a fresh one instead.
+    A test (a ping) is a round trip, and SQLAlchemy's pool_pre_ping would pay it on every checkout: two
+    per API request (measured on PostgreSQL through gunicorn: 4-11% more jobs/s without it). Whether one
+    is needed, the connection's socket mostly tells for free: a server that restarts, or an admin's
+    ``pg_terminate_backend``, sends its last message and closes the connection, so the socket has input
+    waiting (nothing else arrives unasked on a pooled connection, which never LISTENs). Such a connection
+    is tested, however recently it was used, and the failed test makes the pool hand out a fresh one.
+
+    What leaves no trace on the socket (a firewall that dropped an idle connection, a server host that
+    vanished) is caught by testing any connection that sat ``idle_seconds`` or more.
     """
 
     @event.listens_for(engine, "checkin")
@@ -50,16 +57,28 @@ def _ping_after_idle(engine: Engine, idle_seconds: float) -> None:
             record.info[_IDLE_SINCE] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _ping_if_idled(dbapi_connection, record, _proxy):
+    def _ping_if_closed_or_idled(dbapi_connection, record, _proxy):
         idle_since = record.info.get(_IDLE_SINCE)
-        if idle_since is None or time.monotonic() - idle_since < idle_seconds:
-            return  # just connected, or back from work a moment ago
+        if idle_since is None:
+            return  # just connected
+        if time.monotonic() - idle_since < idle_seconds and not _input_waiting(dbapi_connection):
+            return  # the server has said nothing since the connection's last use: still there
         try:
             alive = engine.dialect.do_ping(dbapi_connection)
         except engine.dialect.loaded_dbapi.Error as error:
             raise DisconnectionError(f"pooled connection failed its test: {error}") from error
         if not alive:
             raise DisconnectionError("pooled connection failed its test")
+
+
+def _input_waiting(dbapi_connection) -> bool:
+    """Has the server sent anything (or closed the connection) since we last read from it? No waiting."""
+    try:
+        poller = select.poll()
+        poller.register(dbapi_connection.fileno(), select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except Exception:  # noqa: BLE001 — closed on our side, or no socket to look at: let the test decide
+        return True
 
 
 _IDLE_SINCE = "queuelog_idle_since"
