@@ -154,7 +154,7 @@ def _listening() -> socket.socket:
     return listener
 
 
-def pickups(chain: str, samples: int, directory: Path) -> list[float]:
+def pickups(chain: str, samples: int, directory: Path, idle: tuple[float, float]) -> list[float]:
     """Milliseconds from the producer's clock reading before its request to the handler's, one per sample."""
     wake_path = tempfile.mktemp(suffix=".sock", dir=directory)
     enqueue_listener, claim_listener = _listening(), _listening()
@@ -176,7 +176,7 @@ def pickups(chain: str, samples: int, directory: Path) -> list[float]:
         while not os.path.exists(wake_path):
             time.sleep(0.01)
         for n in range(samples + 5):      # the first five warm up
-            time.sleep(random.uniform(*IDLE_S))
+            time.sleep(random.uniform(*idle))
             before = time.monotonic()   # system-wide on Linux, like the worker's reading
             producer.sendall(REQUEST)
             producer.recv(4096)
@@ -192,7 +192,7 @@ def pickups(chain: str, samples: int, directory: Path) -> list[float]:
 
 
 @contextlib.contextmanager
-def queuelog_probe(directory: Path):
+def queuelog_probe(directory: Path, idle: tuple[float, float]):
     """A function taking n pickup samples of queuelog (after five to warm up), while the block lasts."""
     from bench.pickup import Inbox
     from bench.targets import Queuelog
@@ -207,7 +207,7 @@ def queuelog_probe(directory: Path):
         def take(samples: int) -> list[float]:
             taken = []
             for _ in range(samples):
-                time.sleep(random.uniform(*IDLE_S))
+                time.sleep(random.uniform(*idle))
                 n = next(sample)
                 before = time.monotonic()
                 job_id = system.enqueue_one({"report_to": inbox.port, "sample": [0, n]})
@@ -228,18 +228,22 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=90, help="per chain, over all rounds")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--with-queuelog", action="store_true")
+    parser.add_argument("--idle", type=float, nargs=2, default=IDLE_S, metavar=("MIN_S", "MAX_S"),
+                        help="seconds of idle before each sample, drawn from this range (0.02 0.04: back to back, "
+                             "leaving the last job time to be acknowledged)")
     args = parser.parse_args()
+    idle = tuple(args.idle)
     names = CHAINS + ((QUEUELOG,) if args.with_queuelog else ())
     results: dict[str, list[float]] = {name: [] for name in names}
     per_round = args.samples // args.rounds
     with tempfile.TemporaryDirectory(prefix="pickup-floor-") as directory, contextlib.ExitStack() as stack:
-        queuelog = stack.enter_context(queuelog_probe(Path(directory))) if args.with_queuelog else None
+        queuelog = stack.enter_context(queuelog_probe(Path(directory), idle)) if args.with_queuelog else None
         for _ in range(args.rounds):      # in turns: the machine's noise spreads over every chain alike
             for chain in CHAINS:
-                results[chain] += pickups(chain, per_round, Path(directory))
+                results[chain] += pickups(chain, per_round, Path(directory), idle)
             if queuelog is not None:
                 results[QUEUELOG] += queuelog(per_round)
-    print(f"pickup: ms from the producer's clock reading to the handler's, after {IDLE_S[0]}-{IDLE_S[1]} s idle, "
+    print(f"pickup: ms from the producer's clock reading to the handler's, after {idle[0]}-{idle[1]} s idle, "
           f"{args.rounds} rounds in turns")
     print(f"  {'chain':<42} {'samples':>7} {'p50':>7} {'p90':>7} {'p99':>7}")
     for name, values in results.items():
