@@ -112,7 +112,7 @@ def claim_server(listener: socket.socket, wake_path: str, directory: Path, chain
         while worker.recv(4096):          # the long-poll arrives
             with woken:
                 seen = generation[0]
-                woken.wait_for(lambda: generation[0] != seen)
+                woken.wait_for(lambda seen=seen: generation[0] != seen)
             write()
             worker.sendall(ANSWER)
 
@@ -198,8 +198,8 @@ def queuelog_probe(directory: Path, idle: tuple[float, float]):
     from bench.targets import Queuelog
     from bench.worker_systems import QueuelogWorkers
 
-    with QueuelogWorkers(Queuelog("SQLite", f"sqlite:///{directory / 'queuelog.db'}", directory, threads=8)) as system, \
-            Inbox() as inbox:
+    server = Queuelog("SQLite", f"sqlite:///{directory / 'queuelog.db'}", directory, threads=8)
+    with QueuelogWorkers(server) as system, Inbox() as inbox:
         pool = system.pool(1, directory)
         pool.launch()
         sample = iter(range(1_000_000))

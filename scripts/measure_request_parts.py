@@ -46,7 +46,8 @@ def _wrap_parts() -> None:
     committer = group_commit.GroupCommitter
     committer._group_to_join = _timed("group commit: connection, writers' turn, BEGIN", committer._group_to_join)
     committer._end = _timed("group commit: COMMIT, turn given back, WAL synced", committer._end)
-    wal_sync.WalSync.wait_durable = _timed("the WAL's fdatasync (within the group commit's end)", wal_sync.WalSync.wait_durable)
+    wal_sync.WalSync.wait_durable = _timed("the WAL's fdatasync (within the group commit's end)",
+                                           wal_sync.WalSync.wait_durable)
 
 
 def main() -> None:
@@ -74,7 +75,8 @@ def main() -> None:
 
     def one_job() -> None:
         request("POST /jobs", "POST", "/jobs", json={"type": "noop"}, headers=producer)
-        job = request("POST /jobs/claim", "POST", "/jobs/claim", json={"limit": 1}, headers=worker).get_json()["jobs"][0]
+        claimed = request("POST /jobs/claim", "POST", "/jobs/claim", json={"limit": 1}, headers=worker)
+        job = claimed.get_json()["jobs"][0]
         request("POST /jobs/{id}/complete", "POST", f"/jobs/{job['id']}/complete",
                 json={"claim_token": job["claim_token"]}, headers=worker)
         request("GET /healthz", "GET", "/healthz")

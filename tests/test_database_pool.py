@@ -8,9 +8,8 @@ from tests.conftest import app_config
 
 def _two_returned_then_one_taken() -> tuple[object, object, object]:
     """(the connection returned first, the one returned last, the one the next checkout gets)."""
-    with db.engine.connect() as first:
-        with db.engine.connect() as second:
-            returned_first, returned_last = second.connection.driver_connection, first.connection.driver_connection
+    with db.engine.connect() as first, db.engine.connect() as second:   # "second" goes back first
+        returned_first, returned_last = second.connection.driver_connection, first.connection.driver_connection
     with db.engine.connect() as next_one:
         return returned_first, returned_last, next_one.connection.driver_connection
 
