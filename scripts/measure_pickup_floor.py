@@ -1,6 +1,6 @@
 """The floor under a pickup on this machine: the same hops as queuelog's, with nothing but sockets and fsyncs.
 
-    python scripts/measure_pickup_floor.py [--samples 80]
+    PYTHONPATH=$PWD .venv/bin/python scripts/measure_pickup_floor.py [--samples 90] [--with-queuelog] [--idle S S]
 
 A pickup (enqueue request → the idle worker's handler starts) has to cross, whatever the queue is made of:
 the producer's request to a server process, a durable write there, a wake-up of the server process that holds
@@ -35,11 +35,12 @@ import queue
 import random
 import socket
 import sqlite3
-import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from bench.targets import percentile
 
 IDLE_S = (0.3, 0.9)
 CHAINS = ("bare", "threads", "sqlite")
@@ -247,9 +248,8 @@ def main() -> None:
           f"{args.rounds} rounds in turns")
     print(f"  {'chain':<42} {'samples':>7} {'p50':>7} {'p90':>7} {'p99':>7}")
     for name, values in results.items():
-        values.sort()
-        print(f"  {name:<42} {len(values):7d} {statistics.median(values):7.2f} "
-              f"{values[int(0.9 * (len(values) - 1))]:7.2f} {values[int(0.99 * (len(values) - 1))]:7.2f}")
+        p50, p90, p99 = (percentile(values, pct) for pct in (50, 90, 99))
+        print(f"  {name:<42} {len(values):7d} {p50:7.2f} {p90:7.2f} {p99:7.2f}")
 
 
 if __name__ == "__main__":
