@@ -57,12 +57,14 @@ def retry_after_seconds() -> int:
 
 
 def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                  give_back: Callable[[list], None]) -> list:
+                  give_back: Callable[[list], None], keep_ready: Callable[[], float] | None = None) -> list:
     """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
 
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
     types that claim would take (None: any); ``give_back`` returns claimed rows to the queue when
-    the client turns out to have hung up. Returns what the client gets: the claimed rows, or [].
+    the client turns out to have hung up; ``keep_ready``, called before each sleep, readies what
+    ``claim_once`` would otherwise read first, and says for how many seconds it stays ready (the
+    sleep is no longer). Returns what the client gets: the claimed rows, or [].
     Raises ``LongPollsFull`` when this process already holds as many waiting claims as it may.
     """
     client = _client_connection()
@@ -73,7 +75,7 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
         rows = _claim_if_due(claim_once, types, limit)
     else:
         try:
-            rows = _wait_and_claim(claim_once, wait, types, client)
+            rows = _wait_and_claim(claim_once, wait, types, client, keep_ready)
         finally:
             _waiting.leave()
     if rows and _hung_up(client):
@@ -99,22 +101,29 @@ def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, l
 
 
 def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                    client) -> list:
+                    client, keep_ready: Callable[[], float] | None) -> list:
     waker = waker_for_current_app()
     deadline = time.monotonic() + wait
     seen = waker.generation
     rows = claim_once()
+    recheck_at = time.monotonic() + waker.current_recheck()
     while not rows and not shutting_down():
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        remaining = deadline - now
         if remaining <= 0:
             break
-        woken = waker.wait(seen, min(remaining, waker.current_recheck(), _next_due.seconds_until(types, waker)))
+        ready_for = keep_ready() if keep_ready is not None else math.inf
+        look_in = min(remaining, max(0.0, recheck_at - now), _next_due.seconds_until(types, waker))
+        woken = waker.wait(seen, min(look_in, ready_for))
         seen = waker.generation
         if _hung_up(client):
             break   # claiming now would hand jobs to nobody
+        if not woken and ready_for < look_in:
+            continue   # not a time to look, only the end of what keep_ready readied: ready it again
         with _claiming_turn:
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()
+        recheck_at = time.monotonic() + waker.current_recheck()
     return rows
 
 

@@ -1,0 +1,74 @@
+"""A waiting claim keeps the process's copy of the flow-control settings fresh while it sleeps.
+
+So the claim it makes when a job arrives goes straight to its statement, however long it waited; the copy is
+renewed about once a second per process, whoever waits; and a limit set where nobody announced it still
+reaches a waiting claim within a couple of seconds.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import event, insert
+
+from queuelog.clock import utcnow
+from queuelog.extensions import db
+from queuelog.models import TypeSettings
+from queuelog.queue import flow
+from tests.test_worker_api_longpoll import start_waiting
+
+
+@pytest.fixture(autouse=True)
+def fresh_copy_of_the_settings():
+    flow.forget_cached()
+    yield
+    flow.forget_cached()
+
+
+@pytest.fixture
+def settings_reads(app):
+    """The threads (by ident) that read the process's copy of the type settings, one entry per read, in order.
+
+    That read selects the settings table alone; the claim's own statements consult it among the jobs.
+    """
+    readers: list[int] = []
+
+    def note(_conn, _cursor, statement, *_rest):
+        if statement.lstrip().startswith("SELECT type_settings.type, type_settings.paused"):
+            readers.append(threading.get_ident())
+
+    event.listen(db.engine, "before_cursor_execute", note)
+    yield readers
+    event.remove(db.engine, "before_cursor_execute", note)
+
+
+def test_a_claim_woken_after_a_long_wait_reads_no_settings_before_its_statement(
+        client, worker, enqueue, settings_reads):
+    waiter = start_waiting(client, worker, wait=10)
+    time.sleep(2 * flow.CACHE_SECONDS)   # the copy its first claim read is long out of date
+    settings_reads.clear()
+    job = enqueue()
+    response = waiter.result()
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    assert waiter.ident not in settings_reads
+
+
+def test_waiting_claims_renew_the_copy_about_once_a_second_between_them(client, worker, settings_reads):
+    waiters = [start_waiting(client, worker, wait=3.5) for _ in range(3)]
+    assert [waiter.result().status_code for waiter in waiters] == [204, 204, 204]
+    # Each renewal is one read for the process, not one per waiter: ~4 in the ~4 s the waiters spent.
+    assert 2 <= len(settings_reads) <= 7, len(settings_reads)
+
+
+def test_a_limit_set_unannounced_reaches_a_waiting_claim_within_two_seconds(client, worker, enqueue):
+    waiter = start_waiting(client, worker, wait=10, types=["email"])
+    with db.engine.begin() as conn:   # written by hand: no process is told
+        conn.execute(insert(TypeSettings.__table__).values(type="email", concurrency_limit=5, updated_at=utcnow()))
+    enqueued_at = time.monotonic()
+    job = enqueue(type="email")
+    response = waiter.result()
+    assert response.status_code == 200
+    assert response.get_json()["id"] == job["id"]
+    assert waiter.returned_at - enqueued_at < 2 * flow.CACHE_SECONDS + 0.5
