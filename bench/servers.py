@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -232,3 +233,13 @@ def postgres_cluster():
         return
     with throwaway_cluster() as cluster:
         yield cluster.url
+
+
+def databases(directory: Path, postgresql: bool = True) -> Iterator[tuple[str, str]]:
+    """("SQLite", a file's URL in ``directory``), then ("PostgreSQL", a throwaway cluster's URL) if asked for and
+    one can be started; the cluster runs while the caller works on its item, and stops before the loop ends."""
+    yield "SQLite", f"sqlite:///{directory / 'queuelog.db'}"
+    if postgresql:
+        with postgres_cluster() as url:
+            if url is not None:
+                yield "PostgreSQL", url

@@ -21,7 +21,6 @@ costs every hop of a request, whatever serves it. A figure to read, not a test: 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import random
@@ -35,7 +34,7 @@ from sqlalchemy import text
 
 from bench import fill
 from bench.pickup import Inbox
-from bench.servers import postgres_cluster
+from bench.servers import databases
 from bench.targets import Queuelog
 from bench.worker_systems import QueuelogWorkers
 
@@ -141,12 +140,8 @@ def main() -> None:
     parser.add_argument("--no-postgresql", action="store_true")
     args = parser.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="pickup-breakdown-"))
-    measure("SQLite", f"sqlite:///{log_dir / 'queuelog.db'}", log_dir, args.samples)
-    if not args.no_postgresql:
-        with contextlib.ExitStack() as stack:
-            url = stack.enter_context(postgres_cluster())
-            if url is not None:
-                measure("PostgreSQL", url, log_dir, args.samples)
+    for column, url in databases(log_dir, postgresql=not args.no_postgresql):
+        measure(column, url, log_dir, args.samples)
     print(f"\nlogs: {log_dir}")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import os
 import random
 import statistics
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench.pickup import Inbox
-from bench.servers import postgres_cluster
+from bench.servers import databases
 from bench.targets import Queuelog, percentile
 from bench.worker_systems import QueuelogWorkers
 
@@ -121,12 +120,8 @@ def main() -> None:
     parser.add_argument("--no-postgresql", action="store_true")
     args = parser.parse_args()
     log_dir = Path(tempfile.mkdtemp(prefix="pickup-stages-"))
-    measure("SQLite", f"sqlite:///{log_dir / 'queuelog.db'}", log_dir, args.samples)
-    if not args.no_postgresql:
-        with contextlib.ExitStack() as stack:
-            url = stack.enter_context(postgres_cluster())
-            if url is not None:
-                measure("PostgreSQL", url, log_dir, args.samples)
+    for column, url in databases(log_dir, postgresql=not args.no_postgresql):
+        measure(column, url, log_dir, args.samples)
     print(f"\nlogs: {log_dir}")
 
 

@@ -16,14 +16,8 @@ from queuelog.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import TypeSettings
 from queuelog.queue import flow
+from tests.test_flow_claim import fresh_copy_of_the_settings  # noqa: F401 - autouse: each test starts with no copy
 from tests.test_worker_api_longpoll import start_waiting
-
-
-@pytest.fixture(autouse=True)
-def fresh_copy_of_the_settings():
-    flow.forget_cached()
-    yield
-    flow.forget_cached()
 
 
 @pytest.fixture
