@@ -2,8 +2,10 @@
 
 A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it),
 and sleeps no longer than until the next pending job it could claim comes due (``_NextDue``), so a
-scheduled job or a retry's backoff ends in a claim on time. It does hold a server thread: gunicorn's
-gthread worker serves one request per thread. So:
+scheduled job or a retry's backoff ends in a claim on time. Before it sleeps it renews what its claim
+would read first (``keep_ready``: flow control's copy of the settings), so the claim a new job wakes
+goes straight to its statement. It does hold a server thread: gunicorn's gthread worker serves one
+request per thread. So:
 
 - **A cap per server process.** At most ``waiting_limit()`` claims wait at once in a process, the
   rest of its threads stay free for producers and acknowledgements. A claim beyond the cap does
