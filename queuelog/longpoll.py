@@ -65,7 +65,7 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
     types that claim would take (None: any); ``give_back`` returns claimed rows to the queue when
     the client turns out to have hung up; ``keep_ready``, called before each sleep, readies what
-    ``claim_once`` would otherwise read first, and says for how many seconds it stays ready (the
+    ``claim_once`` would otherwise read first, and says in how many seconds to call it again (the
     sleep is no longer). Returns what the client gets: the claimed rows, or [].
     Raises ``LongPollsFull`` when this process already holds as many waiting claims as it may.
     """
@@ -121,7 +121,7 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         if _hung_up(client):
             break   # claiming now would hand jobs to nobody
         if not woken and ready_for < look_in:
-            continue   # not a time to look, only the end of what keep_ready readied: ready it again
+            continue   # not a time to look, only keep_ready's time to renew: renew and sleep on
         with _claiming_turn:
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()

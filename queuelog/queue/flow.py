@@ -42,7 +42,7 @@ jobs = Job.__table__
 FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit")
 #: How long a process trusts its copy of which types are under flow control.
 CACHE_SECONDS = 1.0
-#: A waiting claim renews the copy before it sleeps once less than this is left of its life (``keep_fresh``).
+#: A waiting claim renews the copy while this much of its life is left (``keep_fresh``).
 RENEW_WITHIN_SECONDS = 0.25
 
 
@@ -259,19 +259,19 @@ class _Cache:
             return copy[1]
         return self._read(key, now, conn)
 
-    def seconds_left(self, renew_within: float) -> float:
-        """Seconds the copy stays trusted, read afresh first if fewer than ``renew_within`` are left."""
+    def until_renewal(self, renew_within: float) -> float:
+        """Seconds until the copy has only ``renew_within`` left to live; read afresh first if that is now."""
         key = str(db.engine.url)
-        # One renewal at a time: the waiters of a process sleep until the same copy's end and wake together,
+        # One renewal at a time: the waiters of a process sleep until the same moment and wake together,
         # and the first to get here reads for all of them.
         with self._renewing:
             now = time.monotonic()
             copy = self._copies.get(key)
             read_at = copy[0] if copy is not None else -math.inf
-            if CACHE_SECONDS - (now - read_at) < renew_within:
+            if CACHE_SECONDS - (now - read_at) <= renew_within:
                 self._read(key, now, None)
                 read_at = now
-        return max(0.0, CACHE_SECONDS - (time.monotonic() - read_at))
+        return max(0.0, CACHE_SECONDS - renew_within - (time.monotonic() - read_at))
 
     def _read(self, key: str, now: float, conn: Connection | None) -> Controlled:
         controlled = _read_controlled(conn)
@@ -296,15 +296,16 @@ def controlled(conn: Connection | None = None) -> Controlled:
 
 
 def keep_fresh() -> float:
-    """For a claim about to wait: renew the copy if it is near its end; returns the seconds it stays trusted.
+    """For a claim about to wait: renew the copy if it is near its end; returns the seconds until it will be.
 
     A claim woken by a new job should go straight to its statement. With a copy older than CACHE_SECONDS it
     would read the settings first, which after an idle spell cost ~1 ms of the job's pickup (a round trip to
     a PostgreSQL backend that had gone to sleep, or a SQLite read beside the enqueue's fsync; measured with
-    scripts/measure_pickup_stages.py). The waiter sleeps no longer than the copy lasts, so a claim made on
-    waking never pays that read, and the copy is as young as before: at most CACHE_SECONDS.
+    scripts/measure_pickup_stages.py). The waiter sleeps no longer than that and renews the copy while it still
+    has RENEW_WITHIN_SECONDS to live, so a claim made on waking finds it in date (unless the process stalled for
+    longer than that), and the copy is as young as before: at most CACHE_SECONDS.
     """
-    return _cache.seconds_left(RENEW_WITHIN_SECONDS)
+    return _cache.until_renewal(RENEW_WITHIN_SECONDS)
 
 
 def forget_cached() -> None:
