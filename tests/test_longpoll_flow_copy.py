@@ -1,8 +1,8 @@
 """A waiting claim keeps the process's copy of the flow-control settings fresh while it sleeps.
 
 So the claim it makes when a job arrives goes straight to its statement, however long it waited; the copy is
-renewed about once a second per process, whoever waits; and a limit set where nobody announced it still
-reaches a waiting claim within a couple of seconds.
+renewed every ~0.75 s for the whole process, however many claims wait; and a limit set where nobody announced
+it still reaches a waiting claim within a couple of seconds.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_a_claim_woken_after_a_long_wait_reads_no_settings_before_its_statement(
     assert waiter.ident not in settings_reads
 
 
-def test_waiting_claims_renew_the_copy_about_once_a_second_between_them(client, worker, settings_reads):
+def test_waiting_claims_renew_one_copy_for_the_process_not_one_each(client, worker, settings_reads):
     waiters = [start_waiting(client, worker, wait=3.5) for _ in range(3)]
     assert [waiter.result().status_code for waiter in waiters] == [204, 204, 204]
     # One read for the process every 0.75 s or so, not one per waiter: ~6 in the ~4 s the waiters spent.
