@@ -28,11 +28,11 @@ def _cut_every_connection_of_the_app(database_url: str) -> int:
     try:
         with engine.connect() as conn:
             cut = conn.execute(text(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database()"
+                # With a timeout, pg_terminate_backend returns once the session has ended, as after a restart.
+                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid() AND application_name <> :wipe"), {"wipe": WIPING_CONNECTION}).scalar_one()
     finally:
         engine.dispose()
-    time.sleep(0.1)  # the terminations are asynchronous
     return cut
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from queuelog.extensions import db
 from queuelog.models import Job
 from queuelog.schedules import ticker
+from tests.worker_apps.harness import wait_until
 
 
 def tickers() -> list[threading.Thread]:
@@ -44,19 +45,20 @@ def test_scheduler_off_starts_no_ticker(app, monkeypatch):
     assert ticker.start(app) is None
 
 
-def test_a_started_ticker_enqueues_each_tick_within_a_second_and_only_once_per_process(app, client, admin):
+def test_a_started_ticker_enqueues_each_tick_once_per_process(app, client, admin):
     response = client.post("/schedules", headers=admin, json={"name": "every-second", "every_seconds": 1,
                                                              "job": {"type": "noop"}})
     assert response.status_code == 201
     stop = ticker.start(app)
     try:
         assert ticker.start(app) is None   # one ticker per app per process
-        time.sleep(2.6)
-        assert 2 <= scheduled_jobs() <= 3
-        with db.engine.connect() as conn:
-            rows = conn.execute(select(Job.created_at, Job.scheduled_for).where(Job.schedule == "every-second")).all()
-        assert all((created - tick).total_seconds() < 1.0 for created, tick in rows)
+        # Polled, not slept: beside the parallel tests the ticker's thread may be late. How late a tick may
+        # be is measured alone, in tests/test_schedules_processes.py (a serial test).
+        wait_until(lambda: scheduled_jobs() >= 2, 15)
     finally:
         stop.set()
         time.sleep(ticker.TICK_SECONDS * 2)
         ticker._started.pop(id(app), None)
+    with db.engine.connect() as conn:
+        ticks = conn.execute(select(Job.scheduled_for).where(Job.schedule == "every-second")).scalars().all()
+    assert len(ticks) == len(set(ticks)), "a tick was enqueued twice"

@@ -163,9 +163,13 @@ def test_waiting_claim_holds_no_transaction_or_lock(client, worker, database_url
     waiter = start_waiting(client, worker, wait=5)
     watch_until = time.monotonic() + 2.2
     if test_db_kind() == "sqlite":
-        # Without waiting at all, another connection can take the write lock.
-        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
         try:
+            # The request's first writes (its key's last use, its first claim) may still be under way on a
+            # busy machine: wait them out once. From then on the lock must be free without waiting at all.
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            conn.execute("PRAGMA busy_timeout = 0")
             while time.monotonic() < watch_until:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("ROLLBACK")
@@ -206,6 +210,8 @@ def test_waiting_claim_does_not_spin_the_cpu(client, worker):
     assert cpu < 0.6, f"{cpu:.2f} s of CPU in a 3 s wait"
 
 
+# Serial: the bound below is a latency across processes, which the parallel tests beside it could stretch.
+@pytest.mark.serial
 @pytest.mark.parametrize("enqueue", ["one", "batch"])
 def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url, make_key, enqueue):
     """Two servers on one database: a job enqueued through one (alone, or in a batch) wakes a claim waiting in

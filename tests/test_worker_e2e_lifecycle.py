@@ -57,7 +57,7 @@ def test_idle_worker_stops_at_once_on_a_signal(start_worker):
     started = time.monotonic()
     worker.signal()
     assert worker.wait(timeout=10) == 0
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 8   # not the rest of its 30 s long-poll; generous for a busy machine
 
 
 def test_a_worker_stopped_while_idle_leaves_no_claim_behind(start_worker, producer_client, read_job):
@@ -100,17 +100,18 @@ def test_idle_worker_makes_at_most_a_few_requests_a_minute(start_worker, server)
 @pytest.mark.parametrize("server_workers", [2])
 def test_worker_survives_a_server_restart_and_finishes_its_jobs(start_worker, producer_client, read_job, server):
     worker = start_worker(concurrency=2)
-    during = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 1}}] * 2)
+    # Handlers long enough to outlast the server's stop on a busy machine, so they end while it is down.
+    during = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 3}}] * 2)
     for job in during:
         running(read_job, job["id"])
     server.stop()
-    time.sleep(2.5)            # the handlers finish while the server is down: their acks must wait
+    time.sleep(4)              # the handlers finish while the server is down: their acks must wait
     assert worker.process.poll() is None
     server.start()             # back on the same port
     for job in during:
         completed(read_job, job["id"])
         assert read_job(job["id"]).retry_count == 0
-    assert producer_client.get_job(during[0]["id"])["result"] == {"slept": 1}
+    assert producer_client.get_job(during[0]["id"])["result"] == {"slept": 3}
     after = producer_client.enqueue("ok")
     completed(read_job, after["id"])
     assert "acknowledging" in worker.log()   # it did have to retry

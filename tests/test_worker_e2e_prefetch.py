@@ -73,7 +73,8 @@ def test_prefetch_0_claims_only_for_the_free_slots(warm_worker, producer_client,
 def test_jobs_claimed_ahead_behind_a_slow_handler_go_to_another_worker(warm_worker, start_worker, producer_client,
                                                                        read_job, client, admin):
     first = warm_worker()
-    slow, short = a_slow_job_then_short_ones(producer_client, 8)
+    # Long enough to outlast a second worker's start and the short jobs on a busy machine (killed after the test).
+    slow, short = a_slow_job_then_short_ones(producer_client, 60)
     logged(first, r"claimed 6 job\(s\), 5 of them ahead of the free slots")
     start_worker()   # its key is e2e-worker-2
     wait_until(lambda: statuses(read_job, short) == {"completed"}, 15)

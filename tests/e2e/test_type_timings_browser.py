@@ -47,7 +47,8 @@ def test_the_chart_switches_range_and_the_types_page_shows_wait_and_run_times(pa
              for name in ("enqueued", "completed", "failed", "wait_p50", "run_p95")}
     assert cells["enqueued"] == "2" and cells["completed"] == "2" and cells["failed"] == "0"
     assert cells["wait_p50"].startswith("≤ ")
-    assert cells["run_p95"] in ("≤ 362 ms", "≤ 512 ms"), cells   # the run of 0.3 s, as its bucket's upper edge
+    # The run of 0.3 s and its complete request, as its bucket's upper edge (a busy machine may add ~0.4 s).
+    assert cells["run_p95"] in ("≤ 362 ms", "≤ 512 ms", "≤ 724 ms"), cells
     assert page.locator("tr[data-timings=email] td[data-field=failed]").inner_text() == "1"
     assert_no_violations(page, "the types page's timings, light")
     page.emulate_media(color_scheme="dark")
