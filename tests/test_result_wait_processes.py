@@ -1,20 +1,26 @@
 """Waiting for a job's end (``GET /jobs/{id}?wait=S``) against real gunicorn servers, run as the README's
 production command runs them (``--threads 8``, gunicorn.conf.py):
 
+- the waiting request answers within 100 ms of the answer to the ``POST /jobs/{id}/complete`` that ended the
+  job, at p99, whether the waiter's own server process or another one completed it;
 - a producer that hung up gives its place among the waiting requests back within a second or so, as a worker's
   waiting claim does: 96 abandoned waits leave no place taken for workers' long-polls.
 
-Runs on the database QUEUELOG_TEST_DB selects. It measures time: scripts/test runs it alone (``serial``).
+Runs on the database QUEUELOG_TEST_DB selects. Both measure time: scripts/test runs them alone (``serial``).
 """
 from __future__ import annotations
 
 import select
 import socket
+import threading
 import time
 
 import pytest
+import requests
+from sqlalchemy import create_engine, text
 
 from queuelog.waiting_places import reserved_threads
+from tests.support.latency import percentile
 from tests.support.scale import HTTP_TIMEOUT, create_keys, migrated_database_url, server_env, session_for
 from tests.support.server import running_server
 
@@ -23,6 +29,7 @@ pytestmark = pytest.mark.serial
 THREADS = 8
 #: The README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", str(THREADS))
+SAMPLES = 100
 FAR_FUTURE = "2099-01-01T00:00:00Z"
 
 
@@ -31,7 +38,58 @@ def setup(request, tmp_path_factory):
     """The module's database (migrated), the servers' environment, and keys: a producer and a worker."""
     database_url = migrated_database_url(request, tmp_path_factory.mktemp("result-wait"))
     producer, worker = create_keys(database_url, ("rw-producer", "producer", None), ("rw-worker", "worker", None))
-    return {"database_url": database_url, "env": server_env(database_url), "producer": producer, "worker": worker}
+    engine = create_engine(database_url)
+    yield {"database_url": database_url, "env": server_env(database_url), "producer": producer,
+           "worker": worker, "engine": engine}
+    engine.dispose()
+
+
+# --- how soon the wait answers -----------------------------------------------------------------------
+
+def watched(engine, job_id: int) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(text("SELECT watched FROM jobs WHERE id = :id"), {"id": job_id}).scalar())
+
+
+def lag_of_one_wait(setup, waiting_on: str, completing_on: str, producer, worker) -> float:
+    """Seconds from the complete's answer to the waiting GET's answer (negative: the wait answered first)."""
+    job = producer.post(f"{waiting_on}/jobs", json={"type": "noop", "payload": {}}, timeout=HTTP_TIMEOUT).json()
+    answered: dict = {}
+
+    def wait_for_it() -> None:
+        response = requests.get(f"{waiting_on}/jobs/{job['id']}?wait=20", timeout=HTTP_TIMEOUT,
+                                headers={"Authorization": f"Bearer {setup['producer']}"})
+        answered["at"] = time.monotonic()
+        answered["status"] = response.json()["status"]
+
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not watched(setup["engine"], job["id"]):   # the server holds the wait now
+        assert time.monotonic() < deadline and waiter.is_alive(), answered
+        time.sleep(0.005)
+    claimed = worker.post(f"{completing_on}/jobs/claim", json={"types": ["noop"]}, timeout=HTTP_TIMEOUT).json()
+    assert claimed["id"] == job["id"]
+    completed = worker.post(f"{completing_on}/jobs/{job['id']}/complete", timeout=HTTP_TIMEOUT,
+                            json={"claim_token": claimed["claim_token"], "result": {"n": 1}})
+    acknowledged = time.monotonic()
+    assert completed.status_code == 200
+    waiter.join(HTTP_TIMEOUT)
+    assert answered["status"] == "completed"
+    return answered["at"] - acknowledged
+
+
+@pytest.mark.parametrize("where", ["same", "another"])
+def test_wait_answers_within_100_ms_of_the_completions_answer_at_p99(setup, where):
+    with running_server(setup["env"], workers=1, extra_args=PRODUCTION_ARGS) as waiting_on, \
+            running_server(setup["env"], workers=1, extra_args=PRODUCTION_ARGS) as other:
+        completing_on = waiting_on if where == "same" else other
+        producer, worker = session_for(setup["producer"]), session_for(setup["worker"])
+        lags = [lag_of_one_wait(setup, waiting_on.url, completing_on.url, producer, worker) for _ in range(SAMPLES)]
+    print(f"\n?wait on {where} process as the completion, {SAMPLES} waits: answered after the complete's answer "
+          f"p50 {percentile(lags, 0.5) * 1000:+.1f} ms, p99 {percentile(lags, 0.99) * 1000:+.1f} ms, "
+          f"max {max(lags) * 1000:+.1f} ms")
+    assert percentile(lags, 0.99) < 0.100
 
 
 # --- a producer that hung up -------------------------------------------------------------------------
@@ -103,7 +161,7 @@ def test_96_waits_whose_producers_hung_up_free_the_places_workers_long_poll_in_w
         for sock in held:
             sock.close()
         # Claims that find nothing due: held for their wait if they get a place, else refused at once (503).
-        claim = request_bytes("POST", "/jobs/claim", server.port, setup["worker"], b'{"types": ["noop"], "wait": 0.5}')
+        claim = request_bytes("POST", "/jobs/claim", server.port, setup["worker"], b'{"types": ["noop"], "wait": 0.2}')
         answers = probe_claims(server.port, claim, since=hung_up_at, every=0.1, until=3.0)
     print("\nlong-poll claims after 96 abandoned waits (seconds after the hang-up: status): "
           + ", ".join(f"{at:.1f}: {status}" for at, status in answers))
