@@ -234,10 +234,10 @@ DEFAULTS: dict[str, Setting] = {
     # Connections in constant use skip the test, a round trip on every request otherwise, unless their
     # socket shows that the server closed them (database/engine.py).
     "DATABASE_PING_AFTER_IDLE_SECONDS": Setting(1.0, number(0)),
-    # Claims that may wait (long-poll) at once in one server process; a claim beyond it is answered
-    # at once (503 + Retry-After) instead of holding a thread producers need. None ("auto"): a
-    # gunicorn worker keeps a quarter of its threads, at least 2, free of waiting claims
-    # (queuelog/longpoll.py). 0: claims never wait.
+    # Claims that may wait (long-poll) at once in one server process, counted with producers' ?wait; a
+    # request beyond it is answered at once (503 + Retry-After) instead of holding a thread producers need.
+    # None ("auto"): a gunicorn worker keeps a quarter of its threads, at least 2, free of waiting requests
+    # (queuelog/waiting_places.py). 0: nothing waits.
     "LONGPOLL_MAX_WAITING": Setting(None, whole_or_auto(0)),
     "SQLALCHEMY_ENGINE_OPTIONS": Setting({}, mapping()),
     # Does a server process (a gunicorn worker, flask run) fire due schedules? Every one may: exactly one

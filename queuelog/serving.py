@@ -4,7 +4,7 @@
 worker serves its first request (gunicorn's ``post_worker_init`` hook). It
 
 - tells long-polls how many threads the process answers requests with, so waiting claims can be
-  capped below that (``longpoll.waiting_limit``);
+  capped below that (``waiting_places.waiting_limit``);
 - makes the worker's graceful-stop signal (SIGTERM) also end its waiting claims at once
   (``wakeup.stop_waiting``), so a restart is not held up for the rest of their ``wait``;
 - starts the process's schedule ticker (``schedules.ticker``), which fires due schedules, and has it share
@@ -31,7 +31,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
-from . import longpoll, wakeup
+from . import waiting_places, wakeup
 from .database import turns
 from .schedules import ticker
 
@@ -50,7 +50,7 @@ def adopt_worker(worker) -> None:
     """Prepare this gunicorn worker process for queuelog's long-polls and for slow clients."""
     threads = request_threads(worker)
     if threads is not None:
-        longpoll.serve_from_threads(threads)
+        waiting_places.serve_from_threads(threads)
         turns.serve_from_threads(threads)
     _stop_waiting_on_graceful_stop()
     if isinstance(worker.wsgi, Flask):
