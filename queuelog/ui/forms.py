@@ -215,7 +215,7 @@ class UniqueScopeForm(FlaskForm):
 
     unique_scope = SelectField("Dedupe windows (unique_for)", choices=[
         _choice(UNIQUE_SCOPES[0], "producer: each key has its own (default)"),
-        _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer")], validators=[AnyOf(UNIQUE_SCOPES)])
+        _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer")])
     submit = SubmitField("Save")
 
 
