@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from openapi_schema_validator import OAS31Validator
 
 from queuelog.clock import rfc3339, utcnow
 from tests.support.factories import assert_problem, count_jobs, event_rows
@@ -205,6 +206,19 @@ def test_sharing_a_types_windows_leaves_the_windows_producers_took_before_their_
     response = _post(client, other_producer, unique_for=3600, unique_key="invoice-42")
 
     assert response.status_code == 201 and response.get_json()["producer"] == "producer-b"
+
+
+def test_the_hidden_hit_answers_match_the_documented_200s(client, shared_invoice, other_producer):
+    document = client.get("/openapi.json").get_json()
+
+    def validate(path: str, response) -> None:
+        schema = document["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        OAS31Validator({**schema, "components": document["components"]}).validate(response.get_json())
+
+    validate("/jobs", _post(client, other_producer, unique_for=3600, unique_key="invoice-42"))
+    validate("/jobs/batch", _batch(client, other_producer, {"type": "email", "unique_for": 3600,
+                                                           "unique_key": "invoice-42"}))
+    assert document["components"]["schemas"]["HiddenDedupeHit"]["required"] == ["deduplicated"]
 
 
 def test_windows_are_per_producer_again_once_the_type_is_set_back(client, admin, shared, invoice, other_producer):

@@ -15,20 +15,17 @@ of the same type and key while the window holder is younger than the new request
 finished creates nothing and answers with that job (``deduplicated``). Idempotency keys are looked at first
 (a replay answers with its own job); a deduplicated item stores nothing, its idempotency key included, and
 is not counted by the producer's quotas. The windows are taken in the enqueue's transaction, one guarded
-INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs).
-
-Whose windows (security): each key has its own, as it has its own idempotency keys, unless an admin set the
-type's ``unique_scope`` to "type" (one window per key for every producer). A window shared with producers
-who may not see each other's jobs must not hand one the other's job, nor let it depend on that job: a hit
-on a job the caller may not see (``Caller.owns_or_oversees``, the rule of GET /jobs/{id}) answers only that it was
-deduplicated (``_Hidden``, which carries nothing of the job), and cannot be a ``ref`` parent (422).
+INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs). Each producer key has its
+own windows unless an admin shares a type's (queue/windows.py); a hit on a job the caller may not see
+answers only that it was deduplicated (``_Hidden``, which carries nothing of the job) and cannot be a
+``ref`` parent (422).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
 from flask import current_app
@@ -43,9 +40,8 @@ from ..keys import Caller
 from ..models import Role
 from ..patterns import Priority
 from ..sql import JobRow, NewJobRow, Window
-from ..sql.values import SHARED_SCOPE
 from ..states import BY_ACTION, RunWhen
-from . import dependencies, flow
+from . import dependencies, windows
 from .moves import ENQUEUE, changed, event_row
 
 ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
@@ -261,13 +257,11 @@ def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
 
 def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Step],
                   now: datetime) -> tuple[list[_Step], dict[tuple[str, str], Window]]:
-    """Each new job with ``unique_for`` takes its dedupe window, or is answered with the job holding it
-    (``_Deduped``; ``_Hidden`` when the caller may not see that job), or with the job of an earlier item of
-    the batch in the same window.
+    """Each new job with ``unique_for`` takes its dedupe window (queue/windows.py), or is answered with the job
+    holding it (``_Deduped``; ``_Hidden`` when the caller may not see that job), or with the job of an
+    earlier item of the batch in the same window.
 
     Returns the steps and the windows taken, by (type, key) (their job_id is set once the jobs are inserted).
-    Windows are taken in (type, key) order, so two batches sharing several keys never wait for each other in
-    a circle.
     """
     first_in_window: dict[tuple[str, str], int] = {}
     for index, step in enumerate(steps):
@@ -275,36 +269,22 @@ def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Ste
             first_in_window.setdefault((step.row.type, step.row.unique_key), index)
     if not first_in_window:
         return steps, {}
-    shared = flow.shared_windows(conn, {job_type for job_type, _ in first_in_window})
+    outcome = windows.take(conn, caller, {window: new_jobs[index].unique_for
+                                          for window, index in first_in_window.items()}, now)
     steps = list(steps)
     taken: dict[tuple[str, str], Window] = {}
-    for job_type, key in sorted(first_in_window):
-        index = first_in_window[(job_type, key)]
-        window = Window(job_type, SHARED_SCOPE if job_type in shared else _own_scope(caller), key)
-        cutoff = now - timedelta(seconds=new_jobs[index].unique_for)
-        if sql.unique_take(conn, window, now, cutoff):
-            taken[(job_type, key)] = window
-            continue
-        holder = sql.unique_holder(conn, window)
-        if holder is None and sql.unique_take(conn, window, now, now):
-            taken[(job_type, key)] = window   # its job was purged since the take looked: the window is free after all
-        elif holder is not None and not caller.owns_or_oversees(holder.producer_key_id):
-            steps[index] = _Hidden()
+    for window, index in first_in_window.items():
+        result = outcome[window]
+        if isinstance(result, Window):
+            taken[window] = result
         else:
-            steps[index] = _Deduped(holder)
+            steps[index] = _Hidden() if isinstance(result, windows.Unseen) else _Deduped(result.job)
     for index, step in enumerate(steps):
         if isinstance(step, _Insert) and step.row.unique_key is not None:
             first = first_in_window[(step.row.type, step.row.unique_key)]
             if first != index:
                 steps[index] = _SameWindow(first)
     return steps, taken
-
-
-def _own_scope(caller: Caller) -> int:
-    """The scope of the caller's own windows: its key's id (a schedule's tick, with no key, sets no unique_for)."""
-    if caller.id is None:
-        raise ValueError("a dedupe window of its own needs a key")
-    return caller.id
 
 
 def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, batch: bool) -> list:
