@@ -212,7 +212,7 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         quotas.take_turn(conn, caller.id)
     earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
     steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
-    steps, windows = _take_windows(conn, caller, new_jobs, steps, now)
+    steps, taken = _take_windows(conn, caller, new_jobs, steps, now)
     inserts = [step.row for step in steps if isinstance(step, _Insert)]
     made: list[JobRow] = []
     if inserts and caller.quota is not None:
@@ -228,7 +228,7 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         made = sql.insert_jobs(conn, inserts, log)
         changed(conn, ENQUEUE, made, log, notified=True)
         for row in made:
-            window = windows.get((row.type, row.unique_key))
+            window = taken.get((row.type, row.unique_key))
             if window is not None:
                 sql.unique_set(conn, window, row.id)
     answers = _answers(steps, made)
