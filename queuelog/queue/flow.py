@@ -144,13 +144,6 @@ def history(job_type: str) -> list[Change]:
     return [Change(row.at, row.actor, json.loads(row.changes)) for row in rows]
 
 
-def shared_windows(conn: Connection, job_types: set[str]) -> set[str]:
-    """Those of ``job_types`` whose producers share one dedupe window per key (unique_scope "type"), read in
-    the enqueue's transaction: an admin's change applies from the next enqueue on."""
-    return set(conn.execute(select(settings_table.c.type).where(
-        settings_table.c.type.in_(sorted(job_types)), settings_table.c.unique_scope == "type")).scalars())
-
-
 def _check_known(job_type: str) -> None:
     if job_type not in current_app.config["JOB_TYPES"]:
         raise TypeNotFound(f"job type {job_type!r} is not on this server's QUEUELOG_JOB_TYPES")

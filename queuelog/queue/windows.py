@@ -12,13 +12,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from .. import sql
 from ..keys import Caller
+from ..models import TypeSettings
 from ..sql import JobRow, Window
 from ..sql.values import SHARED_SCOPE
-from . import flow
+from .flow import UNIQUE_SCOPES
+
+settings_table = TypeSettings.__table__
+SHARED = UNIQUE_SCOPES[1]
 
 
 class Held(NamedTuple):
@@ -40,7 +45,7 @@ def take(conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int],
     Windows are taken in (type, key) order, so two batches sharing several keys never wait for each other in
     a circle. One guarded INSERT … ON CONFLICT each (UNIQUE_TAKE says why a race cannot make two jobs).
     """
-    shared = flow.shared_windows(conn, {job_type for job_type, _ in wanted})
+    shared = _shared_types(conn, {job_type for job_type, _ in wanted})
     outcome: dict[tuple[str, str], Window | Held | Unseen] = {}
     for job_type, key in sorted(wanted):
         window = Window(job_type, SHARED_SCOPE if job_type in shared else _own_scope(caller), key)
@@ -56,6 +61,13 @@ def take(conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int],
         else:
             outcome[(job_type, key)] = Held(holder)
     return outcome
+
+
+def _shared_types(conn: Connection, job_types: set[str]) -> set[str]:
+    """Those of ``job_types`` whose producers share one window per key (unique_scope "type"), read in the
+    enqueue's transaction, not from a per-process copy: an admin's change applies from the next enqueue on."""
+    return set(conn.execute(select(settings_table.c.type).where(
+        settings_table.c.type.in_(sorted(job_types)), settings_table.c.unique_scope == SHARED)).scalars())
 
 
 def _own_scope(caller: Caller) -> int:
