@@ -266,7 +266,10 @@ class ApiKey(db.Model):
 
 
 class UniqueSlot(db.Model):
-    """The dedupe window of one (type, unique key): the job enqueued for it last, and when.
+    """The dedupe window of one (type, scope, unique key): the job enqueued for it last, and when.
+
+    The scope is the id of the key that enqueued it (a producer's windows are its own, as its idempotency keys
+    are), or 0 for the one window every producer of a type shares (the type's unique_scope "type").
 
     An enqueue with ``unique_for`` takes the slot (INSERT … ON CONFLICT DO UPDATE, only where the slot is
     stale: its job finished, or enqueued ``unique_for`` seconds ago or more) or, finding it held, answers with
@@ -277,6 +280,7 @@ class UniqueSlot(db.Model):
     __tablename__ = "unique_slots"
 
     type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    scope: Mapped[int] = mapped_column(Integer, primary_key=True)
     unique_key: Mapped[str] = mapped_column(String(200), primary_key=True)
     # NULL only inside the enqueue that took the slot, between taking it and inserting its job.
     job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
@@ -383,6 +387,8 @@ class TypeSettings(db.Model):
     rate_limit_jobs: Mapped[int | None] = mapped_column(Integer)         # claims in any window of ...
     rate_limit_seconds: Mapped[int | None] = mapped_column(Integer)      # ... this many seconds, at most
     key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)   # running jobs per concurrency key
+    # Whose dedupe windows (unique_for): "producer" (each key its own) or "type" (one for every producer).
+    unique_scope: Mapped[str] = mapped_column(String(16), default="producer", server_default=text("'producer'"))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 

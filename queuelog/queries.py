@@ -28,11 +28,9 @@ class JobFilter:
 
 def visible_to(caller: Caller, row: Row) -> bool:
     """Admins see all; a producer its own jobs; a worker the job it holds now."""
-    if caller.role == Role.ADMIN.value:
+    if caller.owns_or_oversees(row.producer_key_id):
         return True
-    if caller.role == Role.PRODUCER.value:
-        return row.producer_key_id == caller.id
-    return row.status in HELD and row.worker_id == caller.name
+    return caller.role == Role.WORKER.value and row.status in HELD and row.worker_id == caller.name
 
 
 def max_job_id() -> int:

@@ -192,7 +192,9 @@ def paths() -> dict[str, Any]:
     location = {"Location": "The job's URL."}
     enqueued = links("getJob", "jobEvents", "cancelJob")
     claimed = {**links("getJob"), **links("completeJob", "failJob", "heartbeatJob", "releaseJob", with_token=True)}
-    batch_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("BatchJob")}}, required=["jobs"])
+    batch_jobs = s.closed({"jobs": {"type": "array", "items": {"oneOf": [s.ref("BatchJob"),
+                                                                          s.ref("HiddenDedupeHit")]}}},
+                          required=["jobs"])
     claimed_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("ClaimedJob")}}, required=["jobs"])
     return {
         "/openapi.json": {"get": {
@@ -204,8 +206,11 @@ def paths() -> dict[str, Any]:
                 JOBS, "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
                 {201: json_response("Created.", s.ref("EnqueuedJob"), location) | {"links": enqueued},
                  200: json_response("The idempotency key replayed an earlier, identical request, or the job fell "
-                                    "in a dedupe window (unique_for; \"deduplicated\": true): that job.",
-                                    s.ref("EnqueuedJob"), location) | {"links": enqueued}},
+                                    "in a dedupe window (unique_for; \"deduplicated\": true): that job. In a type's "
+                                    "shared window held by a job this key may not see: only {\"deduplicated\": "
+                                    "true} (HiddenDedupeHit), without Location.",
+                                    {"oneOf": [s.ref("EnqueuedJob"), s.ref("HiddenDedupeHit")]},
+                                    location) | {"links": enqueued}},
                 errors=_ENQUEUE_ERRORS, request=body("EnqueueRequest"), parameters=[idempotency_header],
                 description=_QUOTAS),
             "get": operation(
@@ -220,9 +225,12 @@ def paths() -> dict[str, Any]:
             errors=_ENQUEUE_ERRORS, request=body("BatchEnqueueRequest"),
             description="Each item has its own idempotency-key semantics; an item that falls in a dedupe window "
                         "(unique_for) answers, in its place, with the job holding it (\"deduplicated\": true; "
-                        "nothing stored for it, its idempotency key included). An item may name a ref, and others "
-                        "depend on it by that ref in depends_on: a whole workflow (a DAG) in one request. A "
-                        "duplicate or unknown ref, or a cycle, is a 422 pointing at it. " + _QUOTAS)},
+                        "nothing stored for it, its idempotency key included), or only with {\"deduplicated\": "
+                        "true} when that job is one this key may not see (a type's shared window). An item may "
+                        "name a ref, and others depend on it by that ref in depends_on: a whole workflow (a DAG) in "
+                        "one request. A duplicate or unknown ref, or a cycle, is a 422 pointing at it, and so is a "
+                        "depends_on entry naming the ref of an item answered by a job this key may not see. "
+                        + _QUOTAS)},
         "/jobs/claim": {"post": operation(
             WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import patterns
+from ..queue.flow import FIELDS, UNIQUE_SCOPES
 from ..states import EVENT_NAMES, STATUS_NAMES, RunWhen
 from . import schemas
 
@@ -136,8 +137,11 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             1, schemas.MAX_UNIQUE_FOR_SECONDS,
             "Seconds of a dedupe window on (type, unique_key): while a job of the same type and unique key was "
             "enqueued less than this long ago and is not finished (completed, failed or cancelled), the "
-            "enqueue answers 200 with that job and \"deduplicated\": true instead of creating one. Per type, "
-            "whatever key enqueued it.")),
+            "enqueue answers 200 with that job and \"deduplicated\": true instead of creating one. Each key has "
+            "its own windows (as its idempotency keys), unless an admin set the type's unique_scope to \"type\": "
+            "then one window per unique key serves every producer, and a hit on a job this key may not see "
+            "answers only {\"deduplicated\": true} (HiddenDedupeHit): the caller learns that a job with that key "
+            "exists in the window, nothing else of it.")),
         "unique_key": nullable({
             "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
             "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for). "
@@ -190,7 +194,7 @@ def rate_limit() -> Schema:
 
 
 def type_patch_request() -> Schema:
-    """PATCH /types/{type}: any of the four settings; null clears a limit."""
+    """PATCH /types/{type}: any of the five settings; null clears a limit."""
     return closed({
         "paused": {"type": "boolean", "description": "true: no job of the type is claimed (enqueue still works, "
                                                      "running jobs finish); false: claimable again at once."},
@@ -202,7 +206,18 @@ def type_patch_request() -> Schema:
                                       "(null: no limit)."},
         "key_concurrency_limit": _limit("At most this many running jobs per concurrency key of the type (null: "
                                         "no limit)."),
+        "unique_scope": unique_scope(),
     }, minProperties=1)
+
+
+def unique_scope() -> Schema:
+    """Whose dedupe windows a type keeps."""
+    return {"type": "string", "enum": list(UNIQUE_SCOPES),
+            "description": "Whose dedupe windows (unique_for) the type keeps: producer (the default): each key its "
+                           "own, as its idempotency keys; type: one window per unique key for every producer. "
+                           "In a shared window a producer whose enqueue meets a job it may not see is answered "
+                           "only {\"deduplicated\": true}: it learns that a job with that key exists in the "
+                           "window, nothing else (no id, no field, no Location), and cannot depend on it."}
 
 
 def job_type() -> Schema:
@@ -213,6 +228,7 @@ def job_type() -> Schema:
         "concurrency_limit": _limit("Most jobs of the type running at once (null: no limit)."),
         "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}]},
         "key_concurrency_limit": _limit("Most running jobs per concurrency key (null: no limit)."),
+        "unique_scope": unique_scope(),
         "pending": {"type": "integer", "minimum": 0, "description": "Jobs of the type waiting (due or not)."},
         "running": {"type": "integer", "minimum": 0, "description": "Jobs of the type running now."},
     }
@@ -227,7 +243,7 @@ def type_change() -> Schema:
         "at": time("When the change was made."),
         "actor": {"type": "string", "description": "Who made it: key:NAME for an admin key, cli:USER for flask types."},
         "changes": {"type": "object", "additionalProperties": change,
-                    "propertyNames": {"enum": ["paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"]},
+                    "propertyNames": {"enum": list(FIELDS)},
                     "description": "Each changed field, with its old and new value."},
     }, required=["at", "actor", "changes"])
 
@@ -414,6 +430,15 @@ _DEDUPLICATED = {"type": "boolean", "const": True,
                                 "request fell in: nothing was created."}
 
 
+def hidden_dedupe_hit() -> Schema:
+    """A dedupe hit on a job the caller may not see: that there was one, nothing of the job."""
+    return closed({"deduplicated": _DEDUPLICATED}, required=["deduplicated"],
+                  description="The enqueue (or batch item) fell in a type's shared dedupe window (unique_scope "
+                              "\"type\") held by a job this key may not see: nothing was created, and nothing of "
+                              "that job is told (no id, no field, no Location header). A depends_on naming this "
+                              "item's ref is refused (422, pointing at that depends_on entry).")
+
+
 def _optional(schema: Schema, **extra: Schema) -> Schema:
     """``schema`` with optional extra properties (present only in some answers)."""
     return dict(schema, properties={**schema["properties"], **extra})
@@ -450,6 +475,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "JobType": job_type(),
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
+        "HiddenDedupeHit": hidden_dedupe_hit(),
         **schedule_components(),
         **worker_components(job_types),
     }

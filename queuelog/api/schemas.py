@@ -27,7 +27,8 @@ from ..patterns import (
     one_of,
 )
 from ..queue import NewJob
-from ..queue.flow import RateLimit
+from ..queue.flow import FIELDS as FLOW_FIELDS
+from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from ..states import STATUS_NAMES, RunWhen
 from .body import Fields, json_body
 
@@ -485,12 +486,11 @@ def parse_list_query() -> ListQuery:
 
 def parse_type_patch() -> dict[str, Any]:
     """PATCH /types/{type}: the fields to change, each validated (a limit is 1-1,000,000 or null)."""
-    fields = Fields(json_body(), {"paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"})
+    fields = Fields(json_body(), set(FLOW_FIELDS))
     body = fields.body
     wanted: dict[str, Any] = {}
     if not body:
-        fields.errors.append({"pointer": "", "detail": "name at least one of paused, concurrency_limit, "
-                                                       "rate_limit, key_concurrency_limit"})
+        fields.errors.append({"pointer": "", "detail": "name at least one of " + ", ".join(FLOW_FIELDS)})
     if "paused" in body:
         if not isinstance(body["paused"], bool):
             fields.error("paused", "must be true or false")
@@ -501,6 +501,11 @@ def parse_type_patch() -> dict[str, Any]:
             wanted[name] = _limit(fields, body[name], name)
     if "rate_limit" in body:
         wanted["rate_limit"] = _rate_limit(fields, body["rate_limit"])
+    if "unique_scope" in body:
+        if body["unique_scope"] not in UNIQUE_SCOPES:
+            fields.error("unique_scope", "must be " + one_of(UNIQUE_SCOPES))
+        else:
+            wanted["unique_scope"] = body["unique_scope"]
     fields.done()
     return wanted
 

@@ -39,7 +39,9 @@ changes_table = TypeChange.__table__
 jobs = Job.__table__
 
 #: The fields an admin may change, in the order answers show them.
-FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit")
+FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit", "unique_scope")
+#: Whose dedupe windows (unique_for) a type keeps: each producer key its own (the default), or one for all.
+UNIQUE_SCOPES = ("producer", "type")
 #: How long a process trusts its copy of which types are under flow control.
 CACHE_SECONDS = 1.0
 #: A waiting claim renews the copy while this much of its life is left (``keep_fresh``).
@@ -72,13 +74,14 @@ class Settings:
     concurrency_limit: int | None = None
     rate_limit: RateLimit | None = None
     key_concurrency_limit: int | None = None
+    unique_scope: str = UNIQUE_SCOPES[0]
 
     @classmethod
     def of_row(cls, row) -> Settings:
         if row is None:
             return cls()
         rate = None if row.rate_limit_jobs is None else RateLimit(row.rate_limit_jobs, row.rate_limit_seconds)
-        return cls(bool(row.paused), row.concurrency_limit, rate, row.key_concurrency_limit)
+        return cls(bool(row.paused), row.concurrency_limit, rate, row.key_concurrency_limit, row.unique_scope)
 
     def value(self, field: str) -> Any:
         """A field as the API shows it (the rate limit as its object)."""
@@ -91,7 +94,7 @@ class Settings:
         return {"paused": self.paused, "concurrency_limit": self.concurrency_limit,
                 "rate_limit_jobs": rate.jobs if rate else None,
                 "rate_limit_seconds": rate.per_seconds if rate else None,
-                "key_concurrency_limit": self.key_concurrency_limit}
+                "key_concurrency_limit": self.key_concurrency_limit, "unique_scope": self.unique_scope}
 
     @property
     def limited(self) -> bool:
@@ -163,7 +166,8 @@ def _states(job_types: list[str]) -> list[TypeState]:
 # --- changing ----------------------------------------------------------------------------------------
 
 def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
-    """Change the fields in ``wanted`` (validated values: bool, int or None, RateLimit or None) of a type.
+    """Change the fields in ``wanted`` (validated values: bool, int or None, RateLimit or None, one of
+    UNIQUE_SCOPES) of a type.
 
     The change and its history entry (each changed field, old → new) are one transaction; a field given
     its current value is no change and is not written. Lifting a pause or a limit wakes the claims waiting
@@ -173,6 +177,8 @@ def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
     unknown = set(wanted) - set(FIELDS)
     if unknown:
         raise ValueError(f"not a type setting: {sorted(unknown)}")
+    if wanted.get("unique_scope", UNIQUE_SCOPES[0]) not in UNIQUE_SCOPES:
+        raise ValueError(f"unique_scope must be one of {UNIQUE_SCOPES}")
     for attempt in range(3):
         try:
             _write_change(job_type, wanted, actor)

@@ -42,13 +42,14 @@ from .values import (
     ParentMark,
     QuotaState,
     Refusal,
+    Window,
 )
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
-           "QuotaState", "Refusal", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
+           "QuotaState", "Refusal", "Window", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
            "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
            "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
            "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
@@ -170,22 +171,22 @@ def run_now(conn: Connection, job_id: int, now: datetime, log: Log) -> JobRow | 
     return rows[0] if rows else None
 
 
-def unique_take(conn: Connection, job_type: str, key: str, now: datetime, cutoff: datetime) -> bool:
-    """UNIQUE_TAKE: whether this enqueue took the (type, key) slot; False: a job enqueued after ``cutoff``
+def unique_take(conn: Connection, window: Window, now: datetime, cutoff: datetime) -> bool:
+    """UNIQUE_TAKE: whether this enqueue took the window's slot; False: a job enqueued after ``cutoff``
     and not finished holds it."""
-    return bool(run(conn, "UNIQUE_TAKE", {"type": job_type, "key": key, "now": now, "cutoff": cutoff},
+    return bool(run(conn, "UNIQUE_TAKE", {**window._asdict(), "now": now, "cutoff": cutoff},
                     make=lambda taken: taken, times_at=()))
 
 
-def unique_holder(conn: Connection, job_type: str, key: str) -> JobRow | None:
-    """UNIQUE_HOLDER: the job holding the (type, key) slot."""
-    rows = run(conn, "UNIQUE_HOLDER", {"type": job_type, "key": key})
+def unique_holder(conn: Connection, window: Window) -> JobRow | None:
+    """UNIQUE_HOLDER: the job holding the window's slot."""
+    rows = run(conn, "UNIQUE_HOLDER", window._asdict())
     return rows[0] if rows else None
 
 
-def unique_set(conn: Connection, job_type: str, key: str, job_id: int) -> None:
-    """UNIQUE_SET: the (type, key) slot this enqueue took now belongs to ``job_id``."""
-    rowcount(conn, "UNIQUE_SET", {"type": job_type, "key": key, "job": job_id})
+def unique_set(conn: Connection, window: Window, job_id: int) -> None:
+    """UNIQUE_SET: the window's slot this enqueue took now belongs to ``job_id``."""
+    rowcount(conn, "UNIQUE_SET", {**window._asdict(), "job": job_id})
 
 
 # --- workflows ---------------------------------------------------------------------------------------

@@ -317,26 +317,30 @@ EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = %(now)s
 RUN_NOW = (f"UPDATE jobs SET run_at = LEAST(run_at, %(now)s), updated_at = %(now)s"
            f" WHERE id = %(id)s AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
 
-# --- dedupe windows (unique_for): one unique_slots row per (type, unique key) --------------------------
+# --- dedupe windows (unique_for): one unique_slots row per (type, scope, unique key) -------------------
 
-#: Take the (type, key) slot for a new job, unless it is held: its job enqueued after cutoff (now less the new
-#: request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
+#: A slot's scope is the id of the key whose window it is, or 0 for a type whose producers share one window
+#: (unique_scope "type", queue/enqueueing.py says why producers have their own by default).
+#: Take the (type, scope, key) slot for a new job, unless it is held: its job enqueued after cutoff (now less
+#: the new request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
 #: job is inserted, in the same transaction); none: answer with the holder's job (UNIQUE_HOLDER).
 #: Why two enqueues of one key on any number of servers never both create a job: the primary key makes the
 #: second INSERT wait for the first's transaction, then take the DO UPDATE path on the row as committed, which
 #: it locks and re-checks. The job that the first just inserted is not in the second's snapshot, so the
 #: EXISTS (finished) reads false and the slot counts as held: a race errs towards answering with that job.
 UNIQUE_TAKE = f"""
-INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES (%(type)s, %(key)s, NULL, %(now)s)
-ON CONFLICT (type, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
+INSERT INTO unique_slots (type, scope, unique_key, job_id, enqueued_at)
+VALUES (%(type)s, %(scope)s, %(key)s, NULL, %(now)s)
+ON CONFLICT (type, scope, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
  WHERE unique_slots.enqueued_at <= %(cutoff)s OR unique_slots.job_id IS NULL
     OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id AND {status_in(FINAL)})
 RETURNING type"""
-#: The job holding a (type, key) slot.
-UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
-                 " WHERE id = (SELECT job_id FROM unique_slots WHERE type = %(type)s AND unique_key = %(key)s)")
+#: One slot: the statements below name it as UNIQUE_TAKE's conflict target does.
+_SLOT = "type = %(type)s AND scope = %(scope)s AND unique_key = %(key)s"
+#: The job holding a (type, scope, key) slot.
+UNIQUE_HOLDER = f"SELECT {JOB_LIST} FROM jobs WHERE id = (SELECT job_id FROM unique_slots WHERE {_SLOT})"
 #: The job a taken slot now belongs to.
-UNIQUE_SET = "UPDATE unique_slots SET job_id = %(job)s WHERE type = %(type)s AND unique_key = %(key)s"
+UNIQUE_SET = f"UPDATE unique_slots SET job_id = %(job)s WHERE {_SLOT}"
 
 _LOGGING = ("WITH changed AS ({statement}), "
             "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "

@@ -24,7 +24,7 @@ from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS
 from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
-from ..queue.flow import RateLimit
+from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from ..states import STATUS_NAMES
 
 try:
@@ -208,6 +208,15 @@ class TypeLimitsForm(FlaskForm):
                              (self.rate_seconds, rate.per_seconds if rate else None),
                              (self.key_concurrency_limit, settings.key_concurrency_limit)):
             field.data = "" if value is None else str(value)
+
+
+class UniqueScopeForm(FlaskForm):
+    """Whose dedupe windows a type keeps (``unique_scope``): each producer key its own, or one for all."""
+
+    unique_scope = SelectField("Dedupe windows (unique_for)", choices=[
+        _choice(UNIQUE_SCOPES[0], "producer: each key has its own (default)"),
+        _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer")])
+    submit = SubmitField("Save")
 
 
 def _whole(data: str | None, high: int, message: str) -> None:
