@@ -87,7 +87,7 @@ def test_six_fields_read_the_seconds_first(client, admin):
 def test_a_bad_field_is_a_422_pointing_at_it(client, admin, body, pointer):
     response = client.post("/schedules", json=body, headers=admin)
     assert pointer in pointers(response)
-    assert client.get("/schedules", headers=admin).get_json() == {"schedules": []}
+    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [], "next_cursor": None}
 
 
 @pytest.mark.parametrize("timezone", ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Berlin",
@@ -166,7 +166,7 @@ def test_only_admin_keys_manage_schedules(client, make_key, role):
 def test_the_list_and_one_schedule_answer_what_was_created(client, admin):
     created = create(client, admin, **NIGHTLY)
     other = create(client, admin, name="a-first", every_seconds=5, job={"type": "noop"})
-    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [other, created]}
+    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [other, created], "next_cursor": None}
     assert client.get("/schedules/nightly-report", headers=admin).get_json() == created
 
 

@@ -267,7 +267,3 @@ def test_concurrent_registrations_never_pass_the_limit(app, make_key):
         thread.join(timeout=60)
     assert sorted(outcomes) == [201] * 3 + [429] * 5
     assert _processes() == 3
-
-
-def test_the_default_limit_is_256_per_key(app):
-    assert app.config["MAX_WORKER_PROCESSES_PER_KEY"] == 256
