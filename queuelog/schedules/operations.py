@@ -245,7 +245,8 @@ def _refuse_past_limit(conn: Connection, most: int) -> None:
     """ScheduleLimitReached if the server holds ``most`` schedules (paused ones too: resuming adds no row)."""
     count = conn.execute(select(func.count()).select_from(schedules)).scalar_one()
     if count >= most:
-        raise ScheduleLimitReached(f"this server has {count} schedules and may have at most {most} "
+        held = "1 schedule" if count == 1 else f"{count} schedules"
+        raise ScheduleLimitReached(f"this server has {held} and may have at most {most} "
                                    f"(QUEUELOG_MAX_SCHEDULES); delete one first, or raise the setting",
                                    limit=most, schedules=count)
 
