@@ -42,7 +42,7 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 @click.option("--enqueue-rate", metavar="N/S",
               help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.")
 @click.option("--max-pending", metavar="M",
-              help="Producer quota: at most M of its jobs pending at once; more → 429.")
+              help="Producer quota: at most M of its jobs pending or waiting at once; more → 429.")
 def create_key_command(name, role, max_priority, types, enqueue_rate, max_pending):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:

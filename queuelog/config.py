@@ -240,6 +240,12 @@ DEFAULTS: dict[str, Setting] = {
     # (queuelog/waiting_places.py). 0: nothing waits.
     "LONGPOLL_MAX_WAITING": Setting(None, whole_or_auto(0)),
     "SQLALCHEMY_ENGINE_OPTIONS": Setting({}, mapping()),
+    # At most this many schedules; creating one more answers 409 (changing one never does). Every server
+    # process's ticker reads the due ones a few times a second, so an unbounded number makes every tick late.
+    "MAX_SCHEDULES": Setting(1000, whole(1)),
+    # At most this many online worker processes (registered, beating) per worker key; registering one more
+    # answers 429 until one deregisters or goes gone. Beating a registered process is never refused.
+    "MAX_WORKER_PROCESSES_PER_KEY": Setting(256, whole(1)),
     # Does a server process (a gunicorn worker, flask run) fire due schedules? Every one may: exactly one
     # enqueues each tick's job (queuelog/schedules/ticker.py). Off: this process leaves it to the others.
     "SCHEDULER": Setting(True, flag()),

@@ -154,13 +154,13 @@ class Job(db.Model):
         # pending job of one type and priority is a single seek (the /metrics gauges, the dashboard).
         Index("ix_jobs_type_status_priority", "type", "status", "priority", "run_at"),
         Index("ix_jobs_producer_id", "producer_key_id", "id"),
-        # A producer key's max-pending quota counts its pending jobs; without this index that count would
-        # walk every job the key ever enqueued (ix_jobs_producer_id) or every pending job of every key.
+        # A producer key's max-pending quota counts its waiting and pending jobs; without this index that
+        # count would walk every job the key ever enqueued (ix_jobs_producer_id) or every such job of every key.
         Index(
-            "ix_jobs_pending_producer",
+            "ix_jobs_backlog_producer",
             "producer_key_id",
-            sqlite_where=text("status = 'pending'"),
-            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status IN ('waiting', 'pending')"),
+            postgresql_where=text("status IN ('waiting', 'pending')"),
         ),
         # The reaper's expiry: pending jobs with an expires_at, by it (jobs without one are not in it).
         Index(

@@ -14,6 +14,7 @@ from flask import Flask, current_app, jsonify
 from ..states import RETRYABLE, spell
 from . import bp, openapi_schedules, openapi_workers
 from . import openapi_schemas as s
+from .schemas import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
 
 PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
 # Generated clients group their functions by tag (openapi-python-client: one module per tag), so each
@@ -34,21 +35,25 @@ _ERRORS = {
     403: "The key's role, type limits or priority ceiling do not allow this.",
     404: "No such job, or one this key may not see; no such job type or schedule on this server; no such "
          "worker process, or another key's.",
-    409: "The job is not in a state that allows this (job_status says which); a schedule name in use; a worker "
+    409: "The job is not in a state that allows this (job_status says which); a schedule name in use, or the "
+         "server's most schedules reached (type .../max-schedules-reached, with limit and schedules); a worker "
          "process gone, or already told to stop.",
     413: "The request body is larger than 1 MiB.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
     429: "The key's producer quota refuses these jobs: over its enqueue rate (type .../enqueue-rate-exceeded) "
-         "or at its most pending jobs (.../max-pending-reached). Nothing was stored; a batch is refused whole. "
-         "quota, limit, requested and in_window or pending give the numbers; retry after Retry-After seconds.",
+         "or at its most pending jobs, waiting ones included (.../max-pending-reached). Nothing was stored; a "
+         "batch is refused whole. quota, limit, requested and in_window or pending give the numbers. Or a "
+         "worker key has its most worker processes online (.../max-worker-processes-reached, with limit and "
+         "online); nothing was registered. Retry after Retry-After seconds.",
     500: "An unexpected error; it has been logged (never a traceback in the body).",
     503: "The database is not answering; retry after Retry-After seconds.",
 }
 _HEADER_NOTES = {
     401: {"WWW-Authenticate": "Bearer challenge."},
-    429: {"Retry-After": "Whole seconds to wait: until the rate's window has room, or a fixed 5 s hint for "
-                         "max-pending (workers decide when a pending job leaves)."},
+    429: {"Retry-After": "Whole seconds to wait: until the rate's window has room, a fixed 5 s hint for "
+                         "max-pending (workers decide when a pending job leaves), or until the online worker "
+                         "process that beat longest ago would be gone (sooner if one deregisters)."},
     503: {"Retry-After": "Seconds to wait before retrying."},
 }
 # Every authenticated route can answer these.
@@ -57,7 +62,7 @@ _WITH_BODY = (400, 413, 415, 422)
 WITH_BODY = _WITH_BODY
 # An enqueue can also meet its key's producer quota.
 _ENQUEUE_ERRORS = (*_WITH_BODY, 429)
-_QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending): a request "
+_QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending or waiting): a request "
            "that would pass one is refused whole with 429. Only new jobs count; an idempotent replay does not.")
 _HOLDER = ("Only the worker holding the job under this claim token may do this; a stale token, another "
            "worker or a job no longer running answers 409.")
@@ -130,6 +135,22 @@ def _query(name: str, schema: dict, description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
+#: The page parameters of every paginated list (GET /jobs, GET /schedules), as schemas.py reads them.
+PAGE_PARAMETERS = [
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX, "default": LIST_LIMIT_DEFAULT},
+           "Page size."),
+    _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
+]
+
+
+def page_of(items: str, item_schema: dict) -> dict[str, Any]:
+    """A page's answer: its items under ``items``, and next_cursor."""
+    return s.closed({items: {"type": "array", "items": item_schema},
+                     "next_cursor": {"type": ["string", "null"],
+                                     "description": "Pass as cursor for the next page; null on the last."}},
+                    required=[items, "next_cursor"])
+
+
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "description": "The job's id.",
           "schema": {"type": "integer", "minimum": 1, "maximum": s.MAX_JOB_ID}}
 
@@ -179,13 +200,9 @@ def paths() -> dict[str, Any]:
         _query("type", {"type": "string"}, "Only jobs of this type."),
         _query("priority", {"type": "string", "pattern": s.PRIORITY_PATTERN}, "Only jobs of this priority."),
         _query("worker_id", {"type": "string"}, "Only jobs held (or last held) by this worker key."),
-        _query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
-        _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
+        *PAGE_PARAMETERS,
     ]
-    job_page = s.closed({"jobs": {"type": "array", "items": s.ref("Job")},
-                         "next_cursor": {"type": ["string", "null"],
-                                         "description": "Pass as cursor for the next page; null on the last."}},
-                        required=["jobs", "next_cursor"])
+    job_page = page_of("jobs", s.ref("Job"))
     idempotency_header = {"name": "Idempotency-Key", "in": "header", "required": False,
                           "schema": {"type": "string", "pattern": s.IDEMPOTENCY_KEY_PATTERN},
                           "description": "Same as the body's idempotency_key (they must agree if both are sent)."}

@@ -15,6 +15,16 @@ _TIMING = ("Exactly one of cron and every_seconds. cron: 5 fields (minute hour d
            "runs once). every_seconds: 1-86,400, ticking at the multiples of N seconds since the Unix epoch.")
 
 
+_TIMEZONE = ("The IANA timezone cron is read in (default, and null: UTC): a canonical zone name of the IANA "
+             "database the server ships (the tzdata package), such as Europe/Berlin or UTC. Names whose meaning "
+             "depends on the server's host are refused (422, pointer /timezone): " + ", ".join(
+                 sorted(timing.HOST_NAMES)) + ", and the " + " and ".join(timing.HOST_TREES) + " trees. A change "
+             "that leaves the timezone as it is keeps it, even one stored before this rule.")
+_CAP = ("At most QUEUELOG_MAX_SCHEDULES schedules (default 1,000) exist at once, paused ones included: creating one "
+        "more answers 409 (type .../max-schedules-reached) and creates nothing. Changing a schedule is never "
+        "refused for it.")
+
+
 def _schedule_job(patch: bool) -> Schema:
     """The job a schedule enqueues (in a change, each field given replaces the current one)."""
     return s.closed({
@@ -35,7 +45,7 @@ def _request_properties(patch: bool) -> dict[str, Schema]:
         "every_seconds": s.nullable({"type": "integer", "minimum": 1, "maximum": timing.MAX_EVERY_SECONDS,
                                      "description": "Seconds between ticks (instead of cron)."}),
         "timezone": s.nullable({"type": "string", "minLength": 1, "maxLength": 64,
-                                "description": "An IANA timezone for cron (default, and null: UTC)."}),
+                                "description": _TIMEZONE}),
         "job": s.nullable(_schedule_job(patch)) if patch else _schedule_job(patch),
         "paused": s.nullable({"type": "boolean", "description": "A paused schedule does not tick; resuming does "
                                                                 "not replay the ticks missed meanwhile."}),
@@ -87,16 +97,18 @@ def paths() -> dict[str, Any]:
     admin, tag = (o.ADMIN,), o.ADMIN_TAG
     return {
         "/schedules": {
-            "get": o.operation(tag, "listSchedules", "Every schedule, by name.", admin,
-                               {200: o.json_response("The schedules.", s.closed(
-                                   {"schedules": {"type": "array", "items": s.ref("Schedule")}},
-                                   required=["schedules"]))}, errors=()),
+            "get": o.operation(tag, "listSchedules", "A page of schedules, by name.", admin,
+                               {200: o.json_response("A page of schedules.", o.page_of("schedules",
+                                                                                        s.ref("Schedule")))},
+                               errors=(422,), parameters=o.PAGE_PARAMETERS,
+                               description="Paginated as GET /jobs is: limit and cursor, next_cursor null on the "
+                                           "last page."),
             "post": o.operation(
                 tag, "createSchedule", "Create a schedule: a job enqueued on a cron expression or an interval.",
                 admin, {201: o.json_response("The schedule, with its first tick.", s.ref("Schedule"))},
                 errors=(*o.WITH_BODY, 409), request=o.body("ScheduleRequest"),
                 description="Each tick enqueues exactly one job, whatever the number of server processes, "
-                            "marked with schedule and scheduled_for. " + _TIMING),
+                            "marked with schedule and scheduled_for. " + _TIMING + " " + _CAP),
         },
         "/schedules/{name}": {
             "get": o.operation(tag, "getSchedule", "One schedule.", admin, {200: one}, errors=(404,),

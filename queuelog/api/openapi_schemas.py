@@ -414,12 +414,19 @@ def problem() -> Schema:
                            "description": "On 409: the state that refused the action."},
             "quota": {"type": "string", "enum": ["enqueue_rate", "max_pending"],
                       "description": "On 429: the producer quota that refused the jobs."},
-            "limit": {"type": "integer", "minimum": 1, "description": "On 429: the quota's N (rate) or M (pending)."},
+            "limit": {"type": "integer", "minimum": 1,
+                      "description": "On 429: the quota's N (rate) or M (pending), or the most worker processes "
+                                     "online per key; on 409 for max-schedules: the most schedules."},
             "window_seconds": {"type": "integer", "minimum": 1, "description": "On 429 for the rate: its S."},
             "in_window": {"type": "integer", "minimum": 0,
                           "description": "On 429 for the rate: jobs the key enqueued in the last S seconds."},
             "pending": {"type": "integer", "minimum": 0,
-                        "description": "On 429 for max-pending: the key's pending jobs (counted up to limit)."},
+                        "description": "On 429 for max-pending: the key's pending and waiting jobs (counted up to "
+                                       "limit)."},
+            "online": {"type": "integer", "minimum": 0,
+                       "description": "On 429 for worker processes: the key's processes online."},
+            "schedules": {"type": "integer", "minimum": 0,
+                          "description": "On 409 for max-schedules: the schedules the server has."},
             "requested": {"type": "integer", "minimum": 1, "description": "On 429: the new jobs the request held."},
         },
     }

@@ -78,7 +78,10 @@ def paths() -> dict[str, Any]:
                 tag, "registerWorker", "Register a worker process of this key.", worker,
                 {201: o.json_response("Registered: its id and command (run).", s.ref("WorkerProcess"),
                                       {"Location": "The process's URL."})},
-                errors=o.WITH_BODY, request=o.body("WorkerRegisterRequest"), description=_LIFE),
+                errors=(*o.WITH_BODY, 429), request=o.body("WorkerRegisterRequest"),
+                description="A key has at most QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY processes online (default "
+                            "256): one more is refused (429, type .../max-worker-processes-reached, Retry-After) "
+                            "until one deregisters or goes gone. Beats are never refused. " + _LIFE),
             "get": o.operation(
                 tag, "listWorkers", "Worker processes, online first.", (o.WORKER, o.ADMIN),
                 {200: o.json_response("A worker key's own processes; every process of a live key for an admin.",

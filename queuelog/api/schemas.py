@@ -124,6 +124,14 @@ class ListQuery:
     cursor: str | None
 
 
+@dataclass(frozen=True)
+class PageQuery:
+    """A page of a list without filters (GET /schedules): its size and where it starts."""
+
+    limit: int
+    cursor: str | None
+
+
 def _priority(fields: Fields) -> int:
     value = fields.body.get("priority")
     if value is None:
@@ -469,18 +477,35 @@ def parse_list_query() -> ListQuery:
         priority = PRIORITY_BY_LABEL.get(args["priority"].lower())
         if priority is None:
             errors.append({"pointer": "/query/priority", "detail": "must be " + one_of(PRIORITY_LABELS)})
-    limit = LIST_LIMIT_DEFAULT
-    if args.get("limit") is not None:
-        # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
-        digits = args["limit"]
-        limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
-        if not 1 <= limit <= LIST_LIMIT_MAX:
-            limit = LIST_LIMIT_DEFAULT
-            errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
+    limit = _page_limit(errors)
     if errors:
         raise InvalidRequest(errors)
     return ListQuery(status=status, type=args.get("type"), priority=priority, worker_id=args.get("worker_id"),
                      limit=limit, cursor=args.get("cursor"))
+
+
+def parse_page_query() -> PageQuery:
+    """GET /schedules: limit and cursor, read as GET /jobs reads them."""
+    errors = _unknown_parameters({"limit", "cursor"})
+    if "\x00" in request.args.get("cursor", ""):
+        errors.append({"pointer": "/query/cursor", "detail": "must not contain NUL characters"})
+    limit = _page_limit(errors)
+    if errors:
+        raise InvalidRequest(errors)
+    return PageQuery(limit=limit, cursor=request.args.get("cursor"))
+
+
+def _page_limit(errors: list[dict]) -> int:
+    """The page size asked for (LIST_LIMIT_DEFAULT if none); a bad one adds its error and gives the default."""
+    digits = request.args.get("limit")
+    if digits is None:
+        return LIST_LIMIT_DEFAULT
+    # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
+    limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
+    if not 1 <= limit <= LIST_LIMIT_MAX:
+        errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
+        return LIST_LIMIT_DEFAULT
+    return limit
 
 
 

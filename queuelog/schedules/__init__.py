@@ -8,6 +8,7 @@
 """
 from .operations import (
     ScheduleExists,
+    ScheduleLimitReached,
     ScheduleNotFound,
     ScheduleState,
     create_schedule,
@@ -16,11 +17,12 @@ from .operations import (
     get_schedule,
     last_jobs,
     list_schedules,
+    page_of_schedules,
     run_now,
     update_schedule,
 )
 from .spec import Spec, check_spec
 
-__all__ = ["ScheduleExists", "ScheduleNotFound", "ScheduleState", "Spec", "check_spec", "create_schedule",
-           "delete_schedule", "fire_due", "get_schedule", "last_jobs", "list_schedules", "run_now",
-           "update_schedule"]
+__all__ = ["ScheduleExists", "ScheduleLimitReached", "ScheduleNotFound", "ScheduleState", "Spec", "check_spec",
+           "create_schedule", "delete_schedule", "fire_due", "get_schedule", "last_jobs", "list_schedules",
+           "page_of_schedules", "run_now", "update_schedule"]

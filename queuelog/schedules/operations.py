@@ -9,13 +9,14 @@ the pair refuses a second job for one tick should anything ever get past the com
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -41,6 +42,9 @@ jobs = Job.__table__
 MISSED_AFTER = timedelta(seconds=30)
 #: At most this many due schedules fired by one pass of a ticker; the rest wait for its next pass.
 FIRE_BATCH = 100
+#: The advisory lock of schedule creates on PostgreSQL ("qulgsche"; any fixed 64-bit number no other lock
+#: uses): creates take turns, so two cannot both count one place left under QUEUELOG_MAX_SCHEDULES.
+_CREATES_LOCK = 0x7175_6C67_7363_6865
 
 
 class ScheduleNotFound(QueueError):
@@ -51,6 +55,14 @@ class ScheduleNotFound(QueueError):
 class ScheduleExists(QueueError):
     status = 409
     title = "Conflict"
+
+
+class ScheduleLimitReached(QueueError):
+    """The server holds QUEUELOG_MAX_SCHEDULES schedules already; nothing was created. 409."""
+
+    status = 409
+    title = "Too many schedules"
+    problem = "max-schedules-reached"
 
 
 @dataclass(frozen=True)
@@ -93,10 +105,41 @@ class ScheduleCaller(Caller):
 # --- reading -----------------------------------------------------------------------------------------
 
 def list_schedules() -> list[ScheduleState]:
-    """Every schedule, by name."""
+    """Every schedule, by name (the pages and the CLI; QUEUELOG_MAX_SCHEDULES bounds them)."""
     with read_connection() as conn:
         rows = conn.execute(select(schedules).order_by(schedules.c.name)).all()
     return [ScheduleState.of_row(row) for row in rows]
+
+
+def page_of_schedules(limit: int, cursor: str | None) -> tuple[list[ScheduleState], str | None]:
+    """Up to ``limit`` schedules by name, after ``cursor``; and the cursor of the next page (None: the last).
+
+    Keyset-paginated on the unique name, like GET /jobs on the id: a schedule created or deleted meanwhile
+    neither repeats one nor skips one of the others.
+    """
+    query = select(schedules).order_by(schedules.c.name).limit(limit + 1)
+    if cursor:
+        query = query.where(schedules.c.name > decode_cursor(cursor))
+    with read_connection() as conn:
+        rows = conn.execute(query).all()
+    next_cursor = encode_cursor(rows[limit - 1].name) if len(rows) > limit else None
+    return [ScheduleState.of_row(row) for row in rows[:limit]], next_cursor
+
+
+def encode_cursor(last_name: str) -> str:
+    return base64.urlsafe_b64encode(f"name:{last_name}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The name a cursor of ``page_of_schedules`` ends at, or InvalidRequest (pointer /cursor, as GET /jobs)."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except ValueError:  # binascii.Error and UnicodeDecodeError among them
+        text = ""
+    kind, _, name = text.partition(":")
+    if kind != "name" or not NAME.fullmatch(name):
+        raise InvalidRequest([{"pointer": "/cursor", "detail": "not a cursor this server issued"}])
+    return name
 
 
 def get_schedule(name: str) -> ScheduleState:
@@ -124,12 +167,19 @@ def last_jobs(states: list[ScheduleState]) -> dict[int, JobRow]:
 # --- changing ----------------------------------------------------------------------------------------
 
 def create_schedule(fields: dict) -> ScheduleState:
-    """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now."""
+    """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now.
+
+    Refused (ScheduleLimitReached, 409) when QUEUELOG_MAX_SCHEDULES exist: counted and inserted in one
+    write transaction, creates taking turns, so concurrent creates never pass the limit together.
+    """
     spec = check_spec(fields)
     now = utcnow()
     try:
         with write_transaction() as conn:
+            if conn.dialect.name == "postgresql":  # SQLite: the write transaction holds the write lock already
+                conn.execute(select(func.pg_advisory_xact_lock(_CREATES_LOCK)))
             _refuse_taken_name(conn, spec.name)
+            _refuse_past_limit(conn, current_app.config["MAX_SCHEDULES"])
             conn.execute(insert(schedules).values(**_columns(spec), next_run_at=spec.timing.next_after(now),
                                                   created_at=now, updated_at=now))
     except IntegrityError:
@@ -189,6 +239,16 @@ def _columns(spec: Spec) -> dict:
 def _refuse_taken_name(conn: Connection, name: str) -> None:
     if conn.execute(select(schedules.c.id).where(schedules.c.name == name)).first() is not None:
         raise _name_taken(name)
+
+
+def _refuse_past_limit(conn: Connection, most: int) -> None:
+    """ScheduleLimitReached if the server holds ``most`` schedules (paused ones too: resuming adds no row)."""
+    count = conn.execute(select(func.count()).select_from(schedules)).scalar_one()
+    if count >= most:
+        held = "1 schedule" if count == 1 else f"{count} schedules"
+        raise ScheduleLimitReached(f"this server has {held} and may have at most {most} "
+                                   f"(QUEUELOG_MAX_SCHEDULES); delete one first, or raise the setting",
+                                   limit=most, schedules=count)
 
 
 def _name_taken(name: str) -> ScheduleExists:

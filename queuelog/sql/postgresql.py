@@ -14,7 +14,7 @@ How to read them:
 from __future__ import annotations
 
 from ..pg_listener import CHANNEL
-from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
+from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -500,7 +500,8 @@ QUOTA_TURN = "SELECT pg_advisory_xact_lock(%(namespace)s::integer, %(key)s::inte
 
 #: The key's quota state in one read: the ledger's newest running total and its time, the running total
 #: before the window's first row, the oldest row's time (rows that left the window are deleted now and
-#: then, not on every enqueue), and the key's pending jobs counted up to most (LIMIT 0: not counted).
+#: then, not on every enqueue), and the key's waiting and pending jobs counted up to most (LIMIT 0: not
+#: counted; ix_jobs_backlog_producer).
 QUOTA_STATE = f"""
 SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = %(key)s
          ORDER BY at DESC, running_total DESC LIMIT 1),
@@ -509,7 +510,7 @@ SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = %(key)s
          ORDER BY at, running_total LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = %(key)s ORDER BY at, running_total LIMIT 1),
        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = %(key)s
-                                 AND {status_in({JobStatus.PENDING})} LIMIT %(most)s) AS pending)"""
+                                 AND {status_in(BACKLOG)} LIMIT %(most)s) AS pending)"""
 
 #: When the window's row holding the key's total-th job was written: once it leaves, a refused request fits.
 QUOTA_FREES_AT = ("SELECT at FROM enqueue_ledger WHERE key_id = %(key)s AND at > %(cutoff)s"

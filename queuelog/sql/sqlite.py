@@ -14,7 +14,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
+from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -456,15 +456,16 @@ KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"
 
 #: The key's quota state in one read: the ledger's newest running total and its time, the running total
 #: before the window's first row, the oldest row's time (rows that left the window are deleted now and
-#: then, not on every enqueue), and the key's pending jobs counted up to :most (LIMIT 0: not counted).
-#: The status is spelled out: SQLite uses ix_jobs_pending_producer only for a WHERE saying what its WHERE says.
+#: then, not on every enqueue), and the key's waiting and pending jobs counted up to :most (LIMIT 0: not
+#: counted). The statuses are spelled out: SQLite uses ix_jobs_backlog_producer only for a WHERE saying what
+#: its WHERE says.
 QUOTA_STATE = f"""
 SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = :key ORDER BY at DESC, running_total DESC LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = :key ORDER BY at DESC, running_total DESC LIMIT 1),
        (SELECT running_total - jobs FROM enqueue_ledger WHERE key_id = :key AND at > :cutoff
          ORDER BY at, running_total LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = :key ORDER BY at, running_total LIMIT 1),
-       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = :key AND {status_in({JobStatus.PENDING})}
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = :key AND {status_in(BACKLOG)}
                                LIMIT :most))"""
 
 #: When the window's row holding the key's :total-th job was written: once it leaves, a refused request fits.

@@ -145,7 +145,7 @@ class KeyCreateForm(FlaskForm):
     # Producer quotas; checked (with readable messages) by queuelog.keys like the command line's options.
     enqueue_rate = StringField("Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
                                validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 100/60"})
-    max_pending = StringField("Most jobs pending at once (producers; empty = no limit)",
+    max_pending = StringField("Most jobs pending at once, waiting ones included (producers; empty = no limit)",
                               validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 1000"})
     submit = SubmitField("Create key")
 
