@@ -6,7 +6,7 @@ uncounted did not bound the pending jobs at all. ix_jobs_pending_producer (pendi
 ix_jobs_backlog_producer (waiting and pending), which the count reads.
 
 Revision ID: f1c3a5e7b9d2
-Revises: e6b9d4f2a018
+Revises: f2a7c5e1d9b4
 Create Date: 2026-12-05 09:00:00
 
 """
@@ -15,7 +15,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = 'f1c3a5e7b9d2'
-down_revision = 'e6b9d4f2a018'
+down_revision = 'f2a7c5e1d9b4'   # after unique_scope
 branch_labels = None
 depends_on = None
 
