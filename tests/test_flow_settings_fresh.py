@@ -9,6 +9,7 @@ copy of the settings that the change makes out of date.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import JOB_TYPES
+from tests.support.scale import flask_command
 from tests.support.server import REPO_ROOT, running_server
 
 #: One round of changes, each followed by claims of every kind; the limits are those the held email job meets
@@ -118,6 +120,17 @@ def processes_that_answered_claims(server) -> set[str]:
             if "path=/jobs/claim status=" in line and "pid=" in line}
 
 
+def claim_and_complete(url: str, worker: str, types: list[str]) -> str | None:
+    """One claim on a new connection: the type of the job it got (completed at once), or None for 204."""
+    status, job = call(url + "/jobs/claim", "POST", worker, {"types": types})
+    assert status in (200, 204), job
+    if status == 204:
+        return None
+    done, answer = call(url + f"/jobs/{job['id']}/complete", "POST", worker, {"claim_token": job["claim_token"]})
+    assert done == 200, answer
+    return job["type"]
+
+
 def test_every_claim_obeys_a_change_once_it_has_answered_in_any_process(server, make_key):
     admin, producer, worker = make_key("admin"), make_key("producer"), make_key("worker")
     enqueue_stock(server.url, producer, "email", STOCK, concurrency_key="k")
@@ -175,3 +188,27 @@ def test_claims_waiting_in_every_process_take_the_jobs_a_change_frees(server, ma
         assert status == 200, answer
         answers = [claim.result() for claim in waiting]
     assert [(status, job["type"]) for status, job in answers] == [(200, "email")] * 6
+
+
+def test_a_pause_and_a_resume_from_flask_types_bind_the_servers_claims_at_once(server, server_env, make_key):
+    producer, worker = make_key("producer"), make_key("worker")
+    enqueue_stock(server.url, producer, "email", 20)
+    enqueue_stock(server.url, producer, "report", 20)
+    got, stop = [], threading.Event()
+
+    def keep_claiming():
+        """Claims all the while (of a type with no jobs): each process keeps a copy of the settings in use."""
+        while not stop.is_set():
+            call(server.url + "/jobs/claim", "POST", worker, {"types": ["noop"]})
+
+    claimer = threading.Thread(target=keep_claiming)
+    claimer.start()
+    try:
+        for command, types in (("pause", ["email", "report"]), ("resume", ["email"])):
+            done = flask_command(server_env, "types", command, "email")
+            assert done.returncode == 0, done.stderr
+            got.append((command, [claim_and_complete(server.url, worker, types) for _ in range(6)]))
+    finally:
+        stop.set()
+        claimer.join()
+    assert got == [("pause", ["report"] * 6), ("resume", ["email"] * 6)]
