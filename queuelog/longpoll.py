@@ -2,10 +2,8 @@
 
 A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it),
 and sleeps no longer than until the next pending job it could claim comes due (``_NextDue``), so a
-scheduled job or a retry's backoff ends in a claim on time. Before it sleeps it renews what its claim
-would read first (``keep_ready``: flow control's copy of the settings), so the claim a new job wakes
-goes straight to its statement. It does hold a server thread: gunicorn's gthread worker serves one
-request per thread. So:
+scheduled job or a retry's backoff ends in a claim on time. It does hold a server thread: gunicorn's
+gthread worker serves one request per thread. So:
 
 - **A cap per server process.** A waiting claim takes one of the process's places for waiting requests
   (``waiting_places``, shared with producers waiting for a job's end), so the rest of its threads stay
@@ -45,14 +43,12 @@ log = logging.getLogger("queuelog.longpoll")
 
 
 def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                  give_back: Callable[[list], None], keep_ready: Callable[[], float] | None = None) -> list:
+                  give_back: Callable[[list], None]) -> list:
     """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
 
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
     types that claim would take (None: any); ``give_back`` returns claimed rows to the queue when
-    the client turns out to have hung up; ``keep_ready``, called before each sleep, readies what
-    ``claim_once`` would otherwise read first, and says in how many seconds to call it again (the
-    sleep is no longer). Returns what the client gets: the claimed rows, or [].
+    the client turns out to have hung up. Returns what the client gets: the claimed rows, or [].
     Raises ``LongPollsFull`` when this process already holds as many waiting claims as it may.
     """
     if wait <= 0:
@@ -60,7 +56,7 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
     else:
         limit = waiting_limit()
         with place_if_free(limit) as placed:
-            rows = (_wait_and_claim(claim_once, wait, types, keep_ready) if placed
+            rows = (_wait_and_claim(claim_once, wait, types) if placed
                     else _claim_if_due(claim_once, types, limit))
     if rows and client_gone():
         # It hung up while we claimed: nobody will run these jobs or heartbeat them.
@@ -84,8 +80,7 @@ def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, l
     return rows
 
 
-def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                    keep_ready: Callable[[], float] | None) -> list:
+def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None) -> list:
     waker = waker_for_current_app()
     deadline = time.monotonic() + wait
     seen = waker.generation
@@ -96,14 +91,11 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - now
         if remaining <= 0:
             break
-        ready_for = keep_ready() if keep_ready is not None else math.inf
         look_in = min(remaining, max(0.0, recheck_at - now), _next_due.seconds_until(types, waker))
-        woken = waker.wait(seen, min(look_in, ready_for))
+        woken = waker.wait(seen, look_in)
         seen = waker.generation
         if client_gone():
             break   # claiming now would hand jobs to nobody; its place is free again
-        if not woken and ready_for < look_in:
-            continue   # not a time to look, only keep_ready's time to renew: renew and sleep on
         with _claiming_turn:
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()

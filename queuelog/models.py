@@ -376,7 +376,8 @@ class TypeSettings(db.Model):
     """Flow control of one job type (one queue): paused, and its limits. No row: no limits, not paused.
 
     Read by every claim of a type that has one (queuelog/sql, CLAIM); written only by
-    ``queue.flow.update_type``, which also writes the change to ``type_changes``.
+    ``queue.flow.update_type``, which also writes the change to ``type_changes``. Every write gives
+    ``type_settings_version`` a new version (a trigger).
     """
 
     __tablename__ = "type_settings"
@@ -390,6 +391,21 @@ class TypeSettings(db.Model):
     # Whose dedupe windows (unique_for): "producer" (each key its own) or "type" (one for every producer).
     unique_scope: Mapped[str] = mapped_column(String(16), default="producer", server_default=text("'producer'"))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TypeSettingsVersion(db.Model):
+    """Which version of type_settings is current: one row, given a new random number by every change.
+
+    A trigger on type_settings writes it, in the changing transaction (migration f3a1c7e9b2d5), whoever writes:
+    the claim checks that the version its process's copy of the settings was read at is still this one
+    (queue/flow.py). Random, not counted: emptied and refilled (tests), a counter would bring back a number
+    that a copy read before still holds. No row reads as version 0.
+    """
+
+    __tablename__ = "type_settings_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)   # always 1
+    version: Mapped[int] = mapped_column(BigInteger)
 
 
 class TypeChange(db.Model):

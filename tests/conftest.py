@@ -32,7 +32,7 @@ pytest_plugins = ["tests.support.server", "tests.support.ui", "tests.worker_apps
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = ["job_dependencies", "job_events", "jobs", "enqueue_ledger", "api_keys", "admin_sessions", "users",
           "login_attempts", "type_settings", "type_changes", "type_claims", "unique_slots", "schedules",
-          "worker_processes", "type_rollups", "rollup_marks"]
+          "worker_processes", "type_rollups", "rollup_marks", "type_settings_version"]
 
 
 def pytest_report_header(config):

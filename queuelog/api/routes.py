@@ -6,7 +6,6 @@ from flask import jsonify, url_for
 from .. import longpoll, queries, queue, result_wait
 from ..errors import QueueError
 from ..models import Role
-from ..queue import flow
 from ..states import FINAL, names
 from . import bp
 from .auth import current_caller, require_role
@@ -98,8 +97,7 @@ def claim_job():
     rows = longpoll.claim_or_wait(
         lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds,
                             process=asked.process_id),
-        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered,
-        keep_ready=flow.keep_fresh)
+        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204
     # A workflow's child carries its parents' results, so a fan-in handler needs no more requests.

@@ -2,9 +2,9 @@
 
 How to read them:
 - values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``), except the claim's ``{limit}``,
-  which the runner writes into the text (see CLAIM); ``{types}``, ``{claimed_before}``
-  and ``{flow}`` / ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and
-  FLOW / FLOW_PICK when the caller gives those values, and leaves empty when not; ``{claim}`` and
+  which the runner writes into the text (see CLAIM); ``{types}``, ``{claimed_before}``, ``{flow}`` /
+  ``{flow_pick}`` and LOGGED's ``{stale}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE,
+  FLOW / FLOW_PICK and STALE when the caller gives those values, and leaves empty when not; ``{claim}`` and
   ``{parts}`` (LEAVE_RUNNING) hold what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner sends it inside LOGGED, which writes its
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..pg_listener import CHANNEL
 from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
-from .values import JOB_LIST, KEY_LIST, limited, status_in
+from .values import JOB_COLUMNS, JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
@@ -190,6 +190,14 @@ FLOW_PICK = "UNION ALL SELECT id FROM taken"
 #: marked two running. The flow pick alone covers every type (a type without settings has room ``{limit}``).
 WALK_OFF = "AND false"
 
+#: The settings changed since %(version)s, the version of type_settings the caller's copy was read at (a
+#: trigger gives type_settings_version a new one with every change, in the changing transaction; no row:
+#: version 0). One primary-key read of a one-row table.
+SETTINGS_CHANGED = "coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) <> %(version)s"
+#: LOGGED's ``{stale}`` for CLAIM: a row of NULLs (no job has a NULL id) says "shaped by an old copy of the
+#: settings: took nothing".
+STALE = f"UNION ALL SELECT {', '.join(['NULL'] * len(JOB_COLUMNS))} WHERE {SETTINGS_CHANGED}"
+
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
 #: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows instead of queueing behind
@@ -202,8 +210,11 @@ WALK_OFF = "AND false"
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (a one-time
 #: filter on the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
 #: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
-#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
-#: rather than too much.
+#: A caller unaware of a new pause or limit thus claims nothing rather than too much; and it does not stay
+#: unaware: when the settings changed since the caller's copy was read (SETTINGS_CHANGED, in this statement's
+#: snapshot) the claim takes nothing at all, and LOGGED's ``{stale}`` (STALE) adds a row of NULLs that says so:
+#: the caller reads the settings again and claims anew (sql.claim). The check is a one-time filter (an
+#: InitPlan): when it fails, the pick is not run.
 #:
 #: ``{limit}`` is written into the text, not sent as a value: with a LIMIT it cannot see, the planner
 #: costs a prepared claim's generic plan as if it read a tenth of the pending jobs, keeps planning every
@@ -230,7 +241,8 @@ UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE {status_in(_CLAIM.from_statuses)} {{process_runs}} AND id IN (SELECT id FROM picked)
+ WHERE NOT {SETTINGS_CHANGED} AND {status_in(_CLAIM.from_statuses)} {{process_runs}}
+   AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""
 
 #: The limits of a claim's limited types (``{types}``: of those it may take), locked for the rest of the
@@ -347,7 +359,7 @@ _LOGGING = ("WITH changed AS ({statement}), "
             "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
             "FROM changed)")
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
-LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed"
+LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed {{stale}}"
 #: LOGGED for new jobs, which also wakes the waiting claims of every server process: the NOTIFY that
 #: ``wakeup.jobs_ready`` would send as a statement of its own, without its round trip. Like NOTIFY it is
 #: delivered at commit. It is sent once the jobs exist (no row to join, no notification).

@@ -2,9 +2,9 @@
 
 How to read them:
 - values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)``, ``(:locked_types)`` are lists the runner
-  spells out per call (``:ids_0, :ids_1, …``); ``{types}``, ``{claimed_before}`` and ``{flow}`` /
-  ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and FLOW / FLOW_PICK when
-  the caller gives those values, and leaves empty when not; ``{claim}`` and ``{parts}`` (LEAVE_RUNNING)
+  spells out per call (``:ids_0, :ids_1, …``); ``{types}``, ``{claimed_before}``, ``{flow}`` / ``{flow_pick}``
+  and ``{stale}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE, FLOW / FLOW_PICK and STALE
+  when the caller gives those values, and leaves empty when not; ``{claim}`` and ``{parts}`` (LEAVE_RUNNING)
   hold what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns (the claim reads them back with CLAIMED instead: see
@@ -193,16 +193,25 @@ WALK_OFF = "OR 1"
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (one look at
 #: the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
 #: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
-#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
-#: rather than too much. The transaction began IMMEDIATE, so the counts the pick reads cannot change
-#: before it commits: no other claim can run a job past a limit in between.
+#: A caller unaware of a new pause or limit thus claims nothing rather than too much; and it does not stay
+#: unaware: ``{stale}`` (STALE) adds a NULL id when the settings changed since the caller's copy was read, and
+#: the caller then reads them again and claims anew (sql.claim). The transaction began IMMEDIATE, so the counts
+#: the pick reads cannot change before it commits: no other claim can run a job past a limit in between.
 CLAIM_PICK = f"""
 {{flow}}
 SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
                  WHERE {CLAIMABLE}
                  ORDER BY priority DESC, fair_tag, id
                  LIMIT CASE WHEN {_ANY_CONTROLLED} {{walk_off}} THEN 0 ELSE :limit END)
-{{flow_pick}}"""
+{{flow_pick}}
+{{stale}}"""
+
+#: The settings changed since :version, the version of type_settings the caller's copy was read at (a
+#: trigger gives type_settings_version a new one with every change; no row: version 0). One primary-key
+#: read of a one-row table, asked once per claim.
+SETTINGS_CHANGED = "coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) <> :version"
+#: CLAIM_PICK's ``{stale}``: a NULL id says "shaped by an old copy of the settings" (the caller drops the pick).
+STALE = f"UNION ALL SELECT NULL WHERE {SETTINGS_CHANGED}"
 
 #: The picked jobs (:ids) marked running for this claim, those still pending; with ``{process_runs}``, only
 #: while the claiming worker process is told to run.
