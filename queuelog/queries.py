@@ -134,4 +134,4 @@ def decode_cursor(cursor: str) -> int:
             raise ValueError(kind)
         return int(value)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest([{"pointer": "/cursor", "detail": "not a cursor this server issued"}]) from None
+        raise InvalidRequest([{"pointer": "/query/cursor", "detail": "not a cursor this server issued"}]) from None

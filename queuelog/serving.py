@@ -20,18 +20,22 @@ we can see which class gunicorn chose.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import socket
 import time
 from dataclasses import dataclass
 
 from flask import Flask
+from gunicorn import util
+from gunicorn.http.errors import LimitRequestLine
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
 from . import waiting_places, wakeup
+from .api.problems import PROBLEM_TYPE_BASE
 from .database import turns
 from .schedules import ticker
 
@@ -120,6 +124,21 @@ class HeadFirstThreadWorker(ThreadWorker):
             unreader.sock = reads_from
             with contextlib.suppress(OSError):   # closed already, after a failed response
                 reads_from.settimeout(None)   # blocking again, as gunicorn left it
+
+    def handle_error(self, req, client, addr, exc):
+        """A request line over gunicorn's ``limit_request_line`` (4094 bytes: a long URL) is answered 414 as every
+        API error is, application/problem+json (the OpenAPI document says so), not with gunicorn's HTML page."""
+        if not isinstance(exc, LimitRequestLine):
+            return super().handle_error(req, client, addr, exc)
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("", -1))[0], exc)
+        body = json.dumps({"type": PROBLEM_TYPE_BASE + "uri-too-long", "title": "URI Too Long", "status": 414,
+                           "detail": f"the request line (method and URL) is longer than "
+                                     f"{self.cfg.limit_request_line} bytes"}).encode()
+        with contextlib.suppress(OSError):   # it is gone already
+            util.write_nonblock(client, b"HTTP/1.1 414 URI Too Long\r\nConnection: close\r\n"
+                                        b"Content-Type: application/problem+json\r\n"
+                                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return None
 
     def _collects_heads(self, conn) -> bool:
         cfg = self.cfg

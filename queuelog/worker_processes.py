@@ -254,12 +254,14 @@ def give_command(process_id: int, command: Command, actor: str) -> ProcessState:
 
 
 def claim_command(conn: Connection, caller: Caller, process_id: int) -> Command:
-    """Inside a claim's transaction: the named process's command (422 if it is not one of the caller's)."""
+    """Inside a claim's transaction: the named process's command (404 if it is not one of the caller's).
+
+    404, as every /workers route answers for an unknown process or another key's: an id no schema can check.
+    """
     command = conn.execute(select(processes.c.command).where(processes.c.id == process_id,
                                                              processes.c.key_id == caller.id)).scalar()
     if command is None:
-        raise InvalidRequest([{"pointer": "/process_id",
-                               "detail": "is not a worker process of this key: register one with POST /workers"}])
+        raise _not_found(process_id)
     return Command(command)
 
 

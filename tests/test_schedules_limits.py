@@ -77,7 +77,7 @@ def test_a_cursor_we_did_not_issue_is_422(client, admin, cursor):
 def test_a_bad_cursor_is_the_same_422_as_get_jobs(client, admin):
     for path in ("/jobs", "/schedules"):
         response = client.get(path, query_string={"cursor": "garbage"}, headers=admin)
-        assert pointers(response) == {"/cursor"}
+        assert pointers(response) == {"/query/cursor"}
         assert response.get_json()["errors"][0]["detail"] == "not a cursor this server issued"
 
 

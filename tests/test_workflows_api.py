@@ -289,7 +289,7 @@ def test_purge_removes_a_parent_once_its_children_are_final(runner, enqueue, run
 
 # --- waiting for a job's end ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("wait", ["0", "31", "-1", "abc", "nan", "1e1", ""])
+@pytest.mark.parametrize("wait", ["0", "31", "-1", "abc", "nan", "inf", "1e2", " 5", ""])  # 1e1 is a number in range
 def test_wait_out_of_range_is_a_422(client, enqueue, producer, wait):
     job = enqueue()
     assert pointers(client.get(f"/jobs/{job['id']}?wait={wait}", headers=producer)) == {"/query/wait"}

@@ -39,6 +39,8 @@ _ERRORS = {
          "server's most schedules reached (type .../max-schedules-reached, with limit and schedules); a worker "
          "process gone, or already told to stop.",
     413: "The request body is larger than 1 MiB.",
+    414: "The request line (method and URL) is longer than gunicorn's limit_request_line (4094 bytes by default): "
+         "answered by the production server before the app reads the request.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
     429: "The key's producer quota refuses these jobs: over its enqueue rate (type .../enqueue-rate-exceeded) "
@@ -56,8 +58,8 @@ _HEADER_NOTES = {
                          "process that beat longest ago would be gone (sooner if one deregisters)."},
     503: {"Retry-After": "Seconds to wait before retrying."},
 }
-# Every authenticated route can answer these.
-_ALWAYS = (401, 403, 500, 503)
+# Every authenticated route can answer these (414: a URL too long for the production server to read).
+_ALWAYS = (401, 403, 414, 500, 503)
 _WITH_BODY = (400, 413, 415, 422)
 WITH_BODY = _WITH_BODY
 # An enqueue can also meet its key's producer quota.
@@ -139,7 +141,8 @@ def _query(name: str, schema: dict, description: str) -> dict[str, Any]:
 PAGE_PARAMETERS = [
     _query("limit", {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX, "default": LIST_LIMIT_DEFAULT},
            "Page size."),
-    _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
+    _query("cursor", s.text(), "next_cursor of the previous page, as it was: an opaque string. One this "
+                               "server did not issue is a 422 (pointer /query/cursor)."),
 ]
 
 
@@ -197,9 +200,9 @@ def paths() -> dict[str, Any]:
     """Every route of the api blueprint."""
     list_parameters = [
         _query("status", {"type": "string", "enum": list(s.STATUSES)}, "Only jobs in this state."),
-        _query("type", {"type": "string"}, "Only jobs of this type."),
+        _query("type", s.text(), "Only jobs of this type."),
         _query("priority", {"type": "string", "pattern": s.PRIORITY_PATTERN}, "Only jobs of this priority."),
-        _query("worker_id", {"type": "string"}, "Only jobs held (or last held) by this worker key."),
+        _query("worker_id", s.text(), "Only jobs held (or last held) by this worker key."),
         *PAGE_PARAMETERS,
     ]
     job_page = page_of("jobs", s.ref("Job"))
@@ -253,14 +256,15 @@ def paths() -> dict[str, Any]:
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
                                 {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
-            errors=_WITH_BODY, request=body("ClaimRequest", required=False),
+            errors=(*_WITH_BODY, 404), request=body("ClaimRequest", required=False),
             description="Highest priority first; among equal priorities concurrency keys take turns, oldest "
                         "first within a key; only jobs whose run_at has come and whose expires_at has not, of "
                         "types not paused and within "
                         "their limits (a claim held back by them is answered 204 too). A claim "
                         "with wait that finds nothing due while this server process already holds as many "
                         "waiting claims as it may is answered at once: 503, type .../long-polls-full, with "
-                        "Retry-After; nothing was claimed.")},
+                        "Retry-After; nothing was claimed. A process_id that is not one of this key's worker "
+                        "processes is a 404.")},
         "/jobs/complete": {"post": operation(
             WORKERS, "completeBatch", "Complete many held jobs in one request.", (WORKER,),
             {200: json_response("One outcome per item, in order.", s.ref("BatchCompleteResponse"))},
@@ -272,7 +276,8 @@ def paths() -> dict[str, Any]:
             errors=(404, 422, 503), parameters=[JOB_ID, _query(
                 "wait", {"type": "number", "exclusiveMinimum": 0, "maximum": s.schemas.MAX_CLAIM_WAIT_SECONDS},
                 "Hold the answer until the job is final (completed, failed, cancelled), at most this many "
-                "seconds; then answer with the job as it is.")],
+                "seconds; then answer with the job as it is. Written as a JSON number (2.5, 0.0001, 1e1, "
+                "1.0E-4); anything else, or a value out of range, is a 422 (pointer /query/wait).")],
             description="A producer sees its own jobs, a worker the job it holds, an admin every job. With "
                         "wait, a server process already holding as many waiting requests as it may answers "
                         "503 (type .../long-polls-full) with Retry-After.")},

@@ -26,6 +26,13 @@ TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
 REF_PATTERN = schemas.REF.pattern
+NO_NUL_PATTERN = patterns.NO_NUL_PATTERN
+
+
+def text(description: str = "") -> Schema:
+    """A string the API refuses with 422 if it holds NUL (PostgreSQL text cannot store one; SQLite answers alike)."""
+    schema: Schema = {"type": "string", "pattern": NO_NUL_PATTERN}
+    return schema | {"description": description} if description else schema
 
 
 def ref(name: str) -> Schema:
@@ -102,7 +109,7 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "type": "string", "enum": [mode.value for mode in RunWhen],
             "description": "completed (default): every parent completed; a parent that fails for good or is "
                            "cancelled cancels this job (event dependency_failed). finished: every parent reached "
-                           "a final state, whichever (cleanups, callbacks). Only with depends_on."}),
+                           "a final state, whichever (cleanups, callbacks). Only with depends_on (else 422)."}),
     }
     if in_batch:
         workflow["ref"] = nullable({"type": "string", "pattern": REF_PATTERN,
@@ -144,7 +151,8 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "exists in the window, nothing else of it.")),
         "unique_key": nullable({
             "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
-            "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for). "
+            "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for, "
+                           "else 422). "
                            "Default: a digest of the type and the payload as canonical JSON."}),
         "expires_at": nullable(time(
             "Not claimed by then, the job never runs: the reaper cancels it (event expired). RFC 3339 with an "
@@ -155,17 +163,24 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "timed out (retried per max_retries), even while its worker heartbeats, and the worker's late "
             "complete, fail or heartbeat is refused 409. The claim answers timeout_at.")),
         **workflow,
-    }, required=["type"])
+    }, required=["type"], allOf=[_only_with("run_when", "depends_on"), _only_with("unique_key", "unique_for")])
 
 
-def claim_request(max_lease: int) -> Schema:
+def _only_with(field: str, needed: str) -> Schema:
+    """``field`` (not null) is refused with 422 unless ``needed`` is given (not null) too."""
+    return {"if": {"properties": {field: {"not": {"type": "null"}}}, "required": [field]},
+            "then": {"properties": {needed: {"not": {"type": "null"}}}, "required": [needed]}}
+
+
+def claim_request(job_types: list[str], max_lease: int) -> Schema:
     """POST /jobs/claim; every field is optional and an empty body is {}."""
     return closed({
         "types": nullable({"type": "array", "minItems": 1, "maxItems": 100,
-                           "items": {"type": "string", "pattern": TYPE_PATTERN},
-                           "description": "Claim only these types (default: any the key may claim)."}),
+                           "items": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types)},
+                           "description": "Claim only these types, each on this server's QUEUELOG_JOB_TYPES "
+                                          "(default: any the key may claim)."}),
         "lease_seconds": nullable(_integer(1, max_lease, "Lease length (default QUEUELOG_LEASE_SECONDS).")),
-        "worker_id": nullable({"type": "string",
+        "worker_id": nullable({"type": "string", "pattern": NO_NUL_PATTERN,
                                "description": "Accepted only when equal to the key's name (422 otherwise): "
                                               "a worker's identity is its key."}),
         "limit": nullable(_integer(1, schemas.MAX_BATCH_CLAIM,
@@ -177,7 +192,7 @@ def claim_request(max_lease: int) -> Schema:
         "process_id": nullable(_integer(1, schemas.MAX_PROCESS_ID,
                                         "This key's worker process claiming (POST /workers): written on the jobs "
                                         "for the Workers page; a process told to quiet or stop is answered 204, "
-                                        "another key's process 422.")),
+                                        "an unknown process or another key's 404.")),
     })
 
 
@@ -250,7 +265,7 @@ def type_change() -> Schema:
 
 def token_request(**extra: Schema) -> Schema:
     """A holding worker's action: the claim token, plus the action's own fields."""
-    return closed({"claim_token": {"type": "string", "description": "The token the claim returned."}, **extra},
+    return closed({"claim_token": text("The token the claim returned."), **extra},
                   required=["claim_token"])
 
 
@@ -285,7 +300,7 @@ def batch_enqueue_request() -> Schema:
 def batch_complete_request() -> Schema:
     item = closed({
         "id": _integer(1, MAX_JOB_ID, "The job's id."),
-        "claim_token": {"type": "string"},
+        "claim_token": text(),
         "result": nullable(json_object()),
     }, required=["id", "claim_token"])
     return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_CLAIM,
@@ -470,7 +485,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),
         "BatchEnqueueItem": enqueue_request(job_types, max_payload_bytes, in_batch=True),
         "BatchEnqueueRequest": batch_enqueue_request(),
-        "ClaimRequest": claim_request(max_lease),
+        "ClaimRequest": claim_request(job_types, max_lease),
         "CompleteRequest": complete_request(),
         "FailRequest": fail_request(),
         "HeartbeatRequest": heartbeat_request(max_lease),
@@ -483,6 +498,6 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
         "HiddenDedupeHit": hidden_dedupe_hit(),
-        **schedule_components(),
+        **schedule_components(job_types),
         **worker_components(job_types),
     }

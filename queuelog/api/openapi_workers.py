@@ -40,10 +40,11 @@ def process() -> Schema:
 
 def register_request(job_types: list[str]) -> Schema:
     return s.closed({
-        "host": {"type": "string", "minLength": 1, "maxLength": r.MAX_HOST_CHARS},
+        "host": {"type": "string", "minLength": 1, "maxLength": r.MAX_HOST_CHARS, "pattern": s.NO_NUL_PATTERN,
+                 "description": "The host it runs on (no NUL, else 422)."},
         "pid": {"type": "integer", "minimum": 1, "maximum": r.MAX_PID},
-        "version": {"type": "string", "minLength": 1, "maxLength": r.MAX_VERSION_CHARS,
-                    "description": "The worker's own version, shown on the Workers page."},
+        "version": {"type": "string", "minLength": 1, "maxLength": r.MAX_VERSION_CHARS, "pattern": s.NO_NUL_PATTERN,
+                    "description": "The worker's own version, shown on the Workers page (no NUL, else 422)."},
         "concurrency": {"type": "integer", "minimum": 1, "maximum": r.MAX_CONCURRENCY,
                         "description": "How many jobs it runs at once."},
         "types": s.nullable({"type": "array", "maxItems": r.MAX_PROCESS_TYPES,

@@ -20,6 +20,7 @@ from ..patterns import (
     IDEMPOTENCY_KEY_HINT,
     JOB_TYPE,
     JOB_TYPE_HINT,
+    JSON_NUMBER,
     NAME_PATTERN,
     PRIORITY_BY_LABEL,
     PRIORITY_LABELS,
@@ -444,8 +445,9 @@ def parse_job_query() -> float:
     raw = request.args.get("wait")
     if raw is None:
         return 0.0
-    # Digits and an optional fraction only: float() would also take "nan", "inf", "1e1" and " 5".
-    wait = float(raw) if re.fullmatch(r"[0-9]{1,2}(\.[0-9]{1,3})?", raw) else -1.0
+    # Any number as JSON writes it ("12.3456", "1e1", "1.0E-4": a double as any client language prints it), but
+    # not what only Python's float() reads ("nan", "inf", " 5", "1_0"). A value too small for a double reads as 0.
+    wait = float(raw) if JSON_NUMBER.fullmatch(raw) else -1.0
     if not 0 < wait <= MAX_CLAIM_WAIT_SECONDS:
         raise InvalidRequest([{"pointer": "/query/wait",
                                "detail": f"must be a number of seconds above 0 and at most {MAX_CLAIM_WAIT_SECONDS}"}])

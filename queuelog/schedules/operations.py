@@ -138,7 +138,7 @@ def decode_cursor(cursor: str) -> str:
         text = ""
     kind, _, name = text.partition(":")
     if kind != "name" or not NAME.fullmatch(name):
-        raise InvalidRequest([{"pointer": "/cursor", "detail": "not a cursor this server issued"}])
+        raise InvalidRequest([{"pointer": "/query/cursor", "detail": "not a cursor this server issued"}])
     return name
 
 

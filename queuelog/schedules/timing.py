@@ -16,6 +16,7 @@ An interval of N seconds ticks at the multiples of N seconds since the Unix epoc
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -39,6 +40,13 @@ MAX_EVERY_SECONDS = 86_400
 #: zone, posix/ (the same rules) and right/ (leap seconds counted, which no datetime here does).
 HOST_NAMES = frozenset({"localtime", "posixrules", "Factory"})
 HOST_TREES = ("posix/", "right/")
+#: What a cron expression may look like before cronsim reads its values: 5 or 6 fields of digits, names (JAN,
+#: MON), * ? / , - # L W, apart by spaces or tabs; or an alias in any case. The OpenAPI document quotes it, and
+#: it is written so that Python's re and ECMA-262 read it alike (the values themselves only cronsim can check).
+_FIELD = "[0-9A-Za-z*?/,#-]+"
+_ALIAS = "|".join("@" + "".join(f"[{c.lower()}{c.upper()}]" for c in alias[1:]) for alias in ALIASES)
+CRON_PATTERN = f"^[ \\t]*({_ALIAS}|{_FIELD}([ \\t]+{_FIELD}){{4,5}})[ \\t]*$"
+CRON = re.compile(CRON_PATTERN)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -139,6 +147,9 @@ def expand(expression: str) -> str:
 
 def check_cron(expression: str, timezone: str) -> str:
     """``expression`` tidied (single spaces; an alias in lower case), or TimingError saying what is wrong."""
+    if not CRON.fullmatch(expression):
+        raise TimingError("must be 5 fields (minute hour day month weekday), or 6 with the seconds first, of digits, "
+                          "names and * ? / , - # L W apart by spaces; or one of " + ", ".join(ALIASES))
     tidy = " ".join(expression.split())
     if tidy.lower() in ALIASES:
         return tidy.lower()
