@@ -33,6 +33,7 @@ _SCHEDULE = {
 #: Operation → {JSON pointer (regex) → why no schema can say it}. Only these may refuse schema-valid data with 422.
 RULES_NO_SCHEMA_CAN_SAY: dict[str, dict[str, str]] = {
     "GET /jobs": {"/query/cursor": "opaque: only a next_cursor this server issued is one"},
+    "GET /schedules": {"/query/cursor": "opaque: only a next_cursor this server issued is one"},
     "POST /jobs": _ENQUEUE,
     "POST /jobs/batch": {**_ENQUEUE, r"/jobs/\d+/ref": "unique within the batch"},
     "POST /jobs/claim": {"/worker_id": "the calling key's own name, which the document cannot know"},
