@@ -15,13 +15,14 @@ write waits for; between two batches the ticker gives its turn back (``ticker``)
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import and_, bindparam, case, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -44,11 +45,11 @@ FIRE_BATCH = 200
 #: disk): a request's write waits for the write lock about this long at most behind a batch.
 BATCH_SECONDS = 0.05
 
+#: Schedules moved on by one compare-and-set statement (one round trip to PostgreSQL for them all); a batch
+#: checks its time between two such.
+CAS_CHUNK = 50
+
 # Built once: building a statement cost more than running it, a thousand times a second.
-_MOVE_ON = update(schedules).where(
-    schedules.c.id == bindparam("b_id"), schedules.c.next_run_at == bindparam("b_due"),
-    schedules.c.paused.is_(False),
-).values(next_run_at=bindparam("b_next"), updated_at=bindparam("b_now"))
 _SET_LAST_JOB = update(schedules).where(schedules.c.id == bindparam("b_id")).values(
     last_run_at=bindparam("b_tick"), last_job_id=bindparam("b_job"))
 
@@ -142,15 +143,18 @@ def _due(state: ScheduleState, now: datetime) -> Due:
 
 
 def _fire_together(batch: list[Due], now: datetime, quiet: bool = False) -> list[_Fired]:
-    """Fire ``batch`` in order in one write transaction, until BATCH_SECONDS have passed; returns those fired
-    (at least the first)."""
+    """Fire ``batch`` in order in one write transaction, CAS_CHUNK schedules at a time until BATCH_SECONDS have
+    passed; returns those fired (at least the first chunk)."""
     done: list[_Fired] = []
     if not batch:
         return done
     with write_transaction() as conn:
         deadline = time.monotonic() + BATCH_SECONDS
-        for due in batch:
-            done.append(_fire_in(conn, due, now))
+        for start in range(0, len(batch), CAS_CHUNK):
+            chunk = batch[start:start + CAS_CHUNK]
+            won = _move_on(conn, chunk, now)
+            done.extend(_Fired(due, due.state.id in won, enqueue_job(conn, due.state.spec, due.tick, None)
+                               if due.state.id in won and due.enqueues else None) for due in chunk)
             if time.monotonic() >= deadline:
                 break
         last_jobs = [{"b_id": fired.due.state.id, "b_tick": fired.due.tick, "b_job": fired.job.id}
@@ -163,13 +167,31 @@ def _fire_together(batch: list[Due], now: datetime, quiet: bool = False) -> list
     return done
 
 
-def _fire_in(conn: Connection, due: Due, now: datetime) -> _Fired:
-    """The compare-and-set of one schedule and, if it matched, its tick's job, in the caller's transaction."""
-    state = due.state
-    won = conn.execute(_MOVE_ON, {"b_id": state.id, "b_due": state.next_run_at, "b_next": due.next_run_at,
-                                  "b_now": now}).rowcount == 1
-    job = enqueue_job(conn, state.spec, due.tick, None) if won and due.enqueues else None
-    return _Fired(due, won, job)
+def _move_on(conn: Connection, chunk: list[Due], now: datetime) -> set[int]:
+    """The compare-and-set of each schedule of ``chunk``, in one statement: those still at the tick read (and
+    active) move on to their next; returns their ids. Another ticker that moved one on first won it."""
+    params: dict = {"b_now": now}
+    for index, due in enumerate(chunk):
+        params.update({f"b_id{index}": due.state.id, f"b_due{index}": due.state.next_run_at,
+                       f"b_next{index}": due.next_run_at})
+    return set(conn.execute(_move_on_statement(len(chunk)), params).scalars())
+
+
+@functools.cache
+def _move_on_statement(size: int):
+    """``_move_on``'s statement for ``size`` schedules, built once per size: building it took longer than
+    running it."""
+    table, column = schedules, schedules.c.next_run_at
+    ids = [bindparam(f"b_id{index}", type_=table.c.id.type) for index in range(size)]
+    return update(table).where(
+        table.c.paused.is_(False),
+        or_(*(and_(table.c.id == ids[index], column == bindparam(f"b_due{index}", type_=column.type))
+              for index in range(size))),
+    ).values(
+        next_run_at=case(*((table.c.id == ids[index], bindparam(f"b_next{index}", type_=column.type))
+                           for index in range(size))),
+        updated_at=bindparam("b_now", type_=table.c.updated_at.type),
+    ).returning(table.c.id)
 
 
 def _log_late(fired: _Fired) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from datetime import timedelta
 
 from flask import Flask
@@ -75,6 +76,7 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
     roll_at = utcnow()   # when the next rollup step is due: at once on start, to catch up
     while not stop.is_set():
         try:
+            began = time.monotonic()
             now, due = utcnow(), None
             # A turn for the read and for each batch, not for the pass: a request waits for one batch at most.
             while due is None or due:
@@ -90,7 +92,7 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
-            stop.wait(TICK_SECONDS)
+            stop.wait(max(0.0, began + TICK_SECONDS - time.monotonic()))   # a long pass is not made later still
         except Exception as error:  # noqa: BLE001 - whatever broke (a database restart), ticking must go on
             if not failing:
                 log.warning("schedules could not tick (%s: %s); retrying", error.__class__.__name__, error)
