@@ -87,8 +87,8 @@ def fire_due(now: datetime | None = None) -> int:
 
 def due_at(now: datetime) -> list[Due]:
     """The active schedules whose tick has come by ``now``, earliest first, each with how it fires."""
-    # One SELECT outside any transaction: every server process asks this a few times a second. Ordered by
-    # the tick and then the id, so two tickers lock the rows they both fire in the same order (PostgreSQL).
+    # One SELECT outside any transaction: every server process asks this a few times a second. The most
+    # overdue first, then by id: tickers that read the same due schedules chunk them alike.
     with single_statement_read() as conn:
         rows = conn.execute(select(schedules).where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
                             .order_by(schedules.c.next_run_at, schedules.c.id).limit(PASS_MOST)).all()
