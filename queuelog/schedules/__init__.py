@@ -2,10 +2,12 @@
 
 - ``timing.py``: when a schedule ticks (cronsim for cron expressions, DST included);
 - ``spec.py``: what a schedule is made of, and the one check the API, the CLI and the pages share;
-- ``operations.py``: create, read, change, delete, run now, and ``fire``, the compare-and-set that lets
-  exactly one server process enqueue each tick's job;
+- ``operations.py``: create, read, change, delete, run now;
+- ``firing.py``: ``fire_due``, the compare-and-sets that let exactly one server process enqueue each tick's
+  job, a batch of due schedules in one write transaction;
 - ``ticker.py``: the thread in every server process that fires due schedules a few times a second.
 """
+from .firing import fire_due
 from .operations import (
     ScheduleExists,
     ScheduleLimitReached,
@@ -13,7 +15,6 @@ from .operations import (
     ScheduleState,
     create_schedule,
     delete_schedule,
-    fire_due,
     get_schedule,
     last_jobs,
     list_schedules,

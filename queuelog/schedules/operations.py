@@ -1,19 +1,10 @@
-"""Schedules: create, read, change, delete, run now; and the tick that enqueues each due schedule's job.
-
-Exactly one job per tick, whatever the number of server processes: every process's ticker may find the
-same schedule due, and each tries ``fire``. Firing is one write transaction: a compare-and-set moves the
-schedule's ``next_run_at`` on (``WHERE id = :id AND next_run_at = :due``), and only the process whose
-update matched enqueues the job, through the normal enqueue (``queue.enqueue_in``: event row, wake-up of
-waiting claims). The job carries the schedule's name and the tick (``scheduled_for``); a unique index on
-the pair refuses a second job for one tick should anything ever get past the compare-and-set.
-"""
+"""Schedules: create, read, change, delete, run now. The ticks that enqueue their jobs are ``firing``'s."""
 from __future__ import annotations
 
 import base64
 import json
-import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from flask import current_app
 from sqlalchemy import delete, func, insert, select, update
@@ -21,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from ..clock import utcnow
-from ..database.transactions import read_connection, single_statement_read, write_transaction
+from ..database.transactions import read_connection, write_transaction
 from ..errors import InvalidRequest, QueueError
 from ..keys import Caller
 from ..models import Job, Role, Schedule
@@ -32,16 +23,9 @@ from ..sql import JobRow
 from .spec import NAME, JobTemplate, Spec, check_spec
 from .timing import Timing
 
-log = logging.getLogger("queuelog.schedules")
-
 schedules = Schedule.__table__
 jobs = Job.__table__
 
-#: With ``catch_up: "none"``, a tick fired later than this after its time counts as missed (no job): no
-#: server process was up when it came due. Tickers fire on time to within a fraction of a second.
-MISSED_AFTER = timedelta(seconds=30)
-#: At most this many due schedules fired by one pass of a ticker; the rest wait for its next pass.
-FIRE_BATCH = 100
 #: The advisory lock of schedule creates on PostgreSQL ("qulgsche"; any fixed 64-bit number no other lock
 #: uses): creates take turns, so two cannot both count one place left under QUEUELOG_MAX_SCHEDULES.
 _CREATES_LOCK = 0x7175_6C67_7363_6865
@@ -224,7 +208,7 @@ def run_now(name: str, actor: str) -> JobRow:
     state = get_schedule(name)
     now = utcnow()
     with write_transaction() as conn:
-        job = _enqueue(conn, state.spec, now, actor)
+        job = enqueue_job(conn, state.spec, now, actor)
         conn.execute(update(schedules).where(schedules.c.id == state.id).values(last_job_id=job.id))
     return job
 
@@ -255,7 +239,8 @@ def _name_taken(name: str) -> ScheduleExists:
     return ScheduleExists(f"a schedule named {name!r} already exists")
 
 
-def _enqueue(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
+def enqueue_job(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
+    """Enqueue the schedule's job in the caller's write transaction (a tick's, or a run now)."""
     template = spec.job
     new_job = NewJob(type=template.type, payload=template.payload, priority=template.priority,
                      max_retries=template.max_retries, schedule=spec.name, scheduled_for=scheduled_for)
@@ -263,47 +248,3 @@ def _enqueue(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | N
     return answer.job
 
 
-# --- ticking -----------------------------------------------------------------------------------------
-
-def fire_due(now: datetime | None = None) -> int:
-    """Fire every active schedule whose tick has come (by ``now``); returns how many jobs this call enqueued."""
-    now = now or utcnow()
-    # One SELECT outside any transaction: every server process asks this a few times a second.
-    with single_statement_read() as conn:
-        rows = conn.execute(select(schedules).where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
-                            .order_by(schedules.c.next_run_at).limit(FIRE_BATCH)).all()
-    return sum(fire(ScheduleState.of_row(row), now) for row in rows)
-
-
-def fire(state: ScheduleState, now: datetime) -> bool:
-    """Move one due schedule on to its next tick and, if this call did (the compare-and-set matched), enqueue
-    the job of the tick it fires. After downtime only the latest missed tick gets a job (catch_up "one"),
-    or none at all (catch_up "none"). True: this call enqueued a job."""
-    spec, due = state.spec, state.next_run_at
-    tick = spec.timing.latest_at_or_before(now, due)
-    next_run_at = spec.timing.next_after(tick)
-    enqueues = spec.catch_up == "one" or now - tick <= MISSED_AFTER
-    if enqueues and spec.job.type not in current_app.config["JOB_TYPES"]:
-        log.warning("schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
-                    spec.name, spec.job.type, tick.isoformat())
-        enqueues = False
-    moved_on = {"next_run_at": next_run_at, "updated_at": now}
-    job = None
-    try:
-        with write_transaction() as conn:
-            won = conn.execute(update(schedules).where(
-                schedules.c.id == state.id, schedules.c.next_run_at == due, schedules.c.paused.is_(False),
-            ).values(**moved_on)).rowcount == 1
-            if won and enqueues:
-                job = _enqueue(conn, spec, tick, None)
-                conn.execute(update(schedules).where(schedules.c.id == state.id)
-                             .values(last_run_at=tick, last_job_id=job.id))
-    except IntegrityError:
-        # The tick's job exists already: the compare-and-set let two through (it cannot; this is the belt).
-        log.error("schedule %s: a job for tick %s exists already; not enqueued again", spec.name, tick.isoformat())
-        return False
-    if won and (tick != due or not enqueues):
-        log.info("schedule %s: tick %s %s", spec.name, due.isoformat(),
-                 f"and later ones missed while no server ran; one job for {tick.isoformat()}" if job is not None
-                 else "passed without a job")
-    return job is not None
