@@ -11,31 +11,27 @@ Views, CLI commands and pages call these functions; none of them writes ``status
 - ``enqueueing.py``: enqueue, with idempotency keys (``enqueue_in`` does it inside a caller's transaction: a
   schedule's tick, whose job commits with the compare-and-set that fires it);
 - ``operations.py``: the claim; the holding worker's complete, fail, heartbeat and release; the server's
-  give-back of a claim nobody received; cancel; an admin's retry, bulk cancel and delete; the reaper;
+  give-back of a claim nobody received;
+- ``actions.py``: a producer's or admin's cancel; an admin's retry, bulk cancel and delete, and "run now";
+- ``reaping.py``: the reaper;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
 """
+from .actions import cancel, cancel_many, delete_many, retry, retry_many, run_now
 from .enqueueing import Enqueued, NewJob, enqueue
 from .moves import REAPER, SERVER
 from .operations import (
                          Completion,
-                         ReapReport,
                          backoff_delay,
-                         cancel,
-                         cancel_many,
                          claim,
                          complete,
                          complete_many,
-                         delete_many,
                          deregister_process,
                          fail,
                          give_back_unanswered,
                          heartbeat,
-                         reap,
                          release,
-                         retry,
-                         retry_many,
-                         run_now,
 )
+from .reaping import ReapReport, reap
 
 __all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
            "cancel_many", "claim", "complete", "complete_many", "delete_many", "deregister_process", "enqueue", "fail",

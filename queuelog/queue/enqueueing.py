@@ -19,6 +19,9 @@ INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two j
 own windows unless an admin shares a type's (queue/windows.py); a hit on a job the caller may not see
 answers only that it was deduplicated (``_Hidden``, which carries nothing of the job) and cannot be a
 ``ref`` parent (422).
+
+How each item's step is decided (a new job, or an answer with an existing one) is in steps.py; a workflow's
+parents are checked, linked and decided in parents.py.
 """
 from __future__ import annotations
 
@@ -35,16 +38,16 @@ from sqlalchemy.exc import IntegrityError
 from .. import quotas, sql
 from ..clock import rfc3339, utcnow
 from ..database.transactions import single_statement_write, write_transaction
-from ..errors import Forbidden, IdempotencyConflict, InvalidRequest
+from ..errors import Forbidden, InvalidRequest
 from ..keys import Caller
 from ..models import Role
 from ..patterns import Priority
-from ..sql import JobRow, NewJobRow, Window
-from ..states import BY_ACTION, RunWhen
-from . import dependencies, windows
+from ..sql import JobRow, NewJobRow
+from ..states import RunWhen
 from .moves import ENQUEUE, changed, event_row
+from .parents import _link, _with_parents
+from .steps import _Deduped, _Earlier, _enqueue_steps, _Hidden, _Insert, _SameWindow, _take_windows
 
-ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
 #: A producer may name as parents only its own jobs (as it may see only those); an admin any job.
 _ANY_OWNER = None
 
@@ -141,44 +144,6 @@ def _check_enqueue_policy(caller: Caller, new_jobs: list[NewJob], batch: bool) -
             )
 
 
-class _Insert(NamedTuple):
-    """An item that makes a new job."""
-
-    row: NewJobRow
-
-
-class _Earlier(NamedTuple):
-    """An item repeating an earlier request's idempotency key: answered with the job made then."""
-
-    job: JobRow
-
-
-class _AsItem(NamedTuple):
-    """An item repeating an earlier item of this batch (same key, same request): answered with its job."""
-
-    index: int
-
-
-class _Deduped(NamedTuple):
-    """An item whose dedupe window another job holds: answered with that job, nothing stored."""
-
-    job: JobRow
-
-
-class _Hidden(NamedTuple):
-    """An item whose dedupe window a job the caller may not see holds: nothing stored, nothing of that job
-    answered (it holds no field of it, so no answer can show one)."""
-
-
-class _SameWindow(NamedTuple):
-    """An item in the dedupe window of an earlier item of this batch: answered with that item's job."""
-
-    index: int
-
-
-_Step = _Insert | _Earlier | _AsItem | _Deduped | _Hidden | _SameWindow
-
-
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
     """One transaction (``enqueue_in``): find the jobs the request's idempotency keys already name, insert the rest.
 
@@ -255,155 +220,6 @@ def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
     return answers
 
 
-def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Step],
-                  now: datetime) -> tuple[list[_Step], dict[tuple[str, str], Window]]:
-    """Each new job with ``unique_for`` takes its dedupe window (queue/windows.py), or is answered with the job
-    holding it (``_Deduped``; ``_Hidden`` when the caller may not see that job), or with the job of an
-    earlier item of the batch in the same window.
-
-    Returns the steps and the windows taken, by (type, key) (their job_id is set once the jobs are inserted).
-    """
-    first_in_window: dict[tuple[str, str], int] = {}
-    for index, step in enumerate(steps):
-        if isinstance(step, _Insert) and step.row.unique_key is not None:
-            first_in_window.setdefault((step.row.type, step.row.unique_key), index)
-    if not first_in_window:
-        return steps, {}
-    outcome = windows.take(conn, caller, {window: new_jobs[index].unique_for
-                                          for window, index in first_in_window.items()}, now)
-    steps = list(steps)
-    taken: dict[tuple[str, str], Window] = {}
-    for window, index in first_in_window.items():
-        result = outcome[window]
-        if isinstance(result, Window):
-            taken[window] = result
-        else:
-            steps[index] = _Hidden() if isinstance(result, windows.Unseen) else _Deduped(result.job)
-    for index, step in enumerate(steps):
-        if isinstance(step, _Insert) and step.row.unique_key is not None:
-            first = first_in_window[(step.row.type, step.row.unique_key)]
-            if first != index:
-                steps[index] = _SameWindow(first)
-    return steps, taken
-
-
-def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, batch: bool) -> list:
-    """The steps, with each new job that has parents made ``waiting`` (run_when set), and each new job that
-    a new job of this batch depends on marked as having dependents.
-
-    The existing parents (job ids, and items answered with an earlier job) are marked and locked first
-    (MARK_PARENTS): each must exist and be the caller's to see, else the request is refused (422, pointing
-    at the id), and none can finish unseen before this transaction commits. A ref to an item answered by a
-    job the caller may not see is refused too, pointing at the depends_on entry that names the ref.
-    """
-    existing, depended_on, problems = _parents_named(new_jobs, steps, batch)
-    if existing:
-        found = {mark.id: mark for mark in sql.mark_parents(conn, list(existing))}
-        problems += [{"pointer": pointer, "detail": f"job {parent_id} does not exist"}
-                     for parent_id, pointers in existing.items() for pointer in pointers
-                     if parent_id not in found or not caller.owns_or_oversees(found[parent_id].producer_key_id)]
-    if problems:
-        raise InvalidRequest(sorted(problems, key=lambda problem: problem["pointer"]))
-    shaped = []
-    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
-        if isinstance(step, _Insert):
-            row = step.row
-            if job.depends_on:
-                row = row._replace(status=ENQUEUE_WAITING.to_status.value,
-                                   run_when=job.run_when or RunWhen.COMPLETED.value)
-            if index in depended_on:
-                row = row._replace(has_dependents=True)
-            step = _Insert(row)
-        shaped.append(step)
-    return shaped
-
-
-def _parents_named(new_jobs: list[NewJob], steps: list, batch: bool) -> tuple[dict[int, list[str]], set[int],
-                                                                              list[dict]]:
-    """What the new jobs' depends_on name: existing jobs (id → the pointers naming it), the items of this
-    batch that new items depend on, and the refused refs (to an item answered by a job the caller may not
-    see, whose id it must not learn nor depend on)."""
-    ref_index = {job.ref: index for index, job in enumerate(new_jobs) if job.ref is not None}
-    existing: dict[int, list[str]] = {}
-    depended_on: set[int] = set()
-    refused: list[dict] = []
-    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
-        if not isinstance(step, _Insert):
-            continue
-        for position, parent in enumerate(job.depends_on):
-            pointer = f"/jobs/{index}/depends_on/{position}" if batch else f"/depends_on/{position}"
-            if not isinstance(parent, str):
-                existing.setdefault(parent, []).append(pointer)
-                continue
-            parent_index = _answered_by(steps, ref_index[parent])
-            parent_step = steps[parent_index]
-            if isinstance(parent_step, _Hidden):
-                refused.append({"pointer": pointer, "detail": f"the item with ref {parent!r} was deduplicated into "
-                                                              "a job this key may not see: it cannot be a parent"})
-            elif isinstance(parent_step, _Earlier | _Deduped):
-                # the caller's own earlier job, or the job holding the item's dedupe window: MARK_PARENTS checks
-                # that the caller may see it, as it checks a parent named by its id
-                existing.setdefault(parent_step.job.id, []).append(pointer)
-            else:
-                depended_on.add(parent_index)
-    return existing, depended_on, refused
-
-
-def _answered_by(steps: list[_Step], index: int) -> int:
-    """The item whose step answers item ``index``: an item repeating an earlier one, or in its dedupe window,
-    is answered by that one (which may in turn be in another's window)."""
-    while isinstance(steps[index], _AsItem | _SameWindow):
-        index = steps[index].index
-    return index
-
-
-def _link(conn, new_jobs: list[NewJob], steps: list, answers: list[Enqueued], now: datetime) -> list[Enqueued]:
-    """The new jobs' edges to their parents; then each new waiting job is decided at once (its parents may
-    all be final already: it is pending, or cancelled, before the request is answered)."""
-    # A ref answered by no job the caller may see names no parent (_with_parents refused any depends_on on it).
-    ids_by_ref = {job.ref: answers[index].job.id for index, job in enumerate(new_jobs)
-                  if job.ref is not None and answers[index].job is not None}
-    edges: list[tuple[int, int]] = []
-    waiting: list[int] = []
-    for job, step, answer in zip(new_jobs, steps, answers, strict=True):
-        if isinstance(step, _Insert) and job.depends_on:
-            child = answer.job.id
-            waiting.append(child)
-            parents = dict.fromkeys(ids_by_ref[p] if isinstance(p, str) else p for p in job.depends_on)
-            edges += [(child, parent) for parent in parents]
-    sql.insert_dependencies(conn, edges)
-    decided = dependencies.settle(conn, waiting, now)
-    return [answer._replace(job=decided.get(answer.job.id, answer.job)) for answer in answers]
-
-
-def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,
-                   now: datetime) -> list[_Step]:
-    """What each item does: insert a new job, or answer with the job an idempotency key already names."""
-    first_with_key: dict[str, int] = {}
-    steps: list[_Step] = []
-    for index, job in enumerate(new_jobs):
-        key, digest = job.idempotency_key, job.digest()
-        if key and key in earlier:
-            if earlier[key].request_digest != digest:
-                raise _key_reused(f"idempotency key {key!r} was already used for a different request", index, batch)
-            steps.append(_Earlier(earlier[key]))
-        elif key and key in first_with_key:
-            if new_jobs[first_with_key[key]].digest() != digest:
-                raise _key_reused(f"idempotency key {key!r} is used twice in this batch", index, batch)
-            steps.append(_AsItem(first_with_key[key]))
-        else:
-            if key:
-                first_with_key[key] = index
-            steps.append(_Insert(NewJobRow(
-                type=job.type, payload=json.dumps(job.payload, separators=(",", ":")), priority=job.priority,
-                status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
-                idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
-                run_at=job.run_at or now, created_at=now, updated_at=now, concurrency_key=job.concurrency_key or "",
-                fair_tag=0, unique_key=job.window_key(), expires_at=job.expires_at,
-                timeout_seconds=job.timeout_seconds, schedule=job.schedule, scheduled_for=job.scheduled_for)))
-    return steps
-
-
 def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
     """The rows with their fair_tag: each takes its key's next turn at its priority, in the order of the rows,
     never before the head of its type's queue (FAIR_TAGS says where each (type, key, priority) may start).
@@ -428,9 +244,3 @@ def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
         last[key] = tag
         turned.append(row._replace(fair_tag=tag))
     return turned
-
-
-def _key_reused(detail: str, index: int, batch: bool) -> IdempotencyConflict:
-    # A 422 like any other: it names the field, so clients can treat every 422 alike.
-    pointer = f"/jobs/{index}/idempotency_key" if batch else "/idempotency_key"
-    return IdempotencyConflict(detail, errors=[{"pointer": pointer, "detail": detail}])

@@ -1,12 +1,11 @@
-"""Every move of a job that exists: the claim, the holding worker's moves, the server's give-back, a
-producer's or admin's cancel, an admin's retry, and the reaper.
+"""The claim and the moves of the worker holding a job (complete, fail, heartbeat, release), and the server's
+give-back of a claim nobody received. A producer's or admin's moves are in actions.py, the reaper in reaping.py.
 """
 from __future__ import annotations
 
 import json
 import random
 import secrets
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -18,31 +17,20 @@ from ..clock import utcnow
 from ..database.transactions import read_connection, single_statement_write, statements_commit_alone, write_transaction
 from ..errors import Forbidden, JobNotFound, QueueError
 from ..keys import Caller
-from ..ops import observe_deletions
 from ..ops.metrics import count_refusals
 from ..queries import max_job_id
 from ..scrub import scrub_error
 from ..sql import Claim, JobRow, Leave
-from ..states import JobStatus
 from ..worker_processes import Command
-from . import dependencies, flow
+from . import flow
 from .moves import (
-    CANCEL,
     CLAIM,
     COMPLETE,
-    EXPIRE,
     FAIL_FINAL,
     FAIL_RETRY,
     HEARTBEAT,
-    REAP_FINAL,
-    REAP_RETRY,
-    REAPER,
     RELEASE,
-    RETRY,
-    RUN_NOW,
     SERVER,
-    TIMEOUT_FINAL,
-    TIMEOUT_RETRY,
     changed,
     event_row,
     failed,
@@ -59,33 +47,6 @@ class Completion(NamedTuple):
     job_id: int
     token: str
     result: dict | None
-
-
-@dataclass
-class ReapReport:
-    """What a reaper pass did: the running jobs it took back (requeued, failed for good, quarantined; those
-    among them whose run outlived its timeout also in ``timed_out``), and the pending jobs it cancelled
-    because they expired."""
-
-    requeued: list[int] = field(default_factory=list)
-    failed: list[int] = field(default_factory=list)
-    quarantined: list[int] = field(default_factory=list)
-    timed_out: list[int] = field(default_factory=list)
-    expired: list[int] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        """The running jobs taken back (expired pending jobs are counted apart)."""
-        return len(self.requeued) + len(self.failed) + len(self.quarantined)
-
-
-class _Verdict(NamedTuple):
-    """What the reaper does with one running job it found: the move, its report list, the error, the Leave."""
-
-    transition: object
-    bucket: list[int]
-    error: str
-    leave: Leave
 
 
 # --- claim and the holding worker's moves ---------------------------------------------------------
@@ -346,161 +307,6 @@ def deregister_process(caller: Caller, process_id: int) -> list[JobRow]:
         rows = sql.take_back(conn, ids, None, leave, log) if ids else []
         changed(conn, RELEASE, rows, log)
     return rows
-
-
-# --- producer and admin actions ------------------------------------------------------------------
-
-def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
-    """waiting or pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found').
-
-    Its waiting children that need it completed are cancelled with it (dependency_failed), and on down.
-    """
-    now = utcnow()
-    with write_transaction() as conn:
-        # One statement per from-status, so the event row says where the job came from.
-        for from_status in (JobStatus.PENDING, JobStatus.WAITING):
-            log = event_row(CANCEL, actor, now, from_status=from_status)
-            row = sql.cancel(conn, job_id, owner_key_id, from_status.value, now, log)
-            if row is not None:
-                break
-        else:
-            refuse(conn, job_id, "cancel", CANCEL, owner_key_id=owner_key_id)
-        changed(conn, CANCEL, [row], log)
-    return row
-
-
-def cancel_many(job_ids: list[int], actor: str) -> list[JobRow]:
-    """Cancel every listed job that is waiting or pending (an admin's bulk action); others are left as they are.
-
-    One statement per from-status, so each job's event row says where it came from."""
-    if not job_ids:
-        return []
-    now = utcnow()
-    cancelled: list[JobRow] = []
-    with write_transaction() as conn:
-        for from_status in (JobStatus.PENDING, JobStatus.WAITING):
-            log = event_row(CANCEL, actor, now, from_status=from_status)
-            rows = sql.cancel_many(conn, job_ids, from_status.value, now, log)
-            changed(conn, CANCEL, rows, log)
-            cancelled += rows
-    return sorted(cancelled, key=lambda row: row.id)
-
-
-def delete_many(job_ids: list[int], actor: str) -> list[JobRow]:
-    """Delete every listed job that is completed, failed or cancelled, with its event log; others are left.
-
-    The event log goes with the job, so the server's log records who deleted what (``job_deleted``).
-    """
-    if not job_ids:
-        return []
-    with write_transaction() as conn:
-        rows = sql.delete(conn, job_ids)
-    observe_deletions(rows, actor)
-    return sorted(rows, key=lambda row: row.id)
-
-
-def retry(job_id: int, actor: str) -> JobRow:
-    """failed or cancelled → pending with a fresh retry budget (an admin's decision); the descendants its
-    failure cancelled (dependency_failed) wait again."""
-    rows = retry_many([job_id], actor)
-    if not rows:
-        with write_transaction() as conn:
-            refuse(conn, job_id, "retry", RETRY)
-    return rows[0]
-
-
-def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
-    """Retry every listed job that is failed or cancelled; others are left as they are."""
-    if not job_ids:
-        return []
-    now = utcnow()
-    rows: list[JobRow] = []
-    with write_transaction() as conn:
-        # One statement per from-status, so each event row says where its job came from.
-        for from_status in (status for status in JobStatus if status in RETRY.from_statuses):
-            log = event_row(RETRY, actor, now, from_status=from_status)
-            retried = sql.retry(conn, job_ids, from_status.value, now, log)
-            changed(conn, RETRY, retried, log)
-            rows += retried
-        # The descendants a retried job's failure cancelled (dependency_failed) wait for it again.
-        dependencies.revive(conn, rows, actor, now)
-    return sorted(rows, key=lambda row: row.id)
-
-
-# --- reaping -------------------------------------------------------------------------------------
-
-def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None,
-         actor: str = REAPER) -> ReapReport:
-    """Take back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago), and cancel
-    pending jobs whose expires_at passed.
-
-    A running job goes to pending with retry_count + 1, or to failed when no retry is left; a job whose
-    workers died holding it MAX_STALLS times is quarantined as failed, so it cannot take down the fleet. A run
-    past its timeout_at (its lease never outlasts it) is timed out the same way, even while its worker
-    heartbeats: no stall is counted, its worker is alive. A job completed meanwhile is never touched: every
-    take-back re-checks status and claim token. ``actor`` is who asked, for the event log: the cron reaper,
-    or an admin pressing "reap now".
-    """
-    now = now or utcnow()
-    claimed_before = None if older_than is None else now - timedelta(seconds=older_than)
-    report = ReapReport()
-    with write_transaction() as conn:
-        for job in sql.stalled(conn, now, claimed_before):
-            verdict = _verdict(job, now, report)
-            if dry_run:
-                verdict.bucket.append(job.id)
-                continue
-            log = event_row(verdict.transition, actor, now, error=verdict.error)
-            taken = sql.take_back(conn, [job.id], job.claim_token, verdict.leave, log)
-            if taken:  # else it finished between our read and our write: left alone
-                verdict.bucket.append(job.id)
-                if verdict.transition in (TIMEOUT_RETRY, TIMEOUT_FINAL):
-                    report.timed_out.append(job.id)
-                changed(conn, verdict.transition, taken, log)
-        _expire(conn, now, actor, dry_run, report)
-    return report
-
-
-def _verdict(job: JobRow, now: datetime, report: ReapReport) -> _Verdict:
-    """What the reaper does with a running job it found: timed out, quarantined, requeued or failed."""
-    if job.timeout_at is not None and job.timeout_at <= now:
-        error = f"timed out: the run outlived its timeout_seconds ({job.timeout_seconds} s)"
-        if job.retry_count < job.max_retries:
-            return _Verdict(TIMEOUT_RETRY, report.requeued, error, requeued(now, error, run_at=now))
-        return _Verdict(TIMEOUT_FINAL, report.failed, error + " and no retries are left", failed(now, error))
-    stalls = job.stall_count + 1
-    if stalls >= current_app.config["MAX_STALLS"]:
-        error = f"quarantined: its worker died {stalls} times"
-        return _Verdict(REAP_FINAL, report.quarantined, error, failed(now, error, stalled=True))
-    if job.retry_count < job.max_retries:
-        error = f"worker {job.worker_id} stopped heartbeating; its lease expired"
-        return _Verdict(REAP_RETRY, report.requeued, error, requeued(now, error, run_at=now, stalled=True))
-    error = f"worker {job.worker_id} stopped heartbeating and no retries are left"
-    return _Verdict(REAP_FINAL, report.failed, error, failed(now, error, stalled=True))
-
-
-def _expire(conn: Connection, now: datetime, actor: str, dry_run: bool, report: ReapReport) -> None:
-    """pending → cancelled (event ``expired``) for the jobs no worker claimed before their expires_at."""
-    ids = [job.id for job in sql.expirable(conn, now)]
-    if dry_run or not ids:
-        report.expired += ids
-        return
-    log = event_row(EXPIRE, actor, now, error="expired: no worker claimed it before its expires_at")
-    expired = sql.expire(conn, ids, now, log)
-    report.expired += [row.id for row in expired]
-    changed(conn, EXPIRE, expired, log)
-
-
-def run_now(job_id: int, actor: str) -> JobRow:
-    """pending → pending, due now: an admin's "Run now" for a job scheduled for later or waiting out a backoff."""
-    now = utcnow()
-    log = event_row(RUN_NOW, actor, now)
-    with write_transaction() as conn:
-        row = sql.run_now(conn, job_id, now, log)
-        if row is None:
-            refuse(conn, job_id, "run now", RUN_NOW)
-        changed(conn, RUN_NOW, [row], log)
-    return row
 
 
 def _json(result: dict | None) -> str | None:
