@@ -26,7 +26,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     app.session_interface = SessionOnlyWhenSent()
     # Answers keep their fields in the order the code writes them (a job reads id, type, status, …);
-    # sorting the keys of every object cost ~20% of encoding a batch of jobs.
+    # sorting the keys of every object was a large share of encoding a batch of jobs.
     app.json.sort_keys = False
 
     from . import ops

@@ -84,7 +84,7 @@ def resume(token: str | None, *, activity: bool) -> int | None:
 
 def _renewal_step(limits: Lifetimes) -> timedelta:
     """How stale the idle time may get before a page request writes it again: a write per page request
-    cost ~3 ms on SQLite at synchronous=FULL, and a minute is nothing against a 30-minute idle time."""
+    costs an fsync on SQLite at synchronous=FULL, and a minute is nothing against a 30-minute idle time."""
     return min(timedelta(minutes=1), limits.idle / 10)
 
 

@@ -304,7 +304,7 @@ def _engine_options(config) -> dict:
         # The connection returned last is handed out first. Oldest-first (SQLAlchemy's default) rotates a
         # quiet process through all its connections, so each sits idle long enough to be pinged before use
         # (a round trip, on PostgreSQL) and to find its server process cold: after an idle spell, a woken
-        # long-poll's claim came 0.6-0.9 ms later (scripts/measure_pickup_breakdown.py, PostgreSQL, in turns).
+        # long-poll's claim came measurably later (PostgreSQL, measured in turns against newest-first).
         options.setdefault("pool_use_lifo", True)
         if options["pool_size"] + options["max_overflow"] < 2:
             # Start-up holds PostgreSQL's migration lock on one connection while it reads the schema

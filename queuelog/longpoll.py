@@ -108,7 +108,7 @@ class _ClaimingTurn:
 
     Every waiter of the process wakes for every announcement. The first to take its turn after one
     goes straight to the claim: a job was just announced, so asking first (a read) would only delay
-    it, by ~0.1 ms on a busy machine and 0.5-1 ms on one that was idle. Each after it asks (the read)
+    it, and most on a machine that was idle (a read's round trip costs more there). Each after it asks (the read)
     whether anything it could claim is still due, instead of each running a write that finds nothing.
     A waiter woken by its own timer (a recheck, a due time) always asks first.
     """
@@ -247,7 +247,7 @@ def _earliest_run_at_statements(types: tuple[str, ...]) -> list[TextualSelect]:
     jobs of a type would read every one of them, at every wake-up. A job of a priority or type the
     API does not give (written by hand, or of a type since dropped from QUEUELOG_JOB_TYPES) is found
     by the recheck instead. Plain text, not a built Core query: building and compiling that one cost
-    a waiting claim ~10 ms on its first wait, time it should spend waiting.
+    a waiting claim a noticeable delay on its first wait, time it should spend waiting.
     """
     seeks = [(job_type, priority.value) for job_type in types for priority in Priority]
     statements = []

@@ -8,7 +8,7 @@ class SessionOnlyWhenSent(SecureCookieSessionInterface):
     """Flask's signed-cookie session, minus the signer for requests that carry no session cookie.
 
     Most requests are API calls with a bearer key and no cookie; building the signer to verify nothing
-    was ~3% of their server time. A page that logs someone in still gets a session to write to, and
+    was a measurable share of their server time. A page that logs someone in still gets a session to write to, and
     a request that does bring a cookie is verified exactly as before.
     """
 

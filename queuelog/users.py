@@ -31,7 +31,7 @@ MIN_PASSWORD_LENGTH = 12
 def _dummy_hash() -> str:
     """What an unknown username's password is checked against, so that it costs as much as a wrong password (no
     user enumeration by timing). Made by a process's first sign-in, known user or not, rather than at import:
-    a scrypt hash costs ~0.4 s of CPU, which every server process and CLI command would pay at start-up."""
+    a scrypt hash is slow by design, and every server process and CLI command would pay it at start-up."""
     return generate_password_hash("queuelog-timing-equaliser", method="scrypt")
 
 

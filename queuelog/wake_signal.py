@@ -7,11 +7,11 @@ claimable commits (``wakeup.jobs_ready``), its process sends one byte to every o
 without waiting. Any process of the same user may send (``flask reap`` from cron, say); only processes
 that wait listen.
 
-Why this way, measured on the 2-core test VM:
+Why this way:
 - Idle, it costs nothing: each thread sleeps in ``recv`` and nothing polls. (``PRAGMA data_version``
   would have every process poll the file, and would wake a waiter only as often as it polls.)
-- An announcement costs ~20 µs (the directory listed, one send per other process), next to ~1 ms for
-  the enqueue itself; the datagram wakes a waiter in another process in ~0.15 ms (p99 ~2 ms).
+- An announcement (the directory listed, one send per other process) costs a small fraction of the
+  enqueue itself, and the datagram wakes a waiter in another process well within a pickup's time.
 - Socket files rather than Linux's abstract namespace: the directory is the registry, its mode says who
   may send, and it works on every Unix. A file whose process was killed refuses the next datagram
   (ECONNREFUSED), and that sender removes it; a process that exits removes its own.

@@ -41,7 +41,7 @@ def _ping_after_idle(engine: Engine, idle_seconds: float) -> None:
     """Test a pooled connection before use when the server may have closed it while it sat in the pool.
 
     A test (a ping) is a round trip, and SQLAlchemy's pool_pre_ping would pay it on every checkout: two
-    per API request (measured on PostgreSQL through gunicorn: 4-11% more jobs/s without it). Whether one
+    per API request (on PostgreSQL through gunicorn, a measurable share of the throughput). Whether one
     is needed, the connection's socket mostly tells for free: a server that restarts, or an admin's
     ``pg_terminate_backend``, sends its last message and closes the connection, so the socket has input
     waiting (nothing else arrives unasked on a pooled connection, which never LISTENs). Such a connection

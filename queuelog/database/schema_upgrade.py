@@ -37,7 +37,7 @@ def schema_is_current() -> bool:
 @functools.cache
 def _newest_revisions() -> frozenset[str]:
     """The head revisions of the migration scripts shipped with this code. Read once a process: Alembic
-    parses every script to find them (~25 ms), and an app built again in the same process (tests, the
+    parses every script to find them, and an app built again in the same process (tests, the
     CLI after the server) would pay it each time for the same answer."""
     from alembic.script import ScriptDirectory
 

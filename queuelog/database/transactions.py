@@ -94,8 +94,8 @@ def _autocommitted(engine: Engine):
 def group_commit_applies(engine: Engine, setting: str) -> bool:
     """Does the GROUP_COMMIT setting ("auto", "on" or "off") group ``engine``'s writes?
 
-    auto leaves PostgreSQL out: measured through gunicorn -w 4 --threads 8 (scripts/measure_group_commit.py),
-    grouping there gained nothing (0.84× at 4 workers, 1.0× at 16): PostgreSQL already flushes the WAL
+    auto leaves PostgreSQL out: measured through the production command (``python -m bench.group_commit
+    --postgresql``), grouping there gained nothing: PostgreSQL already flushes the WAL
     of concurrent commits together, and a group makes a process's writes take turns that PostgreSQL
     would run side by side, with two more round trips (SAVEPOINT, RELEASE) a member.
     """
@@ -128,7 +128,7 @@ _writing_engines: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDic
 
 
 def _writing(engine: Engine) -> Engine:
-    """``engine`` with the write option set, made once: setting it on each connection cost ~20 µs a write."""
+    """``engine`` with the write option set, made once: setting it on each connection was a cost every write paid."""
     writing = _writing_engines.get(engine)
     if writing is None:
         writing = _writing_engines[engine] = engine.execution_options(**{WRITE: True})

@@ -1,8 +1,8 @@
 """SQLite: writers take turns on a file lock next to the database before BEGIN IMMEDIATE.
 
 SQLite's busy handler sleeps in steps of up to 100 ms while another process holds the write lock,
-so under contention from several server processes the lock sits idle while waiters sleep (5,000
-claim+complete pairs through 4 gunicorn workers took 91 s). Polling this file lock every ≤2 ms hands
+so under contention from several server processes the lock sits idle while waiters sleep (a busy run
+took markedly longer than it needed to). Polling this file lock every ≤2 ms hands
 the turn over within a millisecond. It only orders writers: SQLite's own lock still guarantees
 correctness, so after the busy timeout a waiter proceeds without the turn (and then gets SQLite's
 "database is locked", a 503). Threads of one process wait here too.
@@ -23,7 +23,7 @@ import time
 from sqlalchemy.engine import Engine
 
 _writer_state = threading.local()
-# Waits between tries for the writers' file lock: short, because a write transaction takes ~1 ms.
+# Waits between tries for the writers' file lock: short, because a write transaction holds it only briefly.
 _WRITER_POLL_SECONDS = (0.0002, 0.0005, 0.001, 0.002)
 
 

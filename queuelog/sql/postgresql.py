@@ -87,7 +87,7 @@ CONTROLLED = f"(paused OR {LIMITED})"
 _NONE_CONTROLLED = f"NOT EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})"
 #: A type whose settings changed after the claim's time (``%(now)s``) gives the claim nothing. The claim reads
 #: its time before the statement takes its snapshot, and between the two a busy server process can spend
-#: tens of milliseconds (measured: up to 70 ms under 8 long-polls and a producer on 2 cores). Without this, a
+#: a long time when it is busy (long-polls and producers competing for a few cores). Without this, a
 #: claim timed while a type was paused could see the resume and take a job, and the event log would show
 #: it claimed during the pause. With it, every claim is timed after each change it obeyed; a claim refused
 #: this way began before the change and its long-poll, already woken by the change, claims again at once.
@@ -218,7 +218,7 @@ STALE = f"UNION ALL SELECT {', '.join(['NULL'] * len(JOB_COLUMNS))} WHERE {SETTI
 #:
 #: ``{limit}`` is written into the text, not sent as a value: with a LIMIT it cannot see, the planner
 #: costs a prepared claim's generic plan as if it read a tenth of the pending jobs, keeps planning every
-#: claim afresh, and planning was most of a claim's time (0.35 ms of 0.6). With the number in the text,
+#: claim afresh, and planning was most of a claim's time. With the number in the text,
 #: the generic plan is the custom one, and a connection plans its claim once per number.
 #:
 #: Why no claim can run a 4th job of a type limited to 3: under READ COMMITTED every statement reads a

@@ -79,7 +79,7 @@ LEAVE_PARTS = {
 # --- the writes -------------------------------------------------------------------------------------
 
 #: New pending jobs, one row per job. Values here are positional (?): SQLite finds a named value by
-#: scanning the statement's list of names, so a 500-job batch (7,000 names) took 72 ms to bind, not 0.5 ms.
+#: scanning the statement's list of names, so binding a large batch (thousands of names) grows quadratically.
 #: A lone job takes its turn in the INSERT itself (``turn`` in place of its fair_tag, runner.py), which
 #: spares the enqueue a FAIR_TAGS statement.
 ENQUEUE = f"INSERT INTO jobs ({{columns}}) VALUES {{rows}} RETURNING {JOB_LIST}"
@@ -94,7 +94,7 @@ CONTROLLED = f"(paused OR {LIMITED})"
 #: Is a type of this claim under flow control? Asked in the plain walk's LIMIT, not its WHERE: SQLite
 #: evaluates a WHERE term row by row even when it holds no column (a subquery is not taken for a
 #: constant), so a false "nothing is controlled" read every pending job looking for one it would let
-#: through (90 ms at 1M); a LIMIT is worked out once, before the walk.
+#: through (a scan that grows with the backlog); a LIMIT is worked out once, before the walk.
 _ANY_CONTROLLED = f"EXISTS (SELECT 1 FROM type_settings WHERE {CONTROLLED} {{types}})"
 
 
@@ -180,15 +180,15 @@ WALK_OFF = "OR 1"
 
 #: The claim, in three statements sent back to back in the claim's transaction (sql.claim): CLAIM_PICK picks
 #: the next due jobs, CLAIM marks them running, CLAIMED reads them back. Not one UPDATE … RETURNING as on
-#: PostgreSQL: with three partial indexes over pending jobs, SQLite's UPDATE … RETURNING cost ~110 µs a claim
-#: at 1M pending, the three statements ~40 µs together (sqlite3 alone, no fsync; without RETURNING the same
-#: UPDATE cost 45–70 µs). Splitting it is safe because the transaction began IMMEDIATE: nothing else
+#: PostgreSQL: with three partial indexes over pending jobs, SQLite's UPDATE … RETURNING cost a claim more
+#: than the three statements together (RETURNING itself adds to the UPDATE's cost there). Splitting it is
+#: safe because the transaction began IMMEDIATE: nothing else
 #: writes between the pick and the update, and CLAIM re-checks the status anyway, so a job can never be
 #: handed out twice; CLAIMED reads only the rows that carry this claim's token.
 #:
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
 #: SQLite's planner, left to itself, walks an index on status and sorts every pending job on each claim
-#: (a claim at 1M pending took ~40x longer than at 1k), so the pick names its index.
+#: (a claim's cost then grows with the backlog), so the pick names its index.
 #:
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (one look at
 #: the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and

@@ -1,7 +1,7 @@
 """Measure group commit: the single path at synchronous=FULL with group commit off and on, beside NORMAL.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/measure_group_commit.py [--rounds 5] [--jobs 300] [--threads 8]
-        [--postgresql [--pg-commit-delay 100]] [--no-sqlite]
+    .venv/bin/python -m bench.group_commit [--rounds 5] [--jobs 300] [--threads 8]
+        [--postgresql [--pg-commit-delay 100]] [--no-sqlite] [--quick]
 
 Every server is the production command, ``gunicorn -w 4 --threads 8 app:app`` (gthread; ``--threads 1``
 gives the sync workers ``bench.run`` starts), each on its own SQLite file; with ``--postgresql`` also on
@@ -13,7 +13,9 @@ time; jobs ÷ (enqueue + drain seconds). Rounds are interleaved across the serve
 figures were taken minutes apart; the tables show medians (min–max), and the median of per-round
 ratios to the first server.
 
-A speed figure, not a test: it checks only that every job completed exactly once.
+A speed figure, not a test: it checks only that every job completed exactly once (exit status 1 if not).
+``--quick`` (a smoke test, tests/test_bench_group_commit.py): one round of 12 jobs at 4 workers on two servers,
+SQLite FULL with group commit off and on (each server is a production command to start: the rest is left out).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from bench.servers import GunicornServer
 from bench.targets import Ceiling, Queuelog
 
 THREADS = 8
+CEILING = "Flask ceiling ÷ 3"
 
 
 def _config(jobs: int) -> Config:
@@ -126,7 +129,12 @@ def main() -> int:
                         help="with --postgresql: a column on a cluster with this commit_delay (commit_siblings 2)")
     parser.add_argument("--threads", type=int, default=THREADS,
                         help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: one round of 12 jobs at 4 workers, SQLite FULL, group commit off and on")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.jobs, args.workers = 1, 12, [4]
+        args.postgresql = args.no_sqlite = False
     cfg = _config(args.jobs)
     # Stopped from outside (timeout, kill): leave through the ExitStack, which stops every server started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -136,12 +144,14 @@ def main() -> int:
         log_dir = workdir / "logs"
         systems = {}
         if not args.no_sqlite:
-            for index, (column, settings) in enumerate(_sqlite_columns().items()):
+            sqlite_columns = list(_sqlite_columns().items())[:2 if args.quick else None]
+            for index, (column, settings) in enumerate(sqlite_columns):
                 url = f"sqlite:///{workdir / f'column-{index}.db'}"
                 systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings, args.threads))
         if args.postgresql:
             systems.update(_postgres_columns(stack, log_dir, args.pg_commit_delay, args.threads))
-        systems["Flask ceiling ÷ 3"] = stack.enter_context(_ceiling(log_dir, args.threads))
+        if not args.quick:
+            systems[CEILING] = stack.enter_context(_ceiling(log_dir, args.threads))
 
         rates: dict[tuple[str, int], list[float]] = {}
         failed = []
@@ -156,7 +166,7 @@ def main() -> int:
                           flush=True)
                     time.sleep(0.5)
         _print_table(rates, list(systems), args.workers, args.rounds, args.jobs, args.threads)
-        if not args.no_sqlite:
+        if FULL_ON in systems and NORMAL in systems:
             _print_what_full_costs(rates, [n for n in args.workers if n == cfg.enqueue_clients], workdir)
         for check in failed:
             print(f"FAILED CHECK {check.target}: {check.what}: {check.detail}")
@@ -174,15 +184,23 @@ def _print_table(rates, columns: list[str], workers: list[int], rounds: int, job
             values = rates[(column, n)]
             cells.append(f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})")
         print(f"| {column} | " + " | ".join(cells) + " |")
-    ceiling = "Flask ceiling ÷ 3"
+    if CEILING in columns:
+        _print_ceiling_ratios(rates, columns, workers)
+    _print_ratios_to_first(rates, columns, workers)
+
+
+def _print_ceiling_ratios(rates, columns: list[str], workers: list[int]) -> None:
     print("\n| Ratio | " + " | ".join(f"{n} workers" for n in workers) + " |")
     print("|---|" + "---:|" * len(workers))
     for column in columns:
-        if column == ceiling:
+        if column == CEILING:
             continue
-        cells = [f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(ceiling, n)]):.2f}×"
+        cells = [f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(CEILING, n)]):.2f}×"
                  for n in workers]
         print(f"| {column} ÷ (ceiling ÷ 3) | " + " | ".join(cells) + " |")
+
+
+def _print_ratios_to_first(rates, columns: list[str], workers: list[int]) -> None:
     # On a shared machine the rounds' speeds swing with its load; the ratio of two servers within one
     # round (taken seconds apart) swings much less, so the median of those ratios is the steadier figure.
     baseline = columns[0]

@@ -1,6 +1,6 @@
 """The floor under a pickup on this machine: the same hops as queuelog's, with nothing but sockets and fsyncs.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/measure_pickup_floor.py [--samples 90] [--with-queuelog] [--idle S S]
+    .venv/bin/python -m bench.pickup_floor [--samples 90] [--with-queuelog] [--idle S S] [--quick]
 
 A pickup (enqueue request → the idle worker's handler starts) has to cross, whatever the queue is made of:
 the producer's request to a server process, a durable write there, a wake-up of the server process that holds
@@ -19,11 +19,12 @@ Three chains, measured in turns in one run so the machine's noise hits them alik
   bare fdatasync.
 
 What it shows is the part of a pickup that no code of ours can remove on this machine: what an idle
-CPU costs each wake-up (the healthz round trip of ``measure_pickup_breakdown`` is 2x slower after idle).
+CPU costs each wake-up (a round trip that does no work at all is slower after idle than back to back).
 With ``--with-queuelog`` the same rounds also take samples of queuelog itself, as ``bench.run``'s pickup probe
 does (the production command on SQLite, one ``queuelog-worker --concurrency 1``, the producer reconnecting
 between samples so its enqueues reach every server process), so the floor and the product are measured side
-by side. A figure to read, not a test: it fails on nothing.
+by side. A figure to read, not a test: it fails on nothing. ``--quick`` (a smoke test,
+tests/test_bench_pickup_floor.py) takes a few samples per chain, one round, with short idles.
 """
 from __future__ import annotations
 
@@ -232,7 +233,11 @@ def main() -> None:
     parser.add_argument("--idle", type=float, nargs=2, default=IDLE_S, metavar=("MIN_S", "MAX_S"),
                         help="seconds of idle before each sample, drawn from this range (0.02 0.04: back to back, "
                              "leaving the last job time to be acknowledged)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: 3 samples per chain in one round, 0.02-0.05 s idle")
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.rounds, args.idle = 3, 1, (0.02, 0.05)
     idle = tuple(args.idle)
     names = CHAINS + ((QUEUELOG,) if args.with_queuelog else ())
     results: dict[str, list[float]] = {name: [] for name in names}
