@@ -42,7 +42,7 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 @click.option("--enqueue-rate", metavar="N/S",
               help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.")
 @click.option("--max-pending", metavar="M",
-              help="Producer quota: at most M of its jobs pending at once; more → 429.")
+              help="Producer quota: at most M of its jobs pending or waiting at once; more → 429.")
 def create_key_command(name, role, max_priority, types, enqueue_rate, max_pending):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:
@@ -147,7 +147,7 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-types_group = click.Group("types", help="Job types (queues): pause, resume and limit them.")
+types_group = click.Group("types", help="Job types (queues): pause, resume, limit, scope their dedupe windows.")
 # The bounds the API takes (queuelog/api/schemas.py), repeated rather than imported: the API package is the
 # HTTP side; these are the same numbers for the same settings.
 MAX_LIMIT, MAX_WINDOW_SECONDS = 1_000_000, 86400
@@ -161,9 +161,9 @@ def _cli_actor() -> str:
         return "cli"
 
 
-#: The columns of ``flask types list`` and of the line ``limit`` prints.
+#: The columns of ``flask types list`` and of the line ``limit`` and ``unique-scope`` print (unique_scope last).
 TYPE_COLUMNS = ["type", "state", "concurrency", "rate", "key_concurrency", JobStatus.PENDING.value,
-                JobStatus.RUNNING.value]
+                JobStatus.RUNNING.value, "unique_scope"]
 
 
 def _show_limits(state: flow.TypeState) -> str:
@@ -173,7 +173,7 @@ def _show_limits(state: flow.TypeState) -> str:
     return "\t".join([
         state.type, "paused" if settings.paused else "active", str(settings.concurrency_limit or "-"),
         f"{rate.jobs}/{rate.per_seconds}" if rate else "-", str(settings.key_concurrency_limit or "-"),
-        str(state.pending), str(state.running),
+        str(state.pending), str(state.running), settings.unique_scope,
     ])
 
 
@@ -186,7 +186,7 @@ def _change_type(job_type: str, wanted: dict) -> flow.TypeState:
 
 @types_group.command("list")
 def list_types_command():
-    """List every type: a header row, then name, paused or active, its limits ('-': none), pending and running."""
+    """List every type: a header, then name, paused or active, limits ('-': none), pending, running, unique scope."""
     click.echo("\t".join(TYPE_COLUMNS))
     for state in flow.list_types():
         click.echo(_show_limits(state))
@@ -244,6 +244,14 @@ def limit_type_command(job_type, concurrency, rate, key_concurrency, clear):
         raise click.UsageError("give --concurrency, --rate or --key-concurrency, or --clear")
     wanted = dict.fromkeys(("concurrency_limit", "rate_limit", "key_concurrency_limit")) if clear else given
     click.echo(_show_limits(_change_type(job_type, wanted)))
+
+
+@types_group.command("unique-scope")
+@click.argument("job_type")
+@click.argument("scope", type=click.Choice(flow.UNIQUE_SCOPES))
+def unique_scope_command(job_type, scope):
+    """Whose dedupe windows (unique_for) a type keeps: producer (each key its own, the default) or type (one)."""
+    click.echo(_show_limits(_change_type(job_type, {"unique_scope": scope})))
 
 
 @click.command("reap")

@@ -234,12 +234,18 @@ DEFAULTS: dict[str, Setting] = {
     # Connections in constant use skip the test, a round trip on every request otherwise, unless their
     # socket shows that the server closed them (database/engine.py).
     "DATABASE_PING_AFTER_IDLE_SECONDS": Setting(1.0, number(0)),
-    # Claims that may wait (long-poll) at once in one server process; a claim beyond it is answered
-    # at once (503 + Retry-After) instead of holding a thread producers need. None ("auto"): a
-    # gunicorn worker keeps a quarter of its threads, at least 2, free of waiting claims
-    # (queuelog/longpoll.py). 0: claims never wait.
+    # Claims that may wait (long-poll) at once in one server process, counted with producers' ?wait; a
+    # request beyond it is answered at once (503 + Retry-After) instead of holding a thread producers need.
+    # None ("auto"): a gunicorn worker keeps a quarter of its threads, at least 2, free of waiting requests
+    # (queuelog/waiting_places.py). 0: nothing waits.
     "LONGPOLL_MAX_WAITING": Setting(None, whole_or_auto(0)),
     "SQLALCHEMY_ENGINE_OPTIONS": Setting({}, mapping()),
+    # At most this many schedules; creating one more answers 409 (changing one never does). Every server
+    # process's ticker reads the due ones a few times a second, so an unbounded number makes every tick late.
+    "MAX_SCHEDULES": Setting(1000, whole(1)),
+    # At most this many online worker processes (registered, beating) per worker key; registering one more
+    # answers 429 until one deregisters or goes gone. Beating a registered process is never refused.
+    "MAX_WORKER_PROCESSES_PER_KEY": Setting(256, whole(1)),
     # Does a server process (a gunicorn worker, flask run) fire due schedules? Every one may: exactly one
     # enqueues each tick's job (queuelog/schedules/ticker.py). Off: this process leaves it to the others.
     "SCHEDULER": Setting(True, flag()),

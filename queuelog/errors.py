@@ -3,10 +3,16 @@ from __future__ import annotations
 
 
 class QueueError(Exception):
-    """Base of every refusal the queue makes on purpose."""
+    """Base of every refusal the queue makes on purpose.
+
+    A refusal a client should tell apart from others names its problem type (``problem``, the last part of
+    its URL); one that passes once time does says after how many whole seconds (``retry_after``).
+    """
 
     status = 400
     title = "Bad request"
+    problem: str | None = None
+    retry_after: int | None = None
 
     def __init__(self, detail: str, **extra):
         super().__init__(detail)
@@ -55,6 +61,7 @@ class LongPollsFull(QueueError):
 
     status = 503
     title = "Too many waiting claims"
+    problem = "long-polls-full"
 
     def __init__(self, detail: str, retry_after: int):
         super().__init__(detail)

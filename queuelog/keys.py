@@ -44,6 +44,14 @@ class Caller:
     def may_use_type(self, job_type: str) -> bool:
         return self.allowed_types is None or job_type in self.allowed_types
 
+    def owns_or_oversees(self, owner_key_id: int | None) -> bool:
+        """May this key see the jobs that key ``owner_key_id`` enqueued? An admin all, a producer only its own
+        (V-09), a worker none by who enqueued them (it sees the job it holds: ``queries.visible_to``). The one
+        rule for GET /jobs/{id}, the parents an enqueue names and the dedupe hits it is answered with."""
+        if self.role == Role.ADMIN.value:
+            return True
+        return self.role == Role.PRODUCER.value and owner_key_id == self.id
+
     @property
     def actor(self) -> str:
         return f"key:{self.name}"

@@ -2,36 +2,31 @@
 
 A waiting claim holds no transaction, lock or database connection (``wakeup`` says who wakes it),
 and sleeps no longer than until the next pending job it could claim comes due (``_NextDue``), so a
-scheduled job or a retry's backoff ends in a claim on time. Before it sleeps it renews what its claim
-would read first (``keep_ready``: flow control's copy of the settings), so the claim a new job wakes
-goes straight to its statement. It does hold a server thread: gunicorn's gthread worker serves one
-request per thread. So:
+scheduled job or a retry's backoff ends in a claim on time. It does hold a server thread: gunicorn's
+gthread worker serves one request per thread. So:
 
-- **A cap per server process.** At most ``waiting_limit()`` claims wait at once in a process, the
-  rest of its threads stay free for producers and acknowledgements. A claim beyond the cap does
-  not wait: it takes a job if one is due, else it is answered at once with 503 and ``Retry-After``
-  (``LongPollsFull``). It is refused before it claims anything, so a refusal never strands a job.
-- **A client that hung up gets nothing.** A waiting claim whose worker closed its connection stops
-  without claiming; a job claimed in the window between that check and the answer is given
-  straight back (``give_back``), because a job claimed for nobody would sit ``running`` until its
-  lease ran out and ``flask reap`` came by. Both gunicorn and the development server (``flask run``)
-  hand the app the client's connection, which is how we can tell.
+- **A cap per server process.** A waiting claim takes one of the process's places for waiting requests
+  (``waiting_places``, shared with producers waiting for a job's end), so the rest of its threads stay
+  free for producers and acknowledgements. A claim that finds none does not wait: it takes a job if one
+  is due, else it is answered at once with 503 and ``Retry-After`` (``LongPollsFull``). It is refused
+  before it claims anything, so a refusal never strands a job.
+- **A client that hung up gets nothing.** A waiting claim whose worker closed its connection
+  (``waiting_places.client_gone``) stops without claiming, and gives its place back; a job claimed in
+  the window between that check and the answer is given straight back (``give_back``), because a job
+  claimed for nobody would sit ``running`` until its lease ran out and ``flask reap`` came by.
 - **A stopping server answers at once** (``wakeup.stop_waiting``).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
-import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from flask import current_app, request
+from flask import current_app
 from sqlalchemy import TextualSelect, bindparam, text
 
 from . import sql
@@ -41,46 +36,29 @@ from .errors import LongPollsFull
 from .models import UTCDateTime
 from .patterns import Priority
 from .states import JobStatus
+from .waiting_places import client_gone, place_if_free, retry_after_seconds, waiting_limit
 from .wakeup import Waker, shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
 
-#: Seconds a claim refused for capacity is told to wait before it asks again: drawn anew for each refusal
-#: from this range (5 s on average). Long enough that a fleet far larger than the cap costs the server little
-#: (each refusal is one cheap request), short enough that a refused worker is back soon after a burst of
-#: jobs. Drawn, not fixed: a fleet refused in one burst and told one number comes back in one burst, and
-#: producers' requests queue behind each such wave; few clients add jitter of their own.
-RETRY_AFTER_SECONDS = range(3, 8)
-
-
-def retry_after_seconds() -> int:
-    """The Retry-After of one refusal (whole seconds, as the header takes)."""
-    return random.choice(RETRY_AFTER_SECONDS)
-
 
 def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                  give_back: Callable[[list], None], keep_ready: Callable[[], float] | None = None) -> list:
+                  give_back: Callable[[list], None]) -> list:
     """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
 
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
     types that claim would take (None: any); ``give_back`` returns claimed rows to the queue when
-    the client turns out to have hung up; ``keep_ready``, called before each sleep, readies what
-    ``claim_once`` would otherwise read first, and says in how many seconds to call it again (the
-    sleep is no longer). Returns what the client gets: the claimed rows, or [].
+    the client turns out to have hung up. Returns what the client gets: the claimed rows, or [].
     Raises ``LongPollsFull`` when this process already holds as many waiting claims as it may.
     """
-    client = _client_connection()
-    limit = waiting_limit() if wait > 0 else None
     if wait <= 0:
         rows = claim_once()
-    elif not _waiting.enter(limit):
-        rows = _claim_if_due(claim_once, types, limit)
     else:
-        try:
-            rows = _wait_and_claim(claim_once, wait, types, client, keep_ready)
-        finally:
-            _waiting.leave()
-    if rows and _hung_up(client):
+        limit = waiting_limit()
+        with place_if_free(limit) as placed:
+            rows = (_wait_and_claim(claim_once, wait, types) if placed
+                    else _claim_if_due(claim_once, types, limit))
+    if rows and client_gone():
         # It hung up while we claimed: nobody will run these jobs or heartbeat them.
         give_back(rows)
         log.info("claim_given_back jobs=%s reason=client_hung_up", ",".join(str(row.id) for row in rows))
@@ -102,8 +80,7 @@ def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, l
     return rows
 
 
-def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                    client, keep_ready: Callable[[], float] | None) -> list:
+def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None) -> list:
     waker = waker_for_current_app()
     deadline = time.monotonic() + wait
     seen = waker.generation
@@ -114,14 +91,11 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - now
         if remaining <= 0:
             break
-        ready_for = keep_ready() if keep_ready is not None else math.inf
         look_in = min(remaining, max(0.0, recheck_at - now), _next_due.seconds_until(types, waker))
-        woken = waker.wait(seen, min(look_in, ready_for))
+        woken = waker.wait(seen, look_in)
         seen = waker.generation
-        if _hung_up(client):
-            break   # claiming now would hand jobs to nobody
-        if not woken and ready_for < look_in:
-            continue   # not a time to look, only keep_ready's time to renew: renew and sleep on
+        if client_gone():
+            break   # claiming now would hand jobs to nobody; its place is free again
         with _claiming_turn:
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()
@@ -287,114 +261,3 @@ def _earliest_run_at_statements(types: tuple[str, ...]) -> list[TextualSelect]:
                                       **{f"type_{n}": job_type for n, (job_type, _) in enumerate(chunk)})
                           .columns(run_at=UTCDateTime))
     return statements
-
-
-# --- the client's connection ---------------------------------------------------------------------
-
-def _client_connection() -> socket.socket | None:
-    """The client's socket, where the server hands it over (gunicorn, and flask run's dev server)."""
-    environ = request.environ
-    return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
-
-
-def _hung_up(client: socket.socket | None) -> bool:
-    """True when the client closed its connection: the end of its stream is all there is to read."""
-    if client is None:
-        return False
-    try:
-        fd = client.fileno()
-    except OSError:
-        return True
-    if fd < 0:
-        return True   # closed on our side already
-    # Peek through a plain socket on the same descriptor: it works under TLS as well (raw bytes),
-    # and it never waits, whatever timeout the server set on its own socket object.
-    probe = socket.socket(fileno=fd)
-    try:
-        return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False   # nothing to read: still there, waiting for our answer
-    except OSError:
-        return True    # reset
-    finally:
-        probe.detach()
-
-
-# --- how many claims may wait in this process ----------------------------------------------------
-
-class _WaitingClaims:
-    """The claims waiting in this process right now, against the limit."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.count = 0
-
-    def enter(self, limit: int | None) -> bool:
-        """Take a place to wait, if there is one under ``limit`` (None: no limit)."""
-        with self._lock:
-            if limit is not None and self.count >= limit:
-                return False
-            self.count += 1
-            return True
-
-    def leave(self) -> None:
-        with self._lock:
-            self.count -= 1
-
-
-_waiting = _WaitingClaims()
-
-
-@contextlib.contextmanager
-def waiting_place(what: str):
-    """A place among this process's waiting requests (claims, and producers waiting for a job's end), or
-    LongPollsFull (503 with Retry-After) when they are all taken."""
-    limit = waiting_limit()
-    if not _waiting.enter(limit):
-        retry_after = retry_after_seconds()
-        raise LongPollsFull(f"this server process is holding as many waiting requests as it can ({limit}); "
-                            f"{what} again in {retry_after} s", retry_after=retry_after)
-    try:
-        yield
-    finally:
-        _waiting.leave()
-_server_threads: int | None = None
-_warned_uncapped = False
-
-
-def serve_from_threads(threads: int) -> None:
-    """Tell long-polls how many threads this server process answers requests with.
-
-    gunicorn.conf.py calls it for every gunicorn worker (``post_worker_init``).
-    """
-    global _server_threads
-    _server_threads = threads
-
-
-def reserved_threads(threads: int) -> int:
-    """Threads a process keeps free of waiting claims: a quarter of them, at least 2."""
-    return max(2, threads // 4)
-
-
-def waiting_limit() -> int | None:
-    """How many claims may wait at once in this process (None: as many as come)."""
-    configured = current_app.config["LONGPOLL_MAX_WAITING"]
-    if configured is not None:
-        return configured
-    if _server_threads is not None:
-        return max(_server_threads - reserved_threads(_server_threads), 0)
-    environ = request.environ
-    if environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
-        return 0   # one request at a time (gunicorn's sync worker): a wait would block the process
-    _warn_uncapped(environ)
-    return None
-
-
-def _warn_uncapped(environ) -> None:
-    # The development server starts a thread per request; under gunicorn, no cap means that
-    # gunicorn.conf.py was not read and idle workers can take every thread.
-    global _warned_uncapped
-    if not _warned_uncapped and str(environ.get("SERVER_SOFTWARE", "")).startswith("gunicorn"):
-        _warned_uncapped = True
-        log.warning("waiting claims are not capped: start gunicorn from the repository root (or with "
-                    "-c gunicorn.conf.py), or set QUEUELOG_LONGPOLL_MAX_WAITING")

@@ -154,13 +154,13 @@ class Job(db.Model):
         # pending job of one type and priority is a single seek (the /metrics gauges, the dashboard).
         Index("ix_jobs_type_status_priority", "type", "status", "priority", "run_at"),
         Index("ix_jobs_producer_id", "producer_key_id", "id"),
-        # A producer key's max-pending quota counts its pending jobs; without this index that count would
-        # walk every job the key ever enqueued (ix_jobs_producer_id) or every pending job of every key.
+        # A producer key's max-pending quota counts its waiting and pending jobs; without this index that
+        # count would walk every job the key ever enqueued (ix_jobs_producer_id) or every such job of every key.
         Index(
-            "ix_jobs_pending_producer",
+            "ix_jobs_backlog_producer",
             "producer_key_id",
-            sqlite_where=text("status = 'pending'"),
-            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status IN ('waiting', 'pending')"),
+            postgresql_where=text("status IN ('waiting', 'pending')"),
         ),
         # The reaper's expiry: pending jobs with an expires_at, by it (jobs without one are not in it).
         Index(
@@ -266,7 +266,10 @@ class ApiKey(db.Model):
 
 
 class UniqueSlot(db.Model):
-    """The dedupe window of one (type, unique key): the job enqueued for it last, and when.
+    """The dedupe window of one (type, scope, unique key): the job enqueued for it last, and when.
+
+    The scope is the id of the key that enqueued it (a producer's windows are its own, as its idempotency keys
+    are), or 0 for the one window every producer of a type shares (the type's unique_scope "type").
 
     An enqueue with ``unique_for`` takes the slot (INSERT … ON CONFLICT DO UPDATE, only where the slot is
     stale: its job finished, or enqueued ``unique_for`` seconds ago or more) or, finding it held, answers with
@@ -277,6 +280,7 @@ class UniqueSlot(db.Model):
     __tablename__ = "unique_slots"
 
     type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    scope: Mapped[int] = mapped_column(Integer, primary_key=True)
     unique_key: Mapped[str] = mapped_column(String(200), primary_key=True)
     # NULL only inside the enqueue that took the slot, between taking it and inserting its job.
     job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
@@ -372,7 +376,8 @@ class TypeSettings(db.Model):
     """Flow control of one job type (one queue): paused, and its limits. No row: no limits, not paused.
 
     Read by every claim of a type that has one (queuelog/sql, CLAIM); written only by
-    ``queue.flow.update_type``, which also writes the change to ``type_changes``.
+    ``queue.flow.update_type``, which also writes the change to ``type_changes``. Every write gives
+    ``type_settings_version`` a new version (a trigger).
     """
 
     __tablename__ = "type_settings"
@@ -383,7 +388,24 @@ class TypeSettings(db.Model):
     rate_limit_jobs: Mapped[int | None] = mapped_column(Integer)         # claims in any window of ...
     rate_limit_seconds: Mapped[int | None] = mapped_column(Integer)      # ... this many seconds, at most
     key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)   # running jobs per concurrency key
+    # Whose dedupe windows (unique_for): "producer" (each key its own) or "type" (one for every producer).
+    unique_scope: Mapped[str] = mapped_column(String(16), default="producer", server_default=text("'producer'"))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TypeSettingsVersion(db.Model):
+    """Which version of type_settings is current: one row, given a new random number by every change.
+
+    A trigger on type_settings writes it, in the changing transaction (migration f3a1c7e9b2d5), whoever writes:
+    the claim checks that the version its process's copy of the settings was read at is still this one
+    (queue/flow.py). Random, not counted: emptied and refilled (tests), a counter would bring back a number
+    that a copy read before still holds. No row reads as version 0.
+    """
+
+    __tablename__ = "type_settings_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)   # always 1
+    version: Mapped[int] = mapped_column(BigInteger)
 
 
 class TypeChange(db.Model):

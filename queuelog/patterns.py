@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable
 
 __all__ = ["IDEMPOTENCY_KEY", "IDEMPOTENCY_KEY_HINT", "IDEMPOTENCY_KEY_PATTERN", "JOB_TYPE", "JOB_TYPE_HINT",
-           "JOB_TYPE_PATTERN", "PRIORITY_BY_LABEL", "PRIORITY_LABELS", "PRIORITY_LABEL_PATTERN", "Priority",
+           "JOB_TYPE_PATTERN", "JSON_NUMBER", "JSON_NUMBER_PATTERN", "NO_NUL_PATTERN", "PRIORITY_BY_LABEL",
+           "PRIORITY_LABELS", "PRIORITY_LABEL_PATTERN", "Priority",
            "one_of"]
 
 
@@ -37,6 +38,14 @@ JOB_TYPE_HINT = "1-100 characters: letters, digits, '_', '.', ':' or '-'"
 IDEMPOTENCY_KEY_PATTERN = "^[ -~]{1,200}$"
 IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 IDEMPOTENCY_KEY_HINT = "1-200 printable ASCII characters (0x20-0x7E, space included)"
+
+#: A number as JSON (RFC 8259) writes one: what a client in any language prints for a double ("2.5", "1e1",
+#: "1E-4", "0.0001"), and not what only Python's float() reads ("nan", "inf", " 5", "1_0", "+5", ".5").
+JSON_NUMBER_PATTERN = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+JSON_NUMBER = re.compile(JSON_NUMBER_PATTERN)
+#: A string without NUL, which PostgreSQL text cannot hold: the API refuses NUL in the strings it stores or
+#: compares (422), on both databases alike.
+NO_NUL_PATTERN = "^[^\\u0000]*$"
 
 
 class Priority(enum.IntEnum):

@@ -28,11 +28,9 @@ class JobFilter:
 
 def visible_to(caller: Caller, row: Row) -> bool:
     """Admins see all; a producer its own jobs; a worker the job it holds now."""
-    if caller.role == Role.ADMIN.value:
+    if caller.owns_or_oversees(row.producer_key_id):
         return True
-    if caller.role == Role.PRODUCER.value:
-        return row.producer_key_id == caller.id
-    return row.status in HELD and row.worker_id == caller.name
+    return caller.role == Role.WORKER.value and row.status in HELD and row.worker_id == caller.name
 
 
 def max_job_id() -> int:
@@ -136,4 +134,4 @@ def decode_cursor(cursor: str) -> int:
             raise ValueError(kind)
         return int(value)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest([{"pointer": "/cursor", "detail": "not a cursor this server issued"}]) from None
+        raise InvalidRequest([{"pointer": "/query/cursor", "detail": "not a cursor this server issued"}]) from None

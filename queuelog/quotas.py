@@ -1,4 +1,4 @@
-"""Producer quotas: at most N jobs enqueued in any S seconds, and at most M jobs pending, per API key.
+"""Producer quotas: at most N jobs enqueued in any S seconds, and at most M jobs pending or waiting, per API key.
 
 A quota is set when the key is issued (``flask keys create … --enqueue-rate N/S --max-pending M``, or the
 keys page) and checked by every enqueue of that key, inside the enqueue's write transaction, before
@@ -14,9 +14,17 @@ before it committed. Keys without a quota skip every statement here.
   per enqueue with the key's running total of jobs, so the jobs in the window are two index seeks away,
   however many enqueues it holds. Rows that left the window are deleted once a window's worth of them
   has gathered, so the ledger holds under two windows of a key's enqueues.
-- Pending counts every pending job of the key, scheduled ones (``run_at`` in the future) included: they
-  wait in the queue like any other, and a limit they escaped would not limit the backlog. Only this
-  key's own enqueues are refused; an admin's retry or a worker's requeue may still take it past M.
+- Pending counts every job of the key not yet claimed (states.BACKLOG): pending ones, scheduled ones
+  (``run_at`` in the future) included, and waiting ones (children whose parents have not finished). A
+  waiting job becomes pending by itself when its parents finish, with no enqueue that could be refused
+  then, so a limit that let it in uncounted would not limit the backlog: twenty batches of nine children
+  would all pass a limit of ten, and all 180 become pending together.
+- Only this key's own enqueues are refused. Moves that bring a job of the key back without an enqueue
+  are never refused, and may take it past M: a worker's failed attempt, release or lapsed lease going
+  back to pending (the job was counted when it was enqueued, and left the count only while running), an
+  admin's retry of a failed or cancelled job, and the children an admin's retry of their parent makes
+  wait again. The next enqueue of the key then finds the count past M and is refused until it is back
+  under it.
 """
 from __future__ import annotations
 
@@ -52,7 +60,7 @@ class Quota:
 
     rate_limit: int | None = None      # N: jobs …
     rate_seconds: int | None = None    # … in any window of S seconds
-    max_pending: int | None = None     # M: jobs pending at once
+    max_pending: int | None = None     # M: jobs pending or waiting at once
 
     @classmethod
     def of(cls, key) -> Quota | None:
@@ -188,16 +196,16 @@ def _check_pending(key_name: str, most: int, pending: int, count: int) -> None:
     if pending + count <= most:
         return
     numbers = {"quota": "max_pending", "limit": most, "pending": pending, "requested": count}
+    limit = f"key {key_name!r} may have at most {_jobs(most)} pending (waiting ones included)"
     if count > most:
         raise QuotaExceeded(
-            f"key {key_name!r} may have at most {_jobs(most)} pending; a batch of {count} can never fit, send at most "
-            f"{most} at a time", "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS,
-            **numbers)
+            f"{limit}; a batch of {count} can never fit, send at most {most} at a time",
+            "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS, **numbers)
     if pending >= most:
         held = f"all {most} are taken; retry once workers have claimed some"
     else:
         held = f"it has {pending}, so {count} more would pass the limit"
-    raise QuotaExceeded(f"key {key_name!r} may have at most {_jobs(most)} pending; {held}",
+    raise QuotaExceeded(f"{limit}; {held}",
                         "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS, **numbers)
 
 

@@ -6,7 +6,8 @@ announces it (``wakeup.jobs_finished``: NOTIFY on PostgreSQL, a datagram on SQLi
 every server process wake at once; jobs nobody waits for cost no announcement. Marked first and read
 after, the end cannot slip between: a job that finished before the mark is seen final by the mark's own
 RETURNING. Between checks the request holds no connection, only a place among the process's waiting
-requests (``longpoll.waiting_place``), and a recheck now and then finds what no announcement reached.
+requests (``waiting_places``), and a recheck now and then finds what no announcement reached; at each
+look, a producer that hung up ends the wait and frees the place, as a waiting claim's worker does.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import time
 from . import sql
 from .database.transactions import read_connection, write_transaction
 from .errors import JobNotFound
-from .longpoll import waiting_place
 from .states import FINAL, names
+from .waiting_places import client_gone, waiting_place
 from .wakeup import shutting_down, waker_for_current_app
 
 _FINAL_NAMES = frozenset(names(FINAL))
@@ -36,6 +37,8 @@ def wait_for_end(row, seconds: float):
                 break
             waker.wait(seen, min(remaining, waker.current_recheck()))
             seen = waker.generation
+            if client_gone():
+                break   # nobody to answer: the place goes to a request that has a client
             with read_connection() as conn:
                 row = sql.job(conn, row.id)
     if row is None:   # purged while we waited

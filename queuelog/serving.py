@@ -4,7 +4,7 @@
 worker serves its first request (gunicorn's ``post_worker_init`` hook). It
 
 - tells long-polls how many threads the process answers requests with, so waiting claims can be
-  capped below that (``longpoll.waiting_limit``);
+  capped below that (``waiting_places.waiting_limit``);
 - makes the worker's graceful-stop signal (SIGTERM) also end its waiting claims at once
   (``wakeup.stop_waiting``), so a restart is not held up for the rest of their ``wait``;
 - starts the process's schedule ticker (``schedules.ticker``), which fires due schedules, and has it share
@@ -20,18 +20,22 @@ we can see which class gunicorn chose.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import socket
 import time
 from dataclasses import dataclass
 
 from flask import Flask
+from gunicorn import util
+from gunicorn.http.errors import LimitRequestLine
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
-from . import longpoll, wakeup
+from . import waiting_places, wakeup
+from .api.problems import PROBLEM_TYPE_BASE
 from .database import turns
 from .schedules import ticker
 
@@ -50,7 +54,7 @@ def adopt_worker(worker) -> None:
     """Prepare this gunicorn worker process for queuelog's long-polls and for slow clients."""
     threads = request_threads(worker)
     if threads is not None:
-        longpoll.serve_from_threads(threads)
+        waiting_places.serve_from_threads(threads)
         turns.serve_from_threads(threads)
     _stop_waiting_on_graceful_stop()
     if isinstance(worker.wsgi, Flask):
@@ -120,6 +124,21 @@ class HeadFirstThreadWorker(ThreadWorker):
             unreader.sock = reads_from
             with contextlib.suppress(OSError):   # closed already, after a failed response
                 reads_from.settimeout(None)   # blocking again, as gunicorn left it
+
+    def handle_error(self, req, client, addr, exc):
+        """A request line over gunicorn's ``limit_request_line`` (4094 bytes: a long URL) is answered 414 as every
+        API error is, application/problem+json (the OpenAPI document says so), not with gunicorn's HTML page."""
+        if not isinstance(exc, LimitRequestLine):
+            return super().handle_error(req, client, addr, exc)
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("", -1))[0], exc)
+        body = json.dumps({"type": PROBLEM_TYPE_BASE + "uri-too-long", "title": "URI Too Long", "status": 414,
+                           "detail": f"the request line (method and URL) is longer than "
+                                     f"{self.cfg.limit_request_line} bytes"}).encode()
+        with contextlib.suppress(OSError):   # it is gone already
+            util.write_nonblock(client, b"HTTP/1.1 414 URI Too Long\r\nConnection: close\r\n"
+                                        b"Content-Type: application/problem+json\r\n"
+                                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return None
 
     def _collects_heads(self, conn) -> bool:
         cfg = self.cfg

@@ -75,6 +75,9 @@ PURGEABLE = FINAL
 CANCELLABLE = frozenset({W, P})
 #: The final statuses that cancel a waiting child whose run_when is "completed".
 BROKEN = frozenset({F, X})
+#: Statuses a producer key's max-pending quota counts: its jobs not yet claimed. Waiting ones too: they
+#: become pending by themselves when their parents finish, with no enqueue that could be refused then.
+BACKLOG = frozenset({W, P})
 
 
 class RunWhen(enum.StrEnum):

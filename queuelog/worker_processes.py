@@ -9,7 +9,10 @@ which only an admin changes, and only forward:
     quiet → stop
 
 A process whose last beat is older than ``GONE_AFTER`` (three beats missed) is *gone*: listed apart, never
-commanded, and deleted ``PRUNE_AFTER`` later by the next registration. A process belongs to its key: another
+commanded, and deleted ``PRUNE_AFTER`` later by the next registration. A key has at most
+QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY processes online (not gone): one more registration is refused (429)
+until one deregisters or goes gone. A beat is never refused, even one that brings a gone process back past
+the limit: it is the process's own registration, already made. A process belongs to its key: another
 key's process is 404, as if it did not exist, and a revoked key's processes are not listed at all.
 
 A claim may name its process (``process_id``); the claim then writes it on the jobs it takes (one more
@@ -18,11 +21,13 @@ term in CLAIM), and a process told to quiet or stop is given nothing.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import and_, case, delete, func, insert, select, update
+from flask import current_app
+from sqlalchemy import Integer, and_, case, cast, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from .clock import utcnow
@@ -44,6 +49,9 @@ GONE_AFTER = timedelta(seconds=4 * BEAT_SECONDS)
 PRUNE_AFTER = timedelta(days=1)
 #: The most jobs of one process the page links to; the count is always whole.
 HELD_SHOWN = 8
+#: The PostgreSQL advisory-lock namespace of a key's registrations ("qlwp"); the second key is the key's id.
+#: (Two-key locks, like the enqueue's quota turns, in a namespace of their own.)
+_TURN_NAMESPACE = 0x716C7770
 
 
 class Command(StrEnum):
@@ -61,6 +69,18 @@ MAY_FOLLOW = {Command.QUIET: (Command.RUN, Command.QUIET), Command.STOP: (Comman
 class ProcessNotFound(QueueError):
     status = 404
     title = "Not found"
+
+
+class ProcessLimitReached(QueueError):
+    """The key has as many processes online as it may; nothing was registered. 429 with Retry-After."""
+
+    status = 429
+    title = "Too many worker processes"
+    problem = "max-worker-processes-reached"
+
+    def __init__(self, detail: str, retry_after: int, **numbers):
+        super().__init__(detail, **numbers)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -130,13 +150,38 @@ def register(caller: Caller, new: NewProcess) -> ProcessState:
         raise InvalidRequest([{"pointer": f"/types/{new.types.index(t)}",
                                "detail": f"this key may not claim jobs of type {t!r}"} for t in refused])
     now = utcnow()
+    most = current_app.config["MAX_WORKER_PROCESSES_PER_KEY"]
     with write_transaction() as conn:
+        _take_turn(conn, caller.id)
         conn.execute(delete(processes).where(processes.c.heartbeat_at < now - GONE_AFTER - PRUNE_AFTER))
+        _refuse_past_limit(conn, caller, most, now)
         process_id = conn.execute(insert(processes).values(
             key_id=caller.id, host=new.host, pid=new.pid, version=new.version, concurrency=new.concurrency,
             types=json.dumps(list(new.types)), started_at=now, heartbeat_at=now, command=Command.RUN.value,
         ).returning(processes.c.id)).scalar_one()
         return _own(conn, caller, process_id, now)
+
+
+def _take_turn(conn: Connection, key_id: int) -> None:
+    """The key's registrations take turns until commit, so two cannot both see room for one (PostgreSQL; on
+    SQLite the write transaction holds the database's write lock from its first statement)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(cast(_TURN_NAMESPACE, Integer), cast(key_id, Integer))))
+
+
+def _refuse_past_limit(conn: Connection, caller: Caller, most: int, now: datetime) -> None:
+    """ProcessLimitReached if the key has ``most`` processes online already."""
+    online, oldest_beat = conn.execute(
+        select(func.count(), func.min(processes.c.heartbeat_at))
+        .where(processes.c.key_id == caller.id, processes.c.heartbeat_at > now - GONE_AFTER)).one()
+    if online < most:
+        return
+    # A place frees when one deregisters (any time) or goes gone: the one that beat longest ago first.
+    wait = max(1, math.ceil((oldest_beat + GONE_AFTER - now).total_seconds()))
+    raise ProcessLimitReached(
+        f"key {caller.name!r} has {online} worker processes online and may have at most {most} "
+        f"(QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY); register again once one deregisters or stops beating",
+        wait, limit=most, online=online)
 
 
 def beat(caller: Caller, process_id: int) -> ProcessState:
@@ -209,12 +254,14 @@ def give_command(process_id: int, command: Command, actor: str) -> ProcessState:
 
 
 def claim_command(conn: Connection, caller: Caller, process_id: int) -> Command:
-    """Inside a claim's transaction: the named process's command (422 if it is not one of the caller's)."""
+    """Inside a claim's transaction: the named process's command (404 if it is not one of the caller's).
+
+    404, as every /workers route answers for an unknown process or another key's: an id no schema can check.
+    """
     command = conn.execute(select(processes.c.command).where(processes.c.id == process_id,
                                                              processes.c.key_id == caller.id)).scalar()
     if command is None:
-        raise InvalidRequest([{"pointer": "/process_id",
-                               "detail": "is not a worker process of this key: register one with POST /workers"}])
+        raise _not_found(process_id)
     return Command(command)
 
 

@@ -32,7 +32,7 @@ pytest_plugins = ["tests.support.server", "tests.support.ui", "tests.worker_apps
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = ["job_dependencies", "job_events", "jobs", "enqueue_ledger", "api_keys", "admin_sessions", "users",
           "login_attempts", "type_settings", "type_changes", "type_claims", "unique_slots", "schedules",
-          "worker_processes", "type_rollups", "rollup_marks"]
+          "worker_processes", "type_rollups", "rollup_marks", "type_settings_version"]
 
 
 def pytest_report_header(config):
@@ -283,3 +283,22 @@ def claim(client, worker):
 
     return _claim
 
+
+@pytest.fixture
+def run(client, claim, worker):
+    """run(job_id, result=None, fail=False) → claims that very job (it must be the only claimable one) and
+    completes it (or fails it for good)."""
+
+    def _run(job_id: int, result: dict | None = None, fail: bool = False) -> dict:
+        job = claim()
+        assert job["id"] == job_id, job
+        if fail:
+            response = client.post(f"/jobs/{job_id}/fail", json={"claim_token": job["claim_token"], "error": "boom",
+                                                                  "retryable": False}, headers=worker)
+        else:
+            response = client.post(f"/jobs/{job_id}/complete", json={"claim_token": job["claim_token"],
+                                                                      "result": result}, headers=worker)
+        assert response.status_code == 200, response.get_json()
+        return job
+
+    return _run

@@ -57,6 +57,8 @@ def test_every_setting_the_code_reads_is_in_the_table_and_read_without_a_default
     ("SECRET_KEY", 12345, "12345"),               # QUEUELOG_SECRET_KEY=12345 arrives as a JSON number
     ("RETENTION", "12h", "12h"),
     ("UI_REFRESH_SECONDS", "1", 1),
+    ("MAX_SCHEDULES", "3", 3),
+    ("MAX_WORKER_PROCESSES_PER_KEY", 2.0, 2),
 ])
 def test_a_value_is_converted_to_its_kind(name, raw, value):
     assert parse_settings({name: raw})[name] == value
@@ -76,6 +78,8 @@ def test_the_per_address_limit_follows_the_per_pair_limit_unless_set():
     ("LONGPOLL_MAX_WAITING", "lots"), ("TRUSTED_PROXIES", -1), ("LOGIN_MAX_FAILURES", "five"),
     ("LOGIN_WINDOW_SECONDS", 0), ("LOGIN_SLOWDOWN_SECONDS", "a while"), ("UI_REFRESH_SECONDS", 0),
     ("SQLALCHEMY_ENGINE_OPTIONS", "pool_size=3"), ("SESSION_COOKIE_SAMESITE", "sometimes"),
+    ("MAX_SCHEDULES", 0), ("MAX_SCHEDULES", "lots"), ("MAX_WORKER_PROCESSES_PER_KEY", -1),
+    ("MAX_WORKER_PROCESSES_PER_KEY", "1.5"),
 ])
 def test_a_bad_value_is_refused_naming_its_variable_and_what_it_must_be(name, raw):
     with pytest.raises(SettingError, match=rf"^QUEUELOG_{name} must be .+, not {re.escape(repr(raw))}$"):
@@ -101,4 +105,15 @@ def test_settings_from_the_environment_reach_their_users_converted(database_url,
 def test_a_bad_setting_in_the_environment_stops_the_start(database_url, monkeypatch):
     monkeypatch.setenv("QUEUELOG_UI_REFRESH_SECONDS", "often")
     with pytest.raises(ValueError, match="QUEUELOG_UI_REFRESH_SECONDS must be a whole number of at least 1"):
+        create_app(app_config(database_url))
+
+
+def test_the_caps_default_to_1000_schedules_and_256_worker_processes_per_key():
+    parsed = parse_settings({})
+    assert (parsed["MAX_SCHEDULES"], parsed["MAX_WORKER_PROCESSES_PER_KEY"]) == (1000, 256)
+
+
+def test_a_bad_cap_in_the_environment_stops_the_start(database_url, monkeypatch):
+    monkeypatch.setenv("QUEUELOG_MAX_SCHEDULES", "none")
+    with pytest.raises(ValueError, match="QUEUELOG_MAX_SCHEDULES must be a whole number of at least 1, not 'none'"):
         create_app(app_config(database_url))

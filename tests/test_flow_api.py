@@ -8,7 +8,8 @@ from queuelog.clock import utcnow
 from tests.conftest import JOB_TYPES
 from tests.support.factories import assert_problem, pointers, when
 
-DEFAULTS = {"paused": False, "concurrency_limit": None, "rate_limit": None, "key_concurrency_limit": None}
+DEFAULTS = {"paused": False, "concurrency_limit": None, "rate_limit": None, "key_concurrency_limit": None,
+            "unique_scope": "producer"}
 
 
 def validator(client, name):
@@ -71,6 +72,7 @@ def test_answers_match_the_documented_schemas(client, admin):
     {"key_concurrency_limit": 1},
     {"paused": True, "concurrency_limit": 1, "rate_limit": {"jobs": 1, "per_seconds": 86400},
      "key_concurrency_limit": 1_000_000},
+    {"unique_scope": "type"},
 ])
 def test_a_patch_answers_the_type_with_the_fields_it_set(client, admin, body):
     response = client.patch("/types/email", json=body, headers=admin)

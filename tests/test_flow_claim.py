@@ -311,9 +311,8 @@ def test_a_limit_lifted_elsewhere_never_lets_a_claim_take_more_jobs_than_it_aske
 @pytest.mark.skipif(test_db_kind() != "postgresql",
                     reason="on SQLite a claim reads its time holding the write lock, which a change takes too")
 @pytest.mark.parametrize("copy", ["knows of the pause", "has not seen the pause"])
-def test_a_claim_timed_during_a_pause_takes_nothing_if_the_resume_lands_before_its_statement(
+def test_a_claim_timed_during_a_pause_is_made_again_after_the_resume_if_it_lands_before_its_statement(
         client, worker, enqueue, set_type, monkeypatch, copy):
-    monkeypatch.setattr(flow, "CACHE_SECONDS", 60)   # the process's copy stays as the test made it
     if copy == "knows of the pause":
         set_type("email", paused=True)
     else:
@@ -331,7 +330,6 @@ def test_a_claim_timed_during_a_pause_takes_nothing_if_the_resume_lands_before_i
         return the_claim(conn, **values)
 
     monkeypatch.setattr(sql, "claim", resumed_in_between)
-    assert claim_once(client, worker) is None
     assert claim_once(client, worker)["id"] == job["id"]
     with db.engine.connect() as conn:
         resumed_at = conn.execute(select(TypeSettings.__table__.c.updated_at)).scalar_one()

@@ -140,7 +140,7 @@ def test_a_connection_plans_its_claim_once_and_reuses_the_plan(deep_queue):
     with db.engine.connect() as conn:
         for _ in range(12):
             sql.claim(conn, now=now, lease_until=now, worker="plan-worker", token="t", limit=1, types=None,
-                      flow=False, locked_types=[], log=sql.Log("claimed", "pending", "test", now))
+                      flow=False, locked_types=[], version=0, log=sql.Log("claimed", "pending", "test", now))
             conn.rollback()
         plans = conn.exec_driver_sql("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                                      " WHERE strpos(statement, 'picked') > 0").all()

@@ -16,9 +16,11 @@ def test_list_prints_a_header_and_one_line_per_configured_type(runner, make_job)
     result = types(runner, "list")
     assert result.exit_code == 0, result.output
     header, *lines = result.stdout.splitlines()
-    assert header.split("\t") == ["type", "state", "concurrency", "rate", "key_concurrency", "pending", "running"]
+    assert header.split("\t") == ["type", "state", "concurrency", "rate", "key_concurrency", "pending", "running",
+                                    "unique_scope"]
     assert [line.split("\t")[0] for line in lines] == JOB_TYPES
-    assert lines[JOB_TYPES.index("report")].split("\t") == ["report", "active", "-", "-", "-", "1", "1"]
+    assert lines[JOB_TYPES.index("report")].split("\t") == ["report", "active", "-", "-", "-", "1", "1",
+                                                                  "producer"]
 
 
 def test_pause_and_resume_print_one_line_and_change_the_type(runner, client, admin):
@@ -34,7 +36,7 @@ def test_pause_and_resume_print_one_line_and_change_the_type(runner, client, adm
 def test_limit_sets_the_limits_given_and_prints_the_type(runner, client, admin):
     result = types(runner, "limit", "email", "--concurrency", "3", "--rate", "20/2", "--key-concurrency", "1")
     assert result.exit_code == 0, result.output
-    assert result.stdout == "email\tactive\t3\t20/2\t1\t0\t0\n"
+    assert result.stdout == "email\tactive\t3\t20/2\t1\t0\t0\tproducer\n"
     shown = client.get("/types/email", headers=admin).get_json()
     assert (shown["concurrency_limit"], shown["rate_limit"], shown["key_concurrency_limit"]) == (
         3, {"jobs": 20, "per_seconds": 2}, 1)

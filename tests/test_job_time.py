@@ -110,13 +110,14 @@ def test_a_unique_key_dedupes_whatever_the_payload(client, producer):
     assert second.get_json()["payload"] == {"n": 1}
 
 
-def test_the_window_is_per_type_not_per_producer(client, producer, other_producer):
+def test_the_window_is_per_producer_not_shared_by_default(client, producer, other_producer):
+    # Each key has its own windows, as it has its own idempotency keys (tests/test_unique_scope.py: the rest).
     first = _post(client, producer, unique_for=60, unique_key="k")
     second = _post(client, other_producer, unique_for=60, unique_key="k")
 
-    assert second.status_code == 200
-    assert second.get_json()["id"] == first.get_json()["id"]
-    assert count_jobs() == 1
+    assert second.status_code == 201
+    assert second.get_json()["id"] != first.get_json()["id"]
+    assert count_jobs() == 2
 
 
 def test_an_enqueue_after_the_window_makes_a_new_job(client, producer):

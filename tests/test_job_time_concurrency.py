@@ -2,8 +2,10 @@
 
 20 clients released together (threads of this process, or 20 forked processes) enqueue the same job with
 ``unique_for`` against gunicorn with 4 worker processes of 4 threads, so the requests race in the
-database: exactly one job is created (one 201), and every other answer is that job (200, deduplicated).
-Batches sharing keys in opposite orders never deadlock and still make one job per key.
+database: exactly one job is created (one 201). In a producer key's own window (20 clients of one key) every
+other answer is that job (200, deduplicated); in a type's shared window (20 keys, unique_scope "type") every
+other answer is only {"deduplicated": true}, the job being another producer's. Batches sharing keys in
+opposite orders never deadlock and still make one job per key.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 import requests
 
 from queuelog.keys import create_key
+from queuelog.queue import flow
 from tests.support.scale import (
     CTX,
     app_on,
@@ -38,10 +41,16 @@ def server(database):
         yield srv
 
 
+#: The types whose windows every producer shares in this module; resize-image keeps them per producer.
+SHARED = ("email", "report", "noop")
+
+
 @pytest.fixture(scope="module")
 def secrets(database):
-    """A producer key per client: the window is per type, not per producer, so they all share it."""
+    """A producer key per client; they share the windows of the SHARED types."""
     with app_on(database):
+        for job_type in SHARED:
+            flow.update_type(job_type, {"unique_scope": "type"}, "test")
         return [create_key(f"producer-{n}", "producer") for n in range(CLIENTS)]
 
 
@@ -79,12 +88,27 @@ def _jobs_with_key(database: str, key: str) -> int:
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_20_concurrent_enqueues_in_one_window_make_exactly_one_job(server, database, secrets, processes):
+def test_20_concurrent_enqueues_in_one_shared_window_make_exactly_one_job(server, database, secrets, processes):
     for round_ in range(ROUNDS):
         key = f"{'p' if processes else 't'}-{round_}"
         body = {"type": "email", "payload": {"round": round_}, "unique_for": 600, "unique_key": key}
 
         answers = _all_at_once(server.url + "/jobs", secrets, body, processes)
+
+        assert Counter(status for status, _ in answers) == {201: 1, 200: CLIENTS - 1}, answers
+        # The other 19 producers may not see the job: they learn only that they were deduplicated.
+        assert sorted((answer for _, answer in answers), key=len)[:-1] == [{"deduplicated": True}] * (CLIENTS - 1)
+        assert _jobs_with_key(database, key) == 1
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_20_concurrent_enqueues_of_one_key_in_its_own_window_make_exactly_one_job(server, database, secrets,
+                                                                                  processes):
+    for round_ in range(ROUNDS):
+        key = f"own-{'p' if processes else 't'}-{round_}"
+        body = {"type": "resize-image", "payload": {"round": round_}, "unique_for": 600, "unique_key": key}
+
+        answers = _all_at_once(server.url + "/jobs", [secrets[0]] * CLIENTS, body, processes)
 
         assert Counter(status for status, _ in answers) == {201: 1, 200: CLIENTS - 1}, answers
         assert len({answer["id"] for _, answer in answers}) == 1

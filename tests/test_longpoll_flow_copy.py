@@ -1,8 +1,8 @@
-"""A waiting claim keeps the process's copy of the flow-control settings fresh while it sleeps.
+"""A waiting claim needs no fresh copy of the flow-control settings: its claim's statement checks the copy.
 
-So the claim it makes when a job arrives goes straight to its statement, however long it waited; the copy is
-renewed every ~0.75 s for the whole process, however many claims wait; and a limit set where nobody announced
-it still reaches a waiting claim within a couple of seconds.
+So the claim it makes when a job arrives goes straight to its statement, however long it waited; waiting
+claims read no settings while they wait; and a limit set where nobody announced it still reaches a waiting
+claim at its next claim.
 """
 from __future__ import annotations
 
@@ -21,28 +21,17 @@ from tests.test_worker_api_longpoll import start_waiting
 
 
 @pytest.fixture
-def settings_reads(app, monkeypatch):
-    """Each read of the process's copy of the type settings, in order: (thread ident, made by a waiting claim's
-    renewal of the copy before it sleeps).
+def settings_reads(app):
+    """Each read of the process's copy of the type settings, in order (the thread ident that made it).
 
     That read selects the settings table alone; the claim's own statements consult it among the jobs.
     """
-    reads: list[tuple[int, bool]] = []
-    renewing = threading.local()
-    keep_fresh = flow.keep_fresh
-
-    def tagged_keep_fresh():
-        renewing.now = True
-        try:
-            return keep_fresh()
-        finally:
-            renewing.now = False
+    reads: list[int] = []
 
     def note(_conn, _cursor, statement, *_rest):
-        if statement.lstrip().startswith("SELECT type_settings.type, type_settings.paused"):
-            reads.append((threading.get_ident(), getattr(renewing, "now", False)))
+        if statement == str(flow._READ_CONTROLLED):
+            reads.append(threading.get_ident())
 
-    monkeypatch.setattr(flow, "keep_fresh", tagged_keep_fresh)
     event.listen(db.engine, "before_cursor_execute", note)
     yield reads
     event.remove(db.engine, "before_cursor_execute", note)
@@ -51,21 +40,20 @@ def settings_reads(app, monkeypatch):
 def test_a_claim_woken_after_a_long_wait_reads_no_settings_before_its_statement(
         client, worker, enqueue, settings_reads):
     waiter = start_waiting(client, worker, wait=10)
-    time.sleep(2 * flow.CACHE_SECONDS)   # the copy its first claim read is long out of date
+    time.sleep(2 * flow.CACHE_SECONDS)   # the copy its first claim read is old
     settings_reads.clear()
     job = enqueue()
     response = waiter.result()
     assert response.status_code == 200
     assert response.get_json()["id"] == job["id"]
-    # A renewal while it waited may fall in this window; a read between its wake-up and its statement may not.
-    assert (waiter.ident, False) not in settings_reads
+    assert waiter.ident not in settings_reads
 
 
-def test_waiting_claims_renew_one_copy_for_the_process_not_one_each(client, worker, settings_reads):
+def test_waiting_claims_read_no_settings_while_they_wait(client, worker, settings_reads):
     waiters = [start_waiting(client, worker, wait=3.5) for _ in range(3)]
     assert [waiter.result().status_code for waiter in waiters] == [204, 204, 204]
-    # One read for the process every 0.75 s or so, not one per waiter: ~6 in the ~4 s the waiters spent.
-    assert 2 <= len(settings_reads) <= 8, len(settings_reads)
+    # The process's first claim reads the copy (each test starts without one); none after it.
+    assert len(settings_reads) == 1, settings_reads
 
 
 def test_a_limit_set_unannounced_reaches_a_waiting_claim_within_two_seconds(client, worker, enqueue):

@@ -140,3 +140,30 @@ def test_the_error_groups_migration_gives_jobs_that_already_failed_their_group(e
         empty_database_url, "SELECT status, error_group FROM jobs ORDER BY id")] == [
         ("failed", "Timeout after <n>s talking to <ip>"), ("pending", "HTTP <n>"), ("completed", None)]
     assert "ix_jobs_error_groups" in _schema(empty_database_url)["jobs"]
+
+
+def test_the_unique_scope_migration_gives_each_window_to_the_producer_whose_job_holds_it(empty_database_url):
+    assert _db(empty_database_url, "upgrade", "e6b9d4f2a018").returncode == 0
+    engine = create_engine(empty_database_url)
+    job = ("INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, run_at,"
+           " created_at, updated_at, producer_key_id, unique_key) VALUES ('email', '{}', 0, 'pending', 0, 3, 0,"
+           " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00', :key_id, :unique_key)")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO api_keys (name, role, max_priority, prefix, digest, created_at) VALUES"
+                          " ('producer-a', 'producer', 1, 'ql_aaaa', 'digest-a', '2026-01-01 00:00:00')"))
+        conn.execute(text(job), {"key_id": 1, "unique_key": "invoice-42"})
+        conn.execute(text(job), {"key_id": None, "unique_key": "keyless"})
+        conn.execute(text("INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES"
+                          " ('email', 'invoice-42', 1, '2026-01-01 00:00:00'),"
+                          " ('email', 'keyless', 2, '2026-01-01 00:00:00')"))
+        conn.execute(text("INSERT INTO type_settings (type, paused, updated_at) VALUES"
+                          " ('email', true, '2026-01-01 00:00:00')"))
+    engine.dispose()
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert [tuple(row) for row in read_rows(
+        empty_database_url, "SELECT type, scope, unique_key, job_id FROM unique_slots")] == [
+        ("email", 1, "invoice-42", 1)]
+    # A type's settings as they were, its windows per producer.
+    assert [tuple(row) for row in read_rows(empty_database_url, "SELECT type, unique_scope FROM type_settings")] == [
+        ("email", "producer")]

@@ -1,6 +1,7 @@
 """GET /openapi.json: a valid OpenAPI 3.1 document, public, describing exactly the routes the API has."""
 import re
 
+import pytest
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
@@ -143,3 +144,120 @@ def test_a_null_payload_is_documented_and_accepted_as_the_empty_default(client, 
     assert response.status_code == 201, response.get_json()
     job = response.get_json()
     assert (job["payload"], job["priority"], job["max_retries"]) == ({}, "low", 3)
+
+
+# --- where the document and the server used to disagree (schemathesis' ST202: schema-valid, yet refused) ----------
+
+def documented(client, name: str, body: dict) -> bool:
+    """Whether the document calls ``body`` a valid ``name`` request."""
+    return schema_validator(client.get("/openapi.json").get_json(), name).is_valid(body)
+
+
+def answers(client, method: str, path: str) -> set[str]:
+    return set(client.get("/openapi.json").get_json()["paths"][path][method]["responses"])
+
+
+@pytest.mark.parametrize("wait", ["1e1", "12.3456", "0.0001", "1.0E-4", "5e-324", "30"])
+def test_a_wait_written_as_any_json_number_in_range_is_taken(client, admin, make_job, wait):
+    job_id = make_job(status="completed")   # final: the answer does not wait
+    response = client.get(f"/jobs/{job_id}?wait={wait}", headers=admin)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["id"] == job_id
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", " 5", "1_0", "+5", ".5", "0", "-1", "30.001", "1e400", "1e-400"])
+def test_a_wait_that_is_no_json_number_in_range_is_refused_at_query_wait(client, admin, make_job, wait):
+    job_id = make_job(status="completed")
+    response = client.get(f"/jobs/{job_id}", query_string={"wait": wait}, headers=admin)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/query/wait"]
+
+
+def test_a_nul_in_a_claim_token_is_refused_by_the_document_and_the_server(client, worker, make_job):
+    job_id = make_job(status="running")
+    assert not documented(client, "CompleteRequest", {"claim_token": "token-a\x00"})
+    response = client.post(f"/jobs/{job_id}/complete", json={"claim_token": "token-a\x00"}, headers=worker)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/claim_token"]
+
+
+def test_a_nul_in_a_worker_host_is_refused_by_the_document_and_the_server(client, worker):
+    body = {"host": "web-1\x00", "pid": 1, "version": "1", "concurrency": 1}
+    assert not documented(client, "WorkerRegisterRequest", body)
+    response = client.post("/workers", json=body, headers=worker)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/host"]
+
+
+def test_a_cursor_this_server_did_not_issue_is_the_documented_422_at_query_cursor(client, admin):
+    assert "422" in answers(client, "get", "/jobs")
+    response = client.get("/jobs?cursor=QUJD", headers=admin)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/query/cursor"]
+
+
+def test_run_when_without_depends_on_is_refused_by_the_document_and_the_server(client, producer):
+    body = {"type": "email", "run_when": "finished"}
+    assert not documented(client, "EnqueueRequest", body)
+    assert documented(client, "EnqueueRequest", {"type": "email", "run_when": None})
+    response = client.post("/jobs", json=body, headers=producer)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/run_when"]
+
+
+def test_a_unique_key_without_unique_for_is_refused_by_the_document_and_the_server(client, producer):
+    body = {"type": "email", "unique_key": "k"}
+    assert not documented(client, "EnqueueRequest", body)
+    response = client.post("/jobs", json=body, headers=producer)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/unique_key"]
+
+
+def test_an_expires_at_in_the_past_is_the_documented_422(client, producer):
+    assert "else 422" in client.get("/openapi.json").get_json()["components"]["schemas"]["EnqueueRequest"][
+        "properties"]["expires_at"]["description"]
+    response = client.post("/jobs", json={"type": "email", "expires_at": "2000-01-01T00:00:00Z"}, headers=producer)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/expires_at"]
+
+
+def test_a_claim_may_name_only_types_of_the_allowlist_as_documented(client, app, worker):
+    assert not documented(client, "ClaimRequest", {"types": ["fax"]})
+    assert documented(client, "ClaimRequest", {"types": app.config["JOB_TYPES"][:1]})
+    assert client.post("/jobs/claim", json={"types": ["fax"]}, headers=worker).status_code == 422
+
+
+def test_another_keys_process_in_a_claim_is_the_documented_404(client):
+    assert "404" in answers(client, "post", "/jobs/claim")
+
+
+@pytest.mark.parametrize("cron, valid", [("0 3 * * *", True), ("0 0 3 * * *", True), (" @DAILY ", True),
+                                         ("*/5\t* * * MON-FRI", True), ("* * * *", False),
+                                         ("0\x1c3 * * *", False), ("@fortnightly", False)])
+def test_the_cron_pattern_is_the_shape_the_server_takes(client, admin, cron, valid):
+    body = {"name": "nightly", "cron": cron, "job": {"type": "email"}}
+    assert documented(client, "ScheduleRequest", body) is valid
+    response = client.post("/schedules", json=body, headers=admin)
+    assert response.status_code == (201 if valid else 422), response.get_json()
+
+
+def test_a_schedule_takes_one_timing_and_a_job_type_of_the_allowlist_as_documented(client, admin):
+    both = {"name": "n", "cron": "@daily", "every_seconds": 60, "job": {"type": "email"}}
+    neither = {"name": "n", "job": {"type": "email"}}
+    unknown_type = {"name": "n", "every_seconds": 60, "job": {"type": "fax"}}
+    for body, pointer in ((both, "/cron"), (neither, "/cron"), (unknown_type, "/job/type")):
+        assert not documented(client, "ScheduleRequest", body)
+        response = client.post("/schedules", json=body, headers=admin)
+        assert response.status_code == 422
+        assert pointer in [error["pointer"] for error in response.get_json()["errors"]]
+    assert not documented(client, "SchedulePatchRequest", {"cron": "@daily", "every_seconds": 60})
+    assert documented(client, "SchedulePatchRequest", {"cron": None, "every_seconds": 60})
+
+
+def test_an_unknown_timezone_is_the_documented_422(client, admin):
+    assert "422" in answers(client, "post", "/schedules")
+    body = {"name": "n", "cron": "@daily", "timezone": "Mars/Olympus_Mons", "job": {"type": "email"}}
+    assert documented(client, "ScheduleRequest", body)   # a string: only the server's zone database knows
+    response = client.post("/schedules", json=body, headers=admin)
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/timezone"]

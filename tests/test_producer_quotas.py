@@ -1,4 +1,5 @@
-"""Producer quotas: a key's enqueue rate (N jobs in any S seconds) and its most pending jobs (M).
+"""Producer quotas: a key's enqueue rate (N jobs in any S seconds) and its most pending jobs (M), waiting
+ones (children whose parents have not finished) included.
 
 Over either, POST /jobs and POST /jobs/batch answer 429 problem+json with Retry-After and store nothing;
 a batch is refused whole. Keys without quotas are not limited at all.
@@ -204,6 +205,56 @@ def test_a_batch_that_would_pass_max_pending_is_refused_whole(client, quota_key)
     assert count_jobs() == 3
     assert post_batch(client, limited, 2).status_code == 201
     assert count_jobs() == 5
+
+
+def post_children(client, headers, parent_id: int, count: int):
+    """A batch of ``count`` children of one parent: each waits until the parent completes."""
+    return client.post("/jobs/batch", json={"jobs": [{"type": "email", "depends_on": [parent_id]}
+                                                     for _ in range(count)]}, headers=headers)
+
+
+def test_waiting_children_count_toward_max_pending(client, quota_key):
+    limited = quota_key(max_pending=10)
+    [parent] = enqueue_ok(client, limited)
+    assert post_children(client, limited, parent["id"], 9).status_code == 201
+    body, _ = refusal(post_children(client, limited, parent["id"], 9), PENDING_TYPE)
+    assert (body["pending"], body["requested"]) == (10, 9)
+    assert "waiting ones included" in body["detail"]
+    assert (count_jobs(status="pending"), count_jobs(status="waiting")) == (1, 9)
+
+
+def test_a_lone_job_is_refused_while_waiting_children_fill_max_pending(client, quota_key):
+    limited = quota_key(max_pending=3)
+    [parent] = enqueue_ok(client, limited)
+    assert post_children(client, limited, parent["id"], 2).status_code == 201
+    body, _ = refusal(post(client, limited), PENDING_TYPE)
+    assert (body["pending"], body["requested"]) == (3, 1)
+    assert count_jobs() == 3
+
+
+def test_when_the_parent_completes_its_children_become_pending_within_max_pending(client, quota_key, claim, worker):
+    limited = quota_key(max_pending=10)
+    [parent] = enqueue_ok(client, limited)
+    for _ in range(20):  # the outside test's twenty batches of nine: only the first gets in
+        post_children(client, limited, parent["id"], 9)
+    taken = claim()
+    done = client.post(f"/jobs/{taken['id']}/complete", json={"claim_token": taken["claim_token"]}, headers=worker)
+    assert done.status_code == 200
+    assert (count_jobs(status="pending"), count_jobs(status="waiting")) == (9, 0)
+
+
+def test_a_failed_attempt_going_back_to_pending_is_not_refused_and_counts(client, quota_key, claim, worker):
+    """A worker's requeue is never refused (the job was counted at its enqueue); the key's next enqueue is."""
+    limited = quota_key(max_pending=1)
+    enqueue_ok(client, limited)
+    taken = claim()
+    enqueue_ok(client, limited)  # the first is running: it does not count
+    failed = client.post(f"/jobs/{taken['id']}/fail", json={"claim_token": taken["claim_token"], "error": "boom"},
+                         headers=worker)
+    assert (failed.status_code, failed.get_json()["status"]) == (200, "pending")
+    body, _ = refusal(post(client, limited), PENDING_TYPE)
+    assert body["pending"] == 1  # counted up to the limit only
+    assert count_jobs(status="pending") == 2
 
 
 def test_a_replay_is_answered_even_with_m_jobs_pending(client, quota_key):

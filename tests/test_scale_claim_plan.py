@@ -14,6 +14,7 @@ from queuelog import queue
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
 from queuelog.keys import authenticate
+from queuelog.queue import flow
 from queuelog.sql import runner
 
 PENDING = 100_000
@@ -63,6 +64,9 @@ def _claim_statement(caller, types=None) -> tuple[str, object, float]:
             seen.append((sql, params))
         return send(conn, sql, params, *rest)
 
+    # A current copy of the flow settings, as a server that has claimed before holds: one read of an earlier
+    # test's (PostgreSQL's tests share one database URL) would send the claim twice, the first shaped by it.
+    flow.read_afresh()
     runner.send = capture
     try:
         started = time.perf_counter()

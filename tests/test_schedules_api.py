@@ -87,7 +87,57 @@ def test_six_fields_read_the_seconds_first(client, admin):
 def test_a_bad_field_is_a_422_pointing_at_it(client, admin, body, pointer):
     response = client.post("/schedules", json=body, headers=admin)
     assert pointer in pointers(response)
-    assert client.get("/schedules", headers=admin).get_json() == {"schedules": []}
+    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [], "next_cursor": None}
+
+
+@pytest.mark.parametrize("timezone", ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Berlin",
+                                      "posix/UTC", "europe/berlin", " UTC"])
+def test_a_timezone_whose_meaning_depends_on_the_host_is_a_422_pointing_at_timezone(client, admin, timezone):
+    response = client.post("/schedules", json={**NIGHTLY, "timezone": timezone}, headers=admin)
+    body = assert_problem(response, 422)
+    assert pointers(response) == {"/timezone"}
+    assert repr(timezone) in body["detail"]
+    assert client.get("/schedules", headers=admin).get_json()["schedules"] == []
+
+
+def test_a_host_tree_copy_of_a_zone_is_answered_with_the_zone_to_use(client, admin):
+    response = client.post("/schedules", json={**NIGHTLY, "timezone": "right/UTC"}, headers=admin)
+    assert "use 'UTC'" in assert_problem(response, 422)["detail"]
+
+
+@pytest.mark.parametrize("timezone", ["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Asia/Kolkata",
+                                      "Etc/GMT-14", "America/Ciudad_Juarez"])
+def test_canonical_iana_zone_names_are_taken(client, admin, timezone):
+    assert create(client, admin, **{**NIGHTLY, "timezone": timezone})["timezone"] == timezone
+
+
+def test_the_zones_taken_are_the_tzdata_packages_less_the_host_names_whatever_the_host_has():
+    from importlib import resources
+
+    from queuelog.schedules import timing
+
+    listed = set(resources.files("tzdata").joinpath("zones").read_text().split())
+    taken = timing.zone_names()
+    assert taken == {name for name in listed if name not in {"localtime", "posixrules", "Factory"}
+                     and not name.startswith(("posix/", "right/"))}
+    assert "Europe/Berlin" in taken and "UTC" in taken and "Factory" not in taken
+
+
+def test_a_schedule_stored_with_a_host_timezone_keeps_it_until_the_timezone_is_changed(client, admin):
+    from sqlalchemy import update
+
+    from queuelog.extensions import db
+    from queuelog.models import Schedule
+
+    create(client, admin, **NIGHTLY)
+    with db.engine.begin() as conn:  # as stored before the check was strict
+        conn.execute(update(Schedule).values(timezone="Factory"))
+    paused = client.patch("/schedules/nightly-report", json={"paused": True}, headers=admin)
+    assert (paused.status_code, paused.get_json()["timezone"]) == (200, "Factory")
+    kept = client.patch("/schedules/nightly-report", json={"timezone": "Factory", "paused": False}, headers=admin)
+    assert kept.status_code == 200
+    changed = client.patch("/schedules/nightly-report", json={"timezone": "localtime"}, headers=admin)
+    assert pointers(changed) == {"/timezone"}
 
 
 def test_names_take_letters_digits_and_dot_colon_dash_underscore_up_to_100(client, admin):
@@ -116,7 +166,7 @@ def test_only_admin_keys_manage_schedules(client, make_key, role):
 def test_the_list_and_one_schedule_answer_what_was_created(client, admin):
     created = create(client, admin, **NIGHTLY)
     other = create(client, admin, name="a-first", every_seconds=5, job={"type": "noop"})
-    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [other, created]}
+    assert client.get("/schedules", headers=admin).get_json() == {"schedules": [other, created], "next_cursor": None}
     assert client.get("/schedules/nightly-report", headers=admin).get_json() == created
 
 

@@ -34,6 +34,8 @@ def test_create_paused_with_an_interval(runner, client, admin):
     (["--cron", "61 * * * *", "--type", "noop"], "cron: is not a valid cron expression: bad minute"),
     (["--cron", "* * * * *", "--type", "nope"], "job/type: must be a job type on this server's QUEUELOG_JOB_TYPES"),
     (["--cron", "* * * * *", "--type", "noop", "--timezone", "Nowhere/Town"], "timezone: unknown timezone"),
+    (["--cron", "* * * * *", "--type", "noop", "--timezone", "localtime"],
+     "timezone: 'localtime' means different things on different hosts"),
     (["--type", "noop"], "cron: give either cron (a cron expression) or every_seconds"),
     (["--cron", "* * * * *", "--every-seconds", "5", "--type", "noop"], "cron: give either cron or every_seconds"),
     (["--every-seconds", "0", "--type", "noop"], "every_seconds: must be an integer from 1 to 86,400"),

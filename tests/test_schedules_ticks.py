@@ -79,8 +79,8 @@ def test_firing_the_same_tick_again_enqueues_nothing(client, admin):
     set_next_run("once", at("2030-01-01T10:00:00"))
     state = schedules.get_schedule("once")
     now = at("2030-01-01T10:00:00.200")
-    assert schedules.operations.fire(state, now) is True
-    assert schedules.operations.fire(state, now) is False   # a second process with the same stale read
+    assert schedules.firing.fire(state, now) is True
+    assert schedules.firing.fire(state, now) is False   # a second process with the same stale read
     assert len(scheduled_jobs("once")) == 1
 
 
@@ -93,7 +93,7 @@ def test_many_threads_firing_one_tick_enqueue_one_job(app, client, admin):
     def fire():
         with app.app_context():
             barrier.wait()
-            results.append(schedules.operations.fire(state, at("2030-01-01T10:00:00.100")))
+            results.append(schedules.firing.fire(state, at("2030-01-01T10:00:00.100")))
 
     threads = [threading.Thread(target=fire) for _ in range(8)]
     for thread in threads:

@@ -65,6 +65,7 @@ def test_creating_from_the_form_makes_the_schedule(signed_in):
     ({"cron": "", "every_seconds": ""}, "give a cron expression or an interval"),
     ({"every_seconds": "5"}, "give either a cron expression or an interval, not both"),
     ({"timezone": "Nowhere/Town"}, "unknown timezone 'Nowhere/Town'"),
+    ({"timezone": "right/UTC"}, "'right/UTC' means different things on different hosts; use 'UTC'"),
     ({"payload": "{not json"}, "not valid JSON"),
     ({"payload": "[1, 2]"}, "must be a JSON object"),
     ({"name": "has space"}, "1-100 characters: letters, digits, '_', '.', ':' or '-'"),

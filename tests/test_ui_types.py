@@ -56,7 +56,8 @@ def test_the_list_shows_every_configured_type_with_its_figures_and_no_limits(sig
     body = text_of(signed_in.get("/admin/types"))
     assert re.findall(r'<tr data-type="([^"]+)">', body) == JOB_TYPES
     assert cells(body, "report") == {"state": "active", "pending": "2", "running": "1", "concurrency_limit": "none",
-                                     "rate_limit": "none", "key_concurrency_limit": "none"}
+                                     "rate_limit": "none", "key_concurrency_limit": "none",
+                                     "unique_scope": "per producer"}
     assert cells(body, "email")["pending"] == "0"
 
 
@@ -66,7 +67,7 @@ def test_the_list_shows_a_pause_and_the_limits_set_through_the_api(signed_in, cl
                                                        "key_concurrency_limit": 1})
     row = cells(text_of(signed_in.get("/admin/types")), "email")
     assert row == {"state": "paused", "pending": "0", "running": "0", "concurrency_limit": "3",
-                   "rate_limit": "20 per 2 s", "key_concurrency_limit": "1"}
+                   "rate_limit": "20 per 2 s", "key_concurrency_limit": "1", "unique_scope": "per producer"}
 
 
 def test_the_header_links_to_the_types_page(signed_in):
@@ -125,7 +126,7 @@ def test_the_limits_form_sets_all_three_limits_as_the_api_shows_them(signed_in, 
     assert response.status_code == 302 and response.headers["Location"] == "/admin/types/email"
     assert api_type(client, admin) == {"type": "email", "paused": False, "concurrency_limit": 3,
                                        "rate_limit": {"jobs": 20, "per_seconds": 2}, "key_concurrency_limit": 1,
-                                       "pending": 0, "running": 0}
+                                       "unique_scope": "producer", "pending": 0, "running": 0}
     page = signed_in.get("/admin/types/email")
     assert ("Limits of email saved: concurrency limit 3, rate limit 20 per 2 s, key concurrency limit 1."
             in flashes(page))
@@ -152,7 +153,8 @@ def test_remove_every_limit_clears_all_three_and_leaves_a_pause(signed_in, clien
     response = post_form(signed_in, "/admin/types/email/clear", page="/admin/types/email")
     assert response.status_code == 302
     assert api_type(client, admin) == {"type": "email", "paused": True, "concurrency_limit": None,
-                                       "rate_limit": None, "key_concurrency_limit": None, "pending": 0, "running": 0}
+                                       "rate_limit": None, "key_concurrency_limit": None, "unique_scope": "producer",
+                                       "pending": 0, "running": 0}
     assert "Removed every limit of email." in flashes(signed_in.get("/admin/types/email"))
 
 
@@ -184,7 +186,8 @@ def test_a_bad_limit_is_a_readable_400_on_its_field_and_changes_nothing(signed_i
     assert message in field_errors(label)
     assert 'aria-invalid="true"' in label
     assert api_type(client, admin) == {"type": "email", "paused": False, "concurrency_limit": None,
-                                       "rate_limit": None, "key_concurrency_limit": None, "pending": 0, "running": 0}
+                                       "rate_limit": None, "key_concurrency_limit": None, "unique_scope": "producer",
+                                       "pending": 0, "running": 0}
     assert history_rows(body) == []
 
 

@@ -1,16 +1,20 @@
 """Worker processes over the API: register, beat, deregister; quiet and stop; claims that name their process."""
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from queuelog.clock import utcnow
 from queuelog.extensions import db
+from queuelog.keys import authenticate
 from queuelog.models import WorkerProcess
-from queuelog.worker_processes import GONE_AFTER, PRUNE_AFTER
+from queuelog.worker_processes import GONE_AFTER, PRUNE_AFTER, NewProcess, ProcessLimitReached
+from queuelog.worker_processes import register as register_process
 from tests.support.api import bearer
+from tests.support.factories import assert_problem
 
 PROCESS = {"host": "box-1", "pid": 4242, "version": "queuelog-worker/0.1", "concurrency": 4, "types": ["email"]}
 
@@ -185,5 +189,81 @@ def test_v_a_claim_cannot_name_another_keys_process(client, other_worker, enqueu
     process_id = register()["id"]
     enqueue()
     response = client.post("/jobs/claim", json={"process_id": process_id}, headers=other_worker)
-    assert response.status_code == 422
-    assert response.get_json()["errors"][0]["pointer"] == "/process_id"
+    assert response.status_code == 404
+    assert response.mimetype == "application/problem+json"
+
+
+# --- at most QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY online per key ----------------------------------------
+
+LIMIT_TYPE = "https://queuelog.dev/problems/max-worker-processes-reached"
+three_at_most = pytest.mark.parametrize("config_overrides", [{"MAX_WORKER_PROCESSES_PER_KEY": 3}])
+
+
+def _processes() -> int:
+    with db.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(WorkerProcess.__table__)).scalar_one()
+
+
+@three_at_most
+def test_registering_past_the_limit_of_online_processes_is_a_429_with_retry_after(client, worker, register):
+    for _ in range(3):
+        register()
+    response = client.post("/workers", json=PROCESS, headers=worker)
+    body = assert_problem(response, 429)
+    assert body["type"] == LIMIT_TYPE and body["title"] == "Too many worker processes"
+    assert (body["limit"], body["online"]) == (3, 3)
+    assert "may have at most 3" in body["detail"]
+    assert 1 <= int(response.headers["Retry-After"]) <= GONE_AFTER.total_seconds()
+    assert _processes() == 3
+
+
+@three_at_most
+def test_beating_at_the_limit_is_never_refused_not_even_a_gone_process_coming_back(client, worker, register):
+    first, *others = [register()["id"] for _ in range(3)]
+    _age(first, GONE_AFTER * 2)
+    register()  # the gone one's place
+    for process_id in [first, *others]:
+        beat = client.post(f"/workers/{process_id}/heartbeat", headers=worker)
+        assert (beat.status_code, beat.get_json()["online"]) == (200, True)
+    assert len([p for p in client.get("/workers", headers=worker).get_json()["workers"] if p["online"]]) == 4
+
+
+@three_at_most
+def test_a_process_gone_or_deregistered_frees_its_place(client, worker, register):
+    first, second, _ = [register()["id"] for _ in range(3)]
+    _age(first, GONE_AFTER + timedelta(seconds=1))
+    register()
+    assert client.delete(f"/workers/{second}", headers=worker).status_code == 204
+    register()
+    assert client.post("/workers", json=PROCESS, headers=worker).status_code == 429
+
+
+@three_at_most
+def test_other_keys_processes_do_not_count(client, other_worker, register):
+    for _ in range(3):
+        register()
+    register(headers=other_worker)
+
+
+@three_at_most
+def test_concurrent_registrations_never_pass_the_limit(app, make_key):
+    """Eight registrations of one key at once (threads, each with its own connection): three get in."""
+    caller = authenticate(make_key("worker", name="racing"))
+    barrier, outcomes = threading.Barrier(8), []
+
+    def one() -> None:
+        with app.app_context():
+            barrier.wait(timeout=30)
+            try:
+                register_process(caller, NewProcess("box", 1, "v", 1, ()))
+                outcomes.append(201)
+            except ProcessLimitReached:
+                outcomes.append(429)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == [201] * 3 + [429] * 5
+    assert _processes() == 3

@@ -17,26 +17,6 @@ def validator(client, name):
     return OAS31Validator({"$ref": f"#/components/schemas/{name}", "components": document["components"]})
 
 
-@pytest.fixture
-def run(client, claim, worker):
-    """run(job_id, result=None, fail=False) → claims that very job (it must be the only claimable one) and
-    completes it (or fails it for good)."""
-
-    def _run(job_id: int, result: dict | None = None, fail: bool = False) -> dict:
-        job = claim()
-        assert job["id"] == job_id, job
-        if fail:
-            response = client.post(f"/jobs/{job_id}/fail", json={"claim_token": job["claim_token"], "error": "boom",
-                                                                  "retryable": False}, headers=worker)
-        else:
-            response = client.post(f"/jobs/{job_id}/complete", json={"claim_token": job["claim_token"],
-                                                                      "result": result}, headers=worker)
-        assert response.status_code == 200, response.get_json()
-        return job
-
-    return _run
-
-
 def status_of(client, admin, job_id: int) -> str:
     return client.get(f"/jobs/{job_id}", headers=admin).get_json()["status"]
 
@@ -309,7 +289,7 @@ def test_purge_removes_a_parent_once_its_children_are_final(runner, enqueue, run
 
 # --- waiting for a job's end ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("wait", ["0", "31", "-1", "abc", "nan", "1e1", ""])
+@pytest.mark.parametrize("wait", ["0", "31", "-1", "abc", "nan", "inf", "1e2", " 5", ""])  # 1e1 is a number in range
 def test_wait_out_of_range_is_a_422(client, enqueue, producer, wait):
     job = enqueue()
     assert pointers(client.get(f"/jobs/{job['id']}?wait={wait}", headers=producer)) == {"/query/wait"}

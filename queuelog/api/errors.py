@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from flask import abort
 
-from ..errors import InvalidRequest, LongPollsFull, QueueError
+from ..errors import InvalidRequest, QueueError
 from ..queries import max_job_id
-from ..quotas import QuotaExceeded
 from . import bp
 from .body import MalformedJSON, NotJSONMediaType
 from .problems import PROBLEM_TYPE_BASE, problem
@@ -16,15 +15,11 @@ def queue_refused(error: QueueError):
     extra = dict(error.extra)
     if isinstance(error, InvalidRequest):
         extra["errors"] = error.errors
-    headers = None
-    if isinstance(error, LongPollsFull):
-        # A type of its own, so a worker can tell "come back later" from a database that is down.
-        extra["type"] = PROBLEM_TYPE_BASE + "long-polls-full"
-        headers = {"Retry-After": str(error.retry_after)}
-    elif isinstance(error, QuotaExceeded):
-        # One type per limit (enqueue-rate-exceeded, max-pending-reached); the numbers ride along as members.
+    if error.problem is not None:
+        # A type of its own per limit (long-polls-full, so a worker can tell "come back later" from a database
+        # that is down; enqueue-rate-exceeded, max-pending-reached, ...); the numbers ride along as members.
         extra["type"] = PROBLEM_TYPE_BASE + error.problem
-        headers = {"Retry-After": str(error.retry_after)}
+    headers = None if error.retry_after is None else {"Retry-After": str(error.retry_after)}
     return problem(error.status, error.title, error.detail, headers=headers, **extra)
 
 

@@ -14,6 +14,7 @@ from flask import Flask, current_app, jsonify
 from ..states import RETRYABLE, spell
 from . import bp, openapi_schedules, openapi_workers
 from . import openapi_schemas as s
+from .schemas import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
 
 PRODUCER, WORKER, ADMIN = "producer", "worker", "admin"
 # Generated clients group their functions by tag (openapi-python-client: one module per tag), so each
@@ -34,30 +35,36 @@ _ERRORS = {
     403: "The key's role, type limits or priority ceiling do not allow this.",
     404: "No such job, or one this key may not see; no such job type or schedule on this server; no such "
          "worker process, or another key's.",
-    409: "The job is not in a state that allows this (job_status says which); a schedule name in use; a worker "
+    409: "The job is not in a state that allows this (job_status says which); a schedule name in use, or the "
+         "server's most schedules reached (type .../max-schedules-reached, with limit and schedules); a worker "
          "process gone, or already told to stop.",
     413: "The request body is larger than 1 MiB.",
+    414: "The request line (method and URL) is longer than gunicorn's limit_request_line (4094 bytes by default): "
+         "answered by the production server before the app reads the request.",
     415: "A body sent with a Content-Type other than application/json (or none).",
     422: "Wrong, missing or unknown fields (errors lists each with a JSON pointer).",
     429: "The key's producer quota refuses these jobs: over its enqueue rate (type .../enqueue-rate-exceeded) "
-         "or at its most pending jobs (.../max-pending-reached). Nothing was stored; a batch is refused whole. "
-         "quota, limit, requested and in_window or pending give the numbers; retry after Retry-After seconds.",
+         "or at its most pending jobs, waiting ones included (.../max-pending-reached). Nothing was stored; a "
+         "batch is refused whole. quota, limit, requested and in_window or pending give the numbers. Or a "
+         "worker key has its most worker processes online (.../max-worker-processes-reached, with limit and "
+         "online); nothing was registered. Retry after Retry-After seconds.",
     500: "An unexpected error; it has been logged (never a traceback in the body).",
     503: "The database is not answering; retry after Retry-After seconds.",
 }
 _HEADER_NOTES = {
     401: {"WWW-Authenticate": "Bearer challenge."},
-    429: {"Retry-After": "Whole seconds to wait: until the rate's window has room, or a fixed 5 s hint for "
-                         "max-pending (workers decide when a pending job leaves)."},
+    429: {"Retry-After": "Whole seconds to wait: until the rate's window has room, a fixed 5 s hint for "
+                         "max-pending (workers decide when a pending job leaves), or until the online worker "
+                         "process that beat longest ago would be gone (sooner if one deregisters)."},
     503: {"Retry-After": "Seconds to wait before retrying."},
 }
-# Every authenticated route can answer these.
-_ALWAYS = (401, 403, 500, 503)
+# Every authenticated route can answer these (414: a URL too long for the production server to read).
+_ALWAYS = (401, 403, 414, 500, 503)
 _WITH_BODY = (400, 413, 415, 422)
 WITH_BODY = _WITH_BODY
 # An enqueue can also meet its key's producer quota.
 _ENQUEUE_ERRORS = (*_WITH_BODY, 429)
-_QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending): a request "
+_QUOTAS = ("A producer key may carry quotas (at most N jobs in any S seconds, at most M pending or waiting): a request "
            "that would pass one is refused whole with 429. Only new jobs count; an idempotent replay does not.")
 _HOLDER = ("Only the worker holding the job under this claim token may do this; a stale token, another "
            "worker or a job no longer running answers 409.")
@@ -130,6 +137,23 @@ def _query(name: str, schema: dict, description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
+#: The page parameters of every paginated list (GET /jobs, GET /schedules), as schemas.py reads them.
+PAGE_PARAMETERS = [
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX, "default": LIST_LIMIT_DEFAULT},
+           "Page size."),
+    _query("cursor", s.text(), "next_cursor of the previous page, as it was: an opaque string. One this "
+                               "server did not issue is a 422 (pointer /query/cursor)."),
+]
+
+
+def page_of(items: str, item_schema: dict) -> dict[str, Any]:
+    """A page's answer: its items under ``items``, and next_cursor."""
+    return s.closed({items: {"type": "array", "items": item_schema},
+                     "next_cursor": {"type": ["string", "null"],
+                                     "description": "Pass as cursor for the next page; null on the last."}},
+                    required=[items, "next_cursor"])
+
+
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "description": "The job's id.",
           "schema": {"type": "integer", "minimum": 1, "maximum": s.MAX_JOB_ID}}
 
@@ -176,23 +200,21 @@ def paths() -> dict[str, Any]:
     """Every route of the api blueprint."""
     list_parameters = [
         _query("status", {"type": "string", "enum": list(s.STATUSES)}, "Only jobs in this state."),
-        _query("type", {"type": "string"}, "Only jobs of this type."),
+        _query("type", s.text(), "Only jobs of this type."),
         _query("priority", {"type": "string", "pattern": s.PRIORITY_PATTERN}, "Only jobs of this priority."),
-        _query("worker_id", {"type": "string"}, "Only jobs held (or last held) by this worker key."),
-        _query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
-        _query("cursor", {"type": "string"}, "next_cursor of the previous page."),
+        _query("worker_id", s.text(), "Only jobs held (or last held) by this worker key."),
+        *PAGE_PARAMETERS,
     ]
-    job_page = s.closed({"jobs": {"type": "array", "items": s.ref("Job")},
-                         "next_cursor": {"type": ["string", "null"],
-                                         "description": "Pass as cursor for the next page; null on the last."}},
-                        required=["jobs", "next_cursor"])
+    job_page = page_of("jobs", s.ref("Job"))
     idempotency_header = {"name": "Idempotency-Key", "in": "header", "required": False,
                           "schema": {"type": "string", "pattern": s.IDEMPOTENCY_KEY_PATTERN},
                           "description": "Same as the body's idempotency_key (they must agree if both are sent)."}
     location = {"Location": "The job's URL."}
     enqueued = links("getJob", "jobEvents", "cancelJob")
     claimed = {**links("getJob"), **links("completeJob", "failJob", "heartbeatJob", "releaseJob", with_token=True)}
-    batch_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("BatchJob")}}, required=["jobs"])
+    batch_jobs = s.closed({"jobs": {"type": "array", "items": {"oneOf": [s.ref("BatchJob"),
+                                                                          s.ref("HiddenDedupeHit")]}}},
+                          required=["jobs"])
     claimed_jobs = s.closed({"jobs": {"type": "array", "items": s.ref("ClaimedJob")}}, required=["jobs"])
     return {
         "/openapi.json": {"get": {
@@ -204,8 +226,11 @@ def paths() -> dict[str, Any]:
                 JOBS, "enqueueJob", "Enqueue a job.", (PRODUCER, ADMIN),
                 {201: json_response("Created.", s.ref("EnqueuedJob"), location) | {"links": enqueued},
                  200: json_response("The idempotency key replayed an earlier, identical request, or the job fell "
-                                    "in a dedupe window (unique_for; \"deduplicated\": true): that job.",
-                                    s.ref("EnqueuedJob"), location) | {"links": enqueued}},
+                                    "in a dedupe window (unique_for; \"deduplicated\": true): that job. In a type's "
+                                    "shared window held by a job this key may not see: only {\"deduplicated\": "
+                                    "true} (HiddenDedupeHit), without Location.",
+                                    {"oneOf": [s.ref("EnqueuedJob"), s.ref("HiddenDedupeHit")]},
+                                    location) | {"links": enqueued}},
                 errors=_ENQUEUE_ERRORS, request=body("EnqueueRequest"), parameters=[idempotency_header],
                 description=_QUOTAS),
             "get": operation(
@@ -220,22 +245,26 @@ def paths() -> dict[str, Any]:
             errors=_ENQUEUE_ERRORS, request=body("BatchEnqueueRequest"),
             description="Each item has its own idempotency-key semantics; an item that falls in a dedupe window "
                         "(unique_for) answers, in its place, with the job holding it (\"deduplicated\": true; "
-                        "nothing stored for it, its idempotency key included). An item may name a ref, and others "
-                        "depend on it by that ref in depends_on: a whole workflow (a DAG) in one request. A "
-                        "duplicate or unknown ref, or a cycle, is a 422 pointing at it. " + _QUOTAS)},
+                        "nothing stored for it, its idempotency key included), or only with {\"deduplicated\": "
+                        "true} when that job is one this key may not see (a type's shared window). An item may "
+                        "name a ref, and others depend on it by that ref in depends_on: a whole workflow (a DAG) in "
+                        "one request. A duplicate or unknown ref, or a cycle, is a 422 pointing at it, and so is a "
+                        "depends_on entry naming the ref of an item answered by a job this key may not see. "
+                        + _QUOTAS)},
         "/jobs/claim": {"post": operation(
             WORKERS, "claimJob", "Claim the next due job(s).", (WORKER,),
             {200: json_response("The claimed job, now running (with limit: {\"jobs\": [...]}).",
                                 {"oneOf": [s.ref("ClaimedJob"), claimed_jobs]}) | {"links": claimed},
              204: {"description": "Nothing is claimable (after waiting up to wait seconds)."}},
-            errors=_WITH_BODY, request=body("ClaimRequest", required=False),
+            errors=(*_WITH_BODY, 404), request=body("ClaimRequest", required=False),
             description="Highest priority first; among equal priorities concurrency keys take turns, oldest "
                         "first within a key; only jobs whose run_at has come and whose expires_at has not, of "
                         "types not paused and within "
                         "their limits (a claim held back by them is answered 204 too). A claim "
                         "with wait that finds nothing due while this server process already holds as many "
                         "waiting claims as it may is answered at once: 503, type .../long-polls-full, with "
-                        "Retry-After; nothing was claimed.")},
+                        "Retry-After; nothing was claimed. A process_id that is not one of this key's worker "
+                        "processes is a 404.")},
         "/jobs/complete": {"post": operation(
             WORKERS, "completeBatch", "Complete many held jobs in one request.", (WORKER,),
             {200: json_response("One outcome per item, in order.", s.ref("BatchCompleteResponse"))},
@@ -247,7 +276,8 @@ def paths() -> dict[str, Any]:
             errors=(404, 422, 503), parameters=[JOB_ID, _query(
                 "wait", {"type": "number", "exclusiveMinimum": 0, "maximum": s.schemas.MAX_CLAIM_WAIT_SECONDS},
                 "Hold the answer until the job is final (completed, failed, cancelled), at most this many "
-                "seconds; then answer with the job as it is.")],
+                "seconds; then answer with the job as it is. Written as a JSON number (2.5, 0.0001, 1e1, "
+                "1.0E-4); anything else, or a value out of range, is a 422 (pointer /query/wait).")],
             description="A producer sees its own jobs, a worker the job it holds, an admin every job. With "
                         "wait, a server process already holding as many waiting requests as it may answers "
                         "503 (type .../long-polls-full) with Retry-After.")},

@@ -15,10 +15,20 @@ _TIMING = ("Exactly one of cron and every_seconds. cron: 5 fields (minute hour d
            "runs once). every_seconds: 1-86,400, ticking at the multiples of N seconds since the Unix epoch.")
 
 
-def _schedule_job(patch: bool) -> Schema:
+_TIMEZONE = ("The IANA timezone cron is read in (default, and null: UTC): a canonical zone name of the IANA "
+             "database the server ships (the tzdata package), such as Europe/Berlin or UTC. Names whose meaning "
+             "depends on the server's host are refused (422, pointer /timezone): " + ", ".join(
+                 sorted(timing.HOST_NAMES)) + ", and the " + " and ".join(timing.HOST_TREES) + " trees. A change "
+             "that leaves the timezone as it is keeps it, even one stored before this rule.")
+_CAP = ("At most QUEUELOG_MAX_SCHEDULES schedules (default 1,000) exist at once, paused ones included: creating one "
+        "more answers 409 (type .../max-schedules-reached) and creates nothing. Changing a schedule is never "
+        "refused for it.")
+
+
+def _schedule_job(job_types: list[str], patch: bool) -> Schema:
     """The job a schedule enqueues (in a change, each field given replaces the current one)."""
     return s.closed({
-        "type": {"type": "string", "pattern": s.TYPE_PATTERN,
+        "type": {"type": "string", "pattern": s.TYPE_PATTERN, "enum": list(job_types),
                  "description": "A job type on this server's QUEUELOG_JOB_TYPES (else 422)."},
         "payload": s.nullable(s.json_object(description="Any JSON object (null or left out: {}).")),
         "priority": s.nullable({"type": "string", "pattern": s.PRIORITY_PATTERN,
@@ -28,15 +38,17 @@ def _schedule_job(patch: bool) -> Schema:
     }, required=() if patch else ["type"])
 
 
-def _request_properties(patch: bool) -> dict[str, Schema]:
+def _request_properties(job_types: list[str], patch: bool) -> dict[str, Schema]:
     return {
         "name": {"type": "string", "pattern": spec.NAME_PATTERN, "description": spec.NAME_HINT + "; unique (409)."},
-        "cron": s.nullable({"type": "string", "maxLength": 200, "description": _TIMING}),
+        "cron": s.nullable({"type": "string", "maxLength": 200, "pattern": timing.CRON_PATTERN,
+                            "description": _TIMING + " The pattern says the shape; values out of range (minute 60, "
+                                                     "month 13) or that match no time are a 422 too (/cron)."}),
         "every_seconds": s.nullable({"type": "integer", "minimum": 1, "maximum": timing.MAX_EVERY_SECONDS,
                                      "description": "Seconds between ticks (instead of cron)."}),
         "timezone": s.nullable({"type": "string", "minLength": 1, "maxLength": 64,
-                                "description": "An IANA timezone for cron (default, and null: UTC)."}),
-        "job": s.nullable(_schedule_job(patch)) if patch else _schedule_job(patch),
+                                "description": _TIMEZONE}),
+        "job": s.nullable(_schedule_job(job_types, patch)) if patch else _schedule_job(job_types, patch),
         "paused": s.nullable({"type": "boolean", "description": "A paused schedule does not tick; resuming does "
                                                                 "not replay the ticks missed meanwhile."}),
         "catch_up": s.nullable({"type": "string", "enum": list(spec.CATCH_UP),
@@ -69,11 +81,24 @@ def schedule() -> Schema:
     return s.closed(properties, required=list(properties))
 
 
-def components() -> dict[str, Schema]:
+def _one_timing(required: bool) -> list[Schema]:
+    """cron and every_seconds: never both (422, /cron); a create needs one of them."""
+    given = {"not": {"type": "null"}}
+    rules: list[Schema] = [{"not": {"properties": {"cron": given, "every_seconds": given},
+                                    "required": ["cron", "every_seconds"]}}]
+    if required:
+        rules.append({"anyOf": [{"properties": {"cron": given}, "required": ["cron"]},
+                                {"properties": {"every_seconds": given}, "required": ["every_seconds"]}]})
+    return rules
+
+
+def components(job_types: list[str]) -> dict[str, Schema]:
     return {
         "Schedule": schedule(),
-        "ScheduleRequest": s.closed(_request_properties(False), required=["name", "job"]),
-        "SchedulePatchRequest": s.closed(_request_properties(True), minProperties=1),
+        "ScheduleRequest": s.closed(_request_properties(job_types, False), required=["name", "job"],
+                                    allOf=_one_timing(required=True)),
+        "SchedulePatchRequest": s.closed(_request_properties(job_types, True), minProperties=1,
+                                         allOf=_one_timing(required=False)),
     }
 
 
@@ -87,16 +112,18 @@ def paths() -> dict[str, Any]:
     admin, tag = (o.ADMIN,), o.ADMIN_TAG
     return {
         "/schedules": {
-            "get": o.operation(tag, "listSchedules", "Every schedule, by name.", admin,
-                               {200: o.json_response("The schedules.", s.closed(
-                                   {"schedules": {"type": "array", "items": s.ref("Schedule")}},
-                                   required=["schedules"]))}, errors=()),
+            "get": o.operation(tag, "listSchedules", "A page of schedules, by name.", admin,
+                               {200: o.json_response("A page of schedules.", o.page_of("schedules",
+                                                                                        s.ref("Schedule")))},
+                               errors=(422,), parameters=o.PAGE_PARAMETERS,
+                               description="Paginated as GET /jobs is: limit and cursor, next_cursor null on the "
+                                           "last page."),
             "post": o.operation(
                 tag, "createSchedule", "Create a schedule: a job enqueued on a cron expression or an interval.",
                 admin, {201: o.json_response("The schedule, with its first tick.", s.ref("Schedule"))},
                 errors=(*o.WITH_BODY, 409), request=o.body("ScheduleRequest"),
                 description="Each tick enqueues exactly one job, whatever the number of server processes, "
-                            "marked with schedule and scheduled_for. " + _TIMING),
+                            "marked with schedule and scheduled_for. " + _TIMING + " " + _CAP),
         },
         "/schedules/{name}": {
             "get": o.operation(tag, "getSchedule", "One schedule.", admin, {200: one}, errors=(404,),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import patterns
+from ..queue.flow import FIELDS, UNIQUE_SCOPES
 from ..states import EVENT_NAMES, STATUS_NAMES, RunWhen
 from . import schemas
 
@@ -25,6 +26,13 @@ TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"
 REF_PATTERN = schemas.REF.pattern
+NO_NUL_PATTERN = patterns.NO_NUL_PATTERN
+
+
+def text(description: str = "") -> Schema:
+    """A string the API refuses with 422 if it holds NUL (PostgreSQL text cannot store one; SQLite answers alike)."""
+    schema: Schema = {"type": "string", "pattern": NO_NUL_PATTERN}
+    return schema | {"description": description} if description else schema
 
 
 def ref(name: str) -> Schema:
@@ -101,7 +109,7 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "type": "string", "enum": [mode.value for mode in RunWhen],
             "description": "completed (default): every parent completed; a parent that fails for good or is "
                            "cancelled cancels this job (event dependency_failed). finished: every parent reached "
-                           "a final state, whichever (cleanups, callbacks). Only with depends_on."}),
+                           "a final state, whichever (cleanups, callbacks). Only with depends_on (else 422)."}),
     }
     if in_batch:
         workflow["ref"] = nullable({"type": "string", "pattern": REF_PATTERN,
@@ -136,11 +144,15 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             1, schemas.MAX_UNIQUE_FOR_SECONDS,
             "Seconds of a dedupe window on (type, unique_key): while a job of the same type and unique key was "
             "enqueued less than this long ago and is not finished (completed, failed or cancelled), the "
-            "enqueue answers 200 with that job and \"deduplicated\": true instead of creating one. Per type, "
-            "whatever key enqueued it.")),
+            "enqueue answers 200 with that job and \"deduplicated\": true instead of creating one. Each key has "
+            "its own windows (as its idempotency keys), unless an admin set the type's unique_scope to \"type\": "
+            "then one window per unique key serves every producer, and a hit on a job this key may not see "
+            "answers only {\"deduplicated\": true} (HiddenDedupeHit): the caller learns that a job with that key "
+            "exists in the window, nothing else of it.")),
         "unique_key": nullable({
             "type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN,
-            "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for). "
+            "description": "The dedupe window's key (1-200 printable ASCII characters; only with unique_for, "
+                           "else 422). "
                            "Default: a digest of the type and the payload as canonical JSON."}),
         "expires_at": nullable(time(
             "Not claimed by then, the job never runs: the reaper cancels it (event expired). RFC 3339 with an "
@@ -151,17 +163,24 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "timed out (retried per max_retries), even while its worker heartbeats, and the worker's late "
             "complete, fail or heartbeat is refused 409. The claim answers timeout_at.")),
         **workflow,
-    }, required=["type"])
+    }, required=["type"], allOf=[_only_with("run_when", "depends_on"), _only_with("unique_key", "unique_for")])
 
 
-def claim_request(max_lease: int) -> Schema:
+def _only_with(field: str, needed: str) -> Schema:
+    """``field`` (not null) is refused with 422 unless ``needed`` is given (not null) too."""
+    return {"if": {"properties": {field: {"not": {"type": "null"}}}, "required": [field]},
+            "then": {"properties": {needed: {"not": {"type": "null"}}}, "required": [needed]}}
+
+
+def claim_request(job_types: list[str], max_lease: int) -> Schema:
     """POST /jobs/claim; every field is optional and an empty body is {}."""
     return closed({
         "types": nullable({"type": "array", "minItems": 1, "maxItems": 100,
-                           "items": {"type": "string", "pattern": TYPE_PATTERN},
-                           "description": "Claim only these types (default: any the key may claim)."}),
+                           "items": {"type": "string", "pattern": TYPE_PATTERN, "enum": list(job_types)},
+                           "description": "Claim only these types, each on this server's QUEUELOG_JOB_TYPES "
+                                          "(default: any the key may claim)."}),
         "lease_seconds": nullable(_integer(1, max_lease, "Lease length (default QUEUELOG_LEASE_SECONDS).")),
-        "worker_id": nullable({"type": "string",
+        "worker_id": nullable({"type": "string", "pattern": NO_NUL_PATTERN,
                                "description": "Accepted only when equal to the key's name (422 otherwise): "
                                               "a worker's identity is its key."}),
         "limit": nullable(_integer(1, schemas.MAX_BATCH_CLAIM,
@@ -173,7 +192,7 @@ def claim_request(max_lease: int) -> Schema:
         "process_id": nullable(_integer(1, schemas.MAX_PROCESS_ID,
                                         "This key's worker process claiming (POST /workers): written on the jobs "
                                         "for the Workers page; a process told to quiet or stop is answered 204, "
-                                        "another key's process 422.")),
+                                        "an unknown process or another key's 404.")),
     })
 
 
@@ -190,7 +209,7 @@ def rate_limit() -> Schema:
 
 
 def type_patch_request() -> Schema:
-    """PATCH /types/{type}: any of the four settings; null clears a limit."""
+    """PATCH /types/{type}: any of the five settings; null clears a limit."""
     return closed({
         "paused": {"type": "boolean", "description": "true: no job of the type is claimed (enqueue still works, "
                                                      "running jobs finish); false: claimable again at once."},
@@ -202,7 +221,18 @@ def type_patch_request() -> Schema:
                                       "(null: no limit)."},
         "key_concurrency_limit": _limit("At most this many running jobs per concurrency key of the type (null: "
                                         "no limit)."),
+        "unique_scope": unique_scope(),
     }, minProperties=1)
+
+
+def unique_scope() -> Schema:
+    """Whose dedupe windows a type keeps."""
+    return {"type": "string", "enum": list(UNIQUE_SCOPES),
+            "description": "Whose dedupe windows (unique_for) the type keeps: producer (the default): each key its "
+                           "own, as its idempotency keys; type: one window per unique key for every producer. "
+                           "In a shared window a producer whose enqueue meets a job it may not see is answered "
+                           "only {\"deduplicated\": true}: it learns that a job with that key exists in the "
+                           "window, nothing else (no id, no field, no Location), and cannot depend on it."}
 
 
 def job_type() -> Schema:
@@ -213,6 +243,7 @@ def job_type() -> Schema:
         "concurrency_limit": _limit("Most jobs of the type running at once (null: no limit)."),
         "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}]},
         "key_concurrency_limit": _limit("Most running jobs per concurrency key (null: no limit)."),
+        "unique_scope": unique_scope(),
         "pending": {"type": "integer", "minimum": 0, "description": "Jobs of the type waiting (due or not)."},
         "running": {"type": "integer", "minimum": 0, "description": "Jobs of the type running now."},
     }
@@ -227,14 +258,14 @@ def type_change() -> Schema:
         "at": time("When the change was made."),
         "actor": {"type": "string", "description": "Who made it: key:NAME for an admin key, cli:USER for flask types."},
         "changes": {"type": "object", "additionalProperties": change,
-                    "propertyNames": {"enum": ["paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"]},
+                    "propertyNames": {"enum": list(FIELDS)},
                     "description": "Each changed field, with its old and new value."},
     }, required=["at", "actor", "changes"])
 
 
 def token_request(**extra: Schema) -> Schema:
     """A holding worker's action: the claim token, plus the action's own fields."""
-    return closed({"claim_token": {"type": "string", "description": "The token the claim returned."}, **extra},
+    return closed({"claim_token": text("The token the claim returned."), **extra},
                   required=["claim_token"])
 
 
@@ -269,7 +300,7 @@ def batch_enqueue_request() -> Schema:
 def batch_complete_request() -> Schema:
     item = closed({
         "id": _integer(1, MAX_JOB_ID, "The job's id."),
-        "claim_token": {"type": "string"},
+        "claim_token": text(),
         "result": nullable(json_object()),
     }, required=["id", "claim_token"])
     return closed({"jobs": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_BATCH_CLAIM,
@@ -398,12 +429,19 @@ def problem() -> Schema:
                            "description": "On 409: the state that refused the action."},
             "quota": {"type": "string", "enum": ["enqueue_rate", "max_pending"],
                       "description": "On 429: the producer quota that refused the jobs."},
-            "limit": {"type": "integer", "minimum": 1, "description": "On 429: the quota's N (rate) or M (pending)."},
+            "limit": {"type": "integer", "minimum": 1,
+                      "description": "On 429: the quota's N (rate) or M (pending), or the most worker processes "
+                                     "online per key; on 409 for max-schedules: the most schedules."},
             "window_seconds": {"type": "integer", "minimum": 1, "description": "On 429 for the rate: its S."},
             "in_window": {"type": "integer", "minimum": 0,
                           "description": "On 429 for the rate: jobs the key enqueued in the last S seconds."},
             "pending": {"type": "integer", "minimum": 0,
-                        "description": "On 429 for max-pending: the key's pending jobs (counted up to limit)."},
+                        "description": "On 429 for max-pending: the key's pending and waiting jobs (counted up to "
+                                       "limit)."},
+            "online": {"type": "integer", "minimum": 0,
+                       "description": "On 429 for worker processes: the key's processes online."},
+            "schedules": {"type": "integer", "minimum": 0,
+                          "description": "On 409 for max-schedules: the schedules the server has."},
             "requested": {"type": "integer", "minimum": 1, "description": "On 429: the new jobs the request held."},
         },
     }
@@ -412,6 +450,15 @@ def problem() -> Schema:
 _DEDUPLICATED = {"type": "boolean", "const": True,
                  "description": "Present (true) when this is the job holding the dedupe window (unique_for) the "
                                 "request fell in: nothing was created."}
+
+
+def hidden_dedupe_hit() -> Schema:
+    """A dedupe hit on a job the caller may not see: that there was one, nothing of the job."""
+    return closed({"deduplicated": _DEDUPLICATED}, required=["deduplicated"],
+                  description="The enqueue (or batch item) fell in a type's shared dedupe window (unique_scope "
+                              "\"type\") held by a job this key may not see: nothing was created, and nothing of "
+                              "that job is told (no id, no field, no Location header). A depends_on naming this "
+                              "item's ref is refused (422, pointing at that depends_on entry).")
 
 
 def _optional(schema: Schema, **extra: Schema) -> Schema:
@@ -438,7 +485,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "EnqueueRequest": enqueue_request(job_types, max_payload_bytes),
         "BatchEnqueueItem": enqueue_request(job_types, max_payload_bytes, in_batch=True),
         "BatchEnqueueRequest": batch_enqueue_request(),
-        "ClaimRequest": claim_request(max_lease),
+        "ClaimRequest": claim_request(job_types, max_lease),
         "CompleteRequest": complete_request(),
         "FailRequest": fail_request(),
         "HeartbeatRequest": heartbeat_request(max_lease),
@@ -450,6 +497,7 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
         "JobType": job_type(),
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
-        **schedule_components(),
+        "HiddenDedupeHit": hidden_dedupe_hit(),
+        **schedule_components(job_types),
         **worker_components(job_types),
     }

@@ -40,10 +40,11 @@ def process() -> Schema:
 
 def register_request(job_types: list[str]) -> Schema:
     return s.closed({
-        "host": {"type": "string", "minLength": 1, "maxLength": r.MAX_HOST_CHARS},
+        "host": {"type": "string", "minLength": 1, "maxLength": r.MAX_HOST_CHARS, "pattern": s.NO_NUL_PATTERN,
+                 "description": "The host it runs on (no NUL, else 422)."},
         "pid": {"type": "integer", "minimum": 1, "maximum": r.MAX_PID},
-        "version": {"type": "string", "minLength": 1, "maxLength": r.MAX_VERSION_CHARS,
-                    "description": "The worker's own version, shown on the Workers page."},
+        "version": {"type": "string", "minLength": 1, "maxLength": r.MAX_VERSION_CHARS, "pattern": s.NO_NUL_PATTERN,
+                    "description": "The worker's own version, shown on the Workers page (no NUL, else 422)."},
         "concurrency": {"type": "integer", "minimum": 1, "maximum": r.MAX_CONCURRENCY,
                         "description": "How many jobs it runs at once."},
         "types": s.nullable({"type": "array", "maxItems": r.MAX_PROCESS_TYPES,
@@ -78,7 +79,10 @@ def paths() -> dict[str, Any]:
                 tag, "registerWorker", "Register a worker process of this key.", worker,
                 {201: o.json_response("Registered: its id and command (run).", s.ref("WorkerProcess"),
                                       {"Location": "The process's URL."})},
-                errors=o.WITH_BODY, request=o.body("WorkerRegisterRequest"), description=_LIFE),
+                errors=(*o.WITH_BODY, 429), request=o.body("WorkerRegisterRequest"),
+                description="A key has at most QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY processes online (default "
+                            "256): one more is refused (429, type .../max-worker-processes-reached, Retry-After) "
+                            "until one deregisters or goes gone. Beats are never refused. " + _LIFE),
             "get": o.operation(
                 tag, "listWorkers", "Worker processes, online first.", (o.WORKER, o.ADMIN),
                 {200: o.json_response("A worker key's own processes; every process of a live key for an admin.",

@@ -6,7 +6,6 @@ from flask import jsonify, url_for
 from .. import longpoll, queries, queue, result_wait
 from ..errors import QueueError
 from ..models import Role
-from ..queue import flow
 from ..states import FINAL, names
 from . import bp
 from .auth import current_caller, require_role
@@ -34,10 +33,13 @@ FINAL_NAMES = names(FINAL)
 @require_role(PRODUCER, ADMIN)
 def enqueue_job():
     """Enqueue one job: 201 when created; 200 when the idempotency key replays an earlier request, or when the
-    job falls in another's dedupe window (``unique_for``: that job, ``"deduplicated": true``)."""
+    job falls in another's dedupe window (``unique_for``: that job, ``"deduplicated": true``; only
+    ``{"deduplicated": true}``, and no Location, when the caller may not see that job)."""
     caller = current_caller()
     [(row, created, deduplicated)] = queue.enqueue(caller, [parse_enqueue()])
-    response = jsonify(_enqueued_json(row, caller, deduplicated))
+    if row is None:
+        return jsonify(HIDDEN_HIT), 200
+    response = jsonify(_marked(job_json(row, caller), deduplicated))
     response.status_code = 201 if created else 200
     response.headers["Location"] = url_for("api.get_job", job_id=row.id)
     return response
@@ -47,21 +49,22 @@ def enqueue_job():
 @require_role(PRODUCER, ADMIN)
 def enqueue_batch():
     """Enqueue up to 500 jobs all-or-nothing; 201 if any was created, else 200. An item that falls in a dedupe
-    window answers, in its place, with the job holding it (``"deduplicated": true``)."""
+    window answers, in its place, with the job holding it (``"deduplicated": true``), or only with
+    ``{"deduplicated": true}`` when the caller may not see that job."""
     caller = current_caller()
     results = queue.enqueue(caller, parse_enqueue_batch(), batch=True)
-    shown = jobs_json([result.job for result in results], caller)
-    body = {"jobs": [dict(_marked(job, result.deduplicated), created=result.created)
-                     for job, result in zip(shown, results, strict=True)]}
+    shown = iter(jobs_json([result.job for result in results if result.job is not None], caller))
+    body = {"jobs": [dict(_marked(next(shown), result.deduplicated), created=result.created)
+                     if result.job is not None else dict(HIDDEN_HIT) for result in results]}
     return jsonify(body), 201 if any(result.created for result in results) else 200
 
 
-def _enqueued_json(row, caller, deduplicated: bool) -> dict:
-    """An enqueue's answer for one job: the job, with ``"deduplicated": true`` when it is another enqueue's."""
-    return _marked(job_json(row, caller), deduplicated)
+#: A dedupe hit on a job the caller may not see (a type's shared window): that there was one, nothing of it.
+HIDDEN_HIT = {"deduplicated": True}
 
 
 def _marked(body: dict, deduplicated: bool) -> dict:
+    """An enqueue's answer for one job: the job, with ``"deduplicated": true`` when it is another enqueue's."""
     if deduplicated:
         body["deduplicated"] = True
     return body
@@ -94,8 +97,7 @@ def claim_job():
     rows = longpoll.claim_or_wait(
         lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds,
                             process=asked.process_id),
-        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered,
-        keep_ready=flow.keep_fresh)
+        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
     if not rows:
         return "", 204
     # A workflow's child carries its parents' results, so a fan-in handler needs no more requests.

@@ -8,7 +8,7 @@ from ..models import Role
 from . import bp
 from .auth import current_caller, require_role
 from .body import json_body
-from .schemas import parse_empty
+from .schemas import parse_empty, parse_page_query
 from .serialize import job_json, schedule_json
 
 ADMIN = Role.ADMIN.value
@@ -17,14 +17,16 @@ ADMIN = Role.ADMIN.value
 @bp.get("/schedules")
 @require_role(ADMIN)
 def list_schedules():
-    """Every schedule, by name."""
-    return jsonify({"schedules": [schedule_json(state) for state in schedules.list_schedules()]})
+    """A page of schedules, by name; ``next_cursor`` (null on the last page) asks for the next."""
+    query = parse_page_query()
+    states, next_cursor = schedules.page_of_schedules(query.limit, query.cursor)
+    return jsonify({"schedules": [schedule_json(state) for state in states], "next_cursor": next_cursor})
 
 
 @bp.post("/schedules")
 @require_role(ADMIN)
 def create_schedule():
-    """A new schedule (201); 422 with a pointer for a bad field, 409 for a name in use."""
+    """A new schedule (201); 422 with a pointer for a bad field; 409 for a name in use or the schedules cap."""
     state = schedules.create_schedule(json_body())
     return jsonify(schedule_json(state)), 201
 

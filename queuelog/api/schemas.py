@@ -20,6 +20,7 @@ from ..patterns import (
     IDEMPOTENCY_KEY_HINT,
     JOB_TYPE,
     JOB_TYPE_HINT,
+    JSON_NUMBER,
     NAME_PATTERN,
     PRIORITY_BY_LABEL,
     PRIORITY_LABELS,
@@ -27,7 +28,8 @@ from ..patterns import (
     one_of,
 )
 from ..queue import NewJob
-from ..queue.flow import RateLimit
+from ..queue.flow import FIELDS as FLOW_FIELDS
+from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from ..states import STATUS_NAMES, RunWhen
 from .body import Fields, json_body
 
@@ -119,6 +121,14 @@ class ListQuery:
     type: str | None
     priority: int | None
     worker_id: str | None
+    limit: int
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """A page of a list without filters (GET /schedules): its size and where it starts."""
+
     limit: int
     cursor: str | None
 
@@ -435,8 +445,9 @@ def parse_job_query() -> float:
     raw = request.args.get("wait")
     if raw is None:
         return 0.0
-    # Digits and an optional fraction only: float() would also take "nan", "inf", "1e1" and " 5".
-    wait = float(raw) if re.fullmatch(r"[0-9]{1,2}(\.[0-9]{1,3})?", raw) else -1.0
+    # Any number as JSON writes it ("12.3456", "1e1", "1.0E-4": a double as any client language prints it), but
+    # not what only Python's float() reads ("nan", "inf", " 5", "1_0"). A value too small for a double reads as 0.
+    wait = float(raw) if JSON_NUMBER.fullmatch(raw) else -1.0
     if not 0 < wait <= MAX_CLAIM_WAIT_SECONDS:
         raise InvalidRequest([{"pointer": "/query/wait",
                                "detail": f"must be a number of seconds above 0 and at most {MAX_CLAIM_WAIT_SECONDS}"}])
@@ -468,29 +479,45 @@ def parse_list_query() -> ListQuery:
         priority = PRIORITY_BY_LABEL.get(args["priority"].lower())
         if priority is None:
             errors.append({"pointer": "/query/priority", "detail": "must be " + one_of(PRIORITY_LABELS)})
-    limit = LIST_LIMIT_DEFAULT
-    if args.get("limit") is not None:
-        # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
-        digits = args["limit"]
-        limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
-        if not 1 <= limit <= LIST_LIMIT_MAX:
-            limit = LIST_LIMIT_DEFAULT
-            errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
+    limit = _page_limit(errors)
     if errors:
         raise InvalidRequest(errors)
     return ListQuery(status=status, type=args.get("type"), priority=priority, worker_id=args.get("worker_id"),
                      limit=limit, cursor=args.get("cursor"))
 
 
+def parse_page_query() -> PageQuery:
+    """GET /schedules: limit and cursor, read as GET /jobs reads them."""
+    errors = _unknown_parameters({"limit", "cursor"})
+    if "\x00" in request.args.get("cursor", ""):
+        errors.append({"pointer": "/query/cursor", "detail": "must not contain NUL characters"})
+    limit = _page_limit(errors)
+    if errors:
+        raise InvalidRequest(errors)
+    return PageQuery(limit=limit, cursor=request.args.get("cursor"))
+
+
+def _page_limit(errors: list[dict]) -> int:
+    """The page size asked for (LIST_LIMIT_DEFAULT if none); a bad one adds its error and gives the default."""
+    digits = request.args.get("limit")
+    if digits is None:
+        return LIST_LIMIT_DEFAULT
+    # Digits only: int() would also take " 5", "+5", "5_0" and other scripts' digits.
+    limit = int(digits) if re.fullmatch(r"[0-9]{1,4}", digits) else 0
+    if not 1 <= limit <= LIST_LIMIT_MAX:
+        errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
+        return LIST_LIMIT_DEFAULT
+    return limit
+
+
 
 def parse_type_patch() -> dict[str, Any]:
     """PATCH /types/{type}: the fields to change, each validated (a limit is 1-1,000,000 or null)."""
-    fields = Fields(json_body(), {"paused", "concurrency_limit", "rate_limit", "key_concurrency_limit"})
+    fields = Fields(json_body(), set(FLOW_FIELDS))
     body = fields.body
     wanted: dict[str, Any] = {}
     if not body:
-        fields.errors.append({"pointer": "", "detail": "name at least one of paused, concurrency_limit, "
-                                                       "rate_limit, key_concurrency_limit"})
+        fields.errors.append({"pointer": "", "detail": "name at least one of " + ", ".join(FLOW_FIELDS)})
     if "paused" in body:
         if not isinstance(body["paused"], bool):
             fields.error("paused", "must be true or false")
@@ -501,6 +528,11 @@ def parse_type_patch() -> dict[str, Any]:
             wanted[name] = _limit(fields, body[name], name)
     if "rate_limit" in body:
         wanted["rate_limit"] = _rate_limit(fields, body["rate_limit"])
+    if "unique_scope" in body:
+        if body["unique_scope"] not in UNIQUE_SCOPES:
+            fields.error("unique_scope", "must be " + one_of(UNIQUE_SCOPES))
+        else:
+            wanted["unique_scope"] = body["unique_scope"]
     fields.done()
     return wanted
 

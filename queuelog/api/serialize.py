@@ -100,6 +100,7 @@ def type_json(state: TypeState) -> dict:
         "concurrency_limit": settings.concurrency_limit,
         "rate_limit": settings.value("rate_limit"),
         "key_concurrency_limit": settings.key_concurrency_limit,
+        "unique_scope": settings.unique_scope,
         "pending": state.pending,
         "running": state.running,
     }

@@ -15,14 +15,17 @@ of the same type and key while the window holder is younger than the new request
 finished creates nothing and answers with that job (``deduplicated``). Idempotency keys are looked at first
 (a replay answers with its own job); a deduplicated item stores nothing, its idempotency key included, and
 is not counted by the producer's quotas. The windows are taken in the enqueue's transaction, one guarded
-INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs).
+INSERT … ON CONFLICT per window (UNIQUE_TAKE says why a race cannot make two jobs). Each producer key has its
+own windows unless an admin shares a type's (queue/windows.py); a hit on a job the caller may not see
+answers only that it was deduplicated (``_Hidden``, which carries nothing of the job) and cannot be a
+``ref`` parent (422).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
 from flask import current_app
@@ -36,9 +39,9 @@ from ..errors import Forbidden, IdempotencyConflict, InvalidRequest
 from ..keys import Caller
 from ..models import Role
 from ..patterns import Priority
-from ..sql import JobRow, NewJobRow
+from ..sql import JobRow, NewJobRow, Window
 from ..states import BY_ACTION, RunWhen
-from . import dependencies
+from . import dependencies, windows
 from .moves import ENQUEUE, changed, event_row
 
 ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
@@ -94,9 +97,10 @@ class NewJob:
 
 class Enqueued(NamedTuple):
     """An enqueue's answer for one job: the job, whether this request created it, and whether it is another
-    enqueue's job whose dedupe window (unique_for) this one fell in."""
+    enqueue's job whose dedupe window (unique_for) this one fell in. ``job`` is None for a deduplicated item
+    whose window another producer's job holds (a type's shared window): the caller learns nothing of it."""
 
-    job: JobRow
+    job: JobRow | None
     created: bool    # False: the request repeats an idempotency key, or was deduplicated
     deduplicated: bool = False
 
@@ -161,13 +165,18 @@ class _Deduped(NamedTuple):
     job: JobRow
 
 
+class _Hidden(NamedTuple):
+    """An item whose dedupe window a job the caller may not see holds: nothing stored, nothing of that job
+    answered (it holds no field of it, so no answer can show one)."""
+
+
 class _SameWindow(NamedTuple):
     """An item in the dedupe window of an earlier item of this batch: answered with that item's job."""
 
     index: int
 
 
-_Step = _Insert | _Earlier | _AsItem | _Deduped | _SameWindow
+_Step = _Insert | _Earlier | _AsItem | _Deduped | _Hidden | _SameWindow
 
 
 def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
@@ -203,7 +212,7 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         quotas.take_turn(conn, caller.id)
     earlier = {row.idempotency_key: row for row in sql.jobs_by_key(conn, caller.id, keys)} if keys else {}
     steps = _enqueue_steps(caller, new_jobs, earlier, batch, now)
-    steps, windows = _take_windows(conn, new_jobs, steps, now)
+    steps, taken = _take_windows(conn, caller, new_jobs, steps, now)
     inserts = [step.row for step in steps if isinstance(step, _Insert)]
     made: list[JobRow] = []
     if inserts and caller.quota is not None:
@@ -219,8 +228,9 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         made = sql.insert_jobs(conn, inserts, log)
         changed(conn, ENQUEUE, made, log, notified=True)
         for row in made:
-            if (row.type, row.unique_key) in windows:
-                sql.unique_set(conn, row.type, row.unique_key, row.id)
+            window = taken.get((row.type, row.unique_key))
+            if window is not None:
+                sql.unique_set(conn, window, row.id)
     answers = _answers(steps, made)
     if workflow and made:
         answers = _link(conn, new_jobs, steps, answers, now)
@@ -236,6 +246,8 @@ def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
             answers.append(Enqueued(next(created), True))
         elif isinstance(step, _Earlier | _Deduped):
             answers.append(Enqueued(step.job, False, isinstance(step, _Deduped)))
+        elif isinstance(step, _Hidden):
+            answers.append(Enqueued(None, False, True))
         elif isinstance(step, _SameWindow):
             answers.append(Enqueued(answers[step.index].job, False, True))
         else:
@@ -243,73 +255,55 @@ def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
     return answers
 
 
-def _take_windows(conn, new_jobs: list[NewJob], steps: list[_Step],
-                  now: datetime) -> tuple[list[_Step], set[tuple[str, str]]]:
-    """Each new job with ``unique_for`` takes its (type, unique key) dedupe window, or is answered with the job
-    holding it (``_Deduped``), or with the job of an earlier item of the batch in the same window.
+def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Step],
+                  now: datetime) -> tuple[list[_Step], dict[tuple[str, str], Window]]:
+    """Each new job with ``unique_for`` takes its dedupe window (queue/windows.py), or is answered with the job
+    holding it (``_Deduped``; ``_Hidden`` when the caller may not see that job), or with the job of an
+    earlier item of the batch in the same window.
 
-    Returns the steps and the windows taken (their job_id is set once the jobs are inserted). Windows are taken
-    in (type, key) order, so two batches sharing several keys never wait for each other in a circle.
+    Returns the steps and the windows taken, by (type, key) (their job_id is set once the jobs are inserted).
     """
     first_in_window: dict[tuple[str, str], int] = {}
     for index, step in enumerate(steps):
         if isinstance(step, _Insert) and step.row.unique_key is not None:
             first_in_window.setdefault((step.row.type, step.row.unique_key), index)
     if not first_in_window:
-        return steps, set()
+        return steps, {}
+    outcome = windows.take(conn, caller, {window: new_jobs[index].unique_for
+                                          for window, index in first_in_window.items()}, now)
     steps = list(steps)
-    taken: set[tuple[str, str]] = set()
-    for window in sorted(first_in_window):
-        index = first_in_window[window]
-        cutoff = now - timedelta(seconds=new_jobs[index].unique_for)
-        if sql.unique_take(conn, *window, now, cutoff):
-            taken.add(window)
-            continue
-        holder = sql.unique_holder(conn, *window)
-        if holder is None and sql.unique_take(conn, *window, now, now):
-            taken.add(window)   # its job was purged since the take looked: the window is free after all
+    taken: dict[tuple[str, str], Window] = {}
+    for window, index in first_in_window.items():
+        result = outcome[window]
+        if isinstance(result, Window):
+            taken[window] = result
         else:
-            steps[index] = _Deduped(holder)
+            steps[index] = _Hidden() if isinstance(result, windows.Unseen) else _Deduped(result.job)
     for index, step in enumerate(steps):
         if isinstance(step, _Insert) and step.row.unique_key is not None:
             first = first_in_window[(step.row.type, step.row.unique_key)]
             if first != index:
                 steps[index] = _SameWindow(first)
     return steps, taken
+
+
 def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, batch: bool) -> list:
     """The steps, with each new job that has parents made ``waiting`` (run_when set), and each new job that
     a new job of this batch depends on marked as having dependents.
 
     The existing parents (job ids, and items answered with an earlier job) are marked and locked first
     (MARK_PARENTS): each must exist and be the caller's to see, else the request is refused (422, pointing
-    at the id), and none can finish unseen before this transaction commits.
+    at the id), and none can finish unseen before this transaction commits. A ref to an item answered by a
+    job the caller may not see is refused too, pointing at the depends_on entry that names the ref.
     """
-    ref_index = {job.ref: index for index, job in enumerate(new_jobs) if job.ref is not None}
-    existing: dict[int, list[str]] = {}   # parent id → the pointers naming it
-    depended_on: set[int] = set()         # items a new item depends on
-    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
-        if not isinstance(step, _Insert):
-            continue
-        for position, parent in enumerate(job.depends_on):
-            pointer = f"/jobs/{index}/depends_on/{position}" if batch else f"/depends_on/{position}"
-            if isinstance(parent, str):
-                parent_index = ref_index[parent]
-                parent_step = steps[parent_index]
-                if isinstance(parent_step, _Earlier | _Deduped):
-                    # the caller's own earlier job, or the job holding the item's dedupe window
-                    existing.setdefault(parent_step.job.id, [])
-                else:
-                    same = isinstance(parent_step, _AsItem | _SameWindow)
-                    depended_on.add(parent_step.index if same else parent_index)
-            else:
-                existing.setdefault(parent, []).append(pointer)
+    existing, depended_on, problems = _parents_named(new_jobs, steps, batch)
     if existing:
         found = {mark.id: mark for mark in sql.mark_parents(conn, list(existing))}
-        problems = [{"pointer": pointer, "detail": f"job {parent_id} does not exist"}
-                    for parent_id, pointers in existing.items() for pointer in pointers
-                    if parent_id not in found or not _may_see(caller, found[parent_id].producer_key_id)]
-        if problems:
-            raise InvalidRequest(sorted(problems, key=lambda problem: problem["pointer"]))
+        problems += [{"pointer": pointer, "detail": f"job {parent_id} does not exist"}
+                     for parent_id, pointers in existing.items() for pointer in pointers
+                     if parent_id not in found or not caller.owns_or_oversees(found[parent_id].producer_key_id)]
+    if problems:
+        raise InvalidRequest(sorted(problems, key=lambda problem: problem["pointer"]))
     shaped = []
     for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
         if isinstance(step, _Insert):
@@ -324,14 +318,51 @@ def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, bat
     return shaped
 
 
-def _may_see(caller: Caller, owner_key_id: int | None) -> bool:
-    return caller.role != Role.PRODUCER.value or owner_key_id == caller.id
+def _parents_named(new_jobs: list[NewJob], steps: list, batch: bool) -> tuple[dict[int, list[str]], set[int],
+                                                                              list[dict]]:
+    """What the new jobs' depends_on name: existing jobs (id → the pointers naming it), the items of this
+    batch that new items depend on, and the refused refs (to an item answered by a job the caller may not
+    see, whose id it must not learn nor depend on)."""
+    ref_index = {job.ref: index for index, job in enumerate(new_jobs) if job.ref is not None}
+    existing: dict[int, list[str]] = {}
+    depended_on: set[int] = set()
+    refused: list[dict] = []
+    for index, (job, step) in enumerate(zip(new_jobs, steps, strict=True)):
+        if not isinstance(step, _Insert):
+            continue
+        for position, parent in enumerate(job.depends_on):
+            pointer = f"/jobs/{index}/depends_on/{position}" if batch else f"/depends_on/{position}"
+            if not isinstance(parent, str):
+                existing.setdefault(parent, []).append(pointer)
+                continue
+            parent_index = _answered_by(steps, ref_index[parent])
+            parent_step = steps[parent_index]
+            if isinstance(parent_step, _Hidden):
+                refused.append({"pointer": pointer, "detail": f"the item with ref {parent!r} was deduplicated into "
+                                                              "a job this key may not see: it cannot be a parent"})
+            elif isinstance(parent_step, _Earlier | _Deduped):
+                # the caller's own earlier job, or the job holding the item's dedupe window: MARK_PARENTS checks
+                # that the caller may see it, as it checks a parent named by its id
+                existing.setdefault(parent_step.job.id, []).append(pointer)
+            else:
+                depended_on.add(parent_index)
+    return existing, depended_on, refused
+
+
+def _answered_by(steps: list[_Step], index: int) -> int:
+    """The item whose step answers item ``index``: an item repeating an earlier one, or in its dedupe window,
+    is answered by that one (which may in turn be in another's window)."""
+    while isinstance(steps[index], _AsItem | _SameWindow):
+        index = steps[index].index
+    return index
 
 
 def _link(conn, new_jobs: list[NewJob], steps: list, answers: list[Enqueued], now: datetime) -> list[Enqueued]:
     """The new jobs' edges to their parents; then each new waiting job is decided at once (its parents may
     all be final already: it is pending, or cancelled, before the request is answered)."""
-    ids_by_ref = {job.ref: answers[index].job.id for index, job in enumerate(new_jobs) if job.ref is not None}
+    # A ref answered by no job the caller may see names no parent (_with_parents refused any depends_on on it).
+    ids_by_ref = {job.ref: answers[index].job.id for index, job in enumerate(new_jobs)
+                  if job.ref is not None and answers[index].job is not None}
     edges: list[tuple[int, int]] = []
     waiting: list[int] = []
     for job, step, answer in zip(new_jobs, steps, answers, strict=True):

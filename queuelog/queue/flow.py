@@ -2,11 +2,16 @@
 
 An admin changes a type's settings here (``update_type``, written with its history in ``type_changes``);
 the claim enforces them in its own statement (queuelog/sql, CLAIM). This module also keeps what the claim
-needs to know before it starts: which types are under flow control, from a short-lived per-process copy of
-the settings (``controlled``). The copy only decides whether a claim must first lock its limited types
-(FLOW_LOCK) and whether finishing a job should wake waiting claims; the limits themselves are always read
-by the claim from the database, in the claim's transaction, so a stale copy can delay a claim by at most
-``CACHE_SECONDS`` but never let one past a limit.
+needs to know before it starts: which types are under flow control, from a per-process copy of the
+settings. The copy only decides the claim's shape (the plain walk or the flow pick, which limited types to
+lock first: FLOW_LOCK) and whether finishing a job should wake waiting claims; the limits themselves are
+always read by the claim from the database, in the claim's transaction, so an old copy never lets a claim
+past a limit. Nor does it hold one back: the copy carries the version of the settings it was read at
+(``type_settings_version``, which a trigger renews with every change), the claim's statement takes
+nothing when that is no longer the current one and says so, and the claim is made again with the settings
+read afresh (``read_afresh``). So a claim needs no read before its statement, however old the copy, and a
+change obeys every claim of every process as soon as it is committed. The moves out of running trust the
+copy for ``CACHE_SECONDS`` (``controlled``).
 
 The types listed are those of ``QUEUELOG_JOB_TYPES``: the allowlist always has a value (``["default"]`` when
 unset), and only its types can be enqueued, so it is the list of queues there are.
@@ -22,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -32,6 +37,7 @@ from ..database.transactions import read_connection, single_statement_read, writ
 from ..errors import QueueError
 from ..extensions import db
 from ..models import Job, TypeChange, TypeSettings
+from ..sql.values import limited
 from ..states import HELD, JobStatus
 
 settings_table = TypeSettings.__table__
@@ -39,11 +45,12 @@ changes_table = TypeChange.__table__
 jobs = Job.__table__
 
 #: The fields an admin may change, in the order answers show them.
-FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit")
-#: How long a process trusts its copy of which types are under flow control.
+FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit", "unique_scope")
+#: Whose dedupe windows (unique_for) a type keeps: each producer key its own (the default), or one for all.
+UNIQUE_SCOPES = ("producer", "type")
+#: How long the moves out of running trust the process's copy of which types are limited (``controlled``);
+#: a claim trusts it for as long as its version is the current one.
 CACHE_SECONDS = 1.0
-#: A waiting claim renews the copy while this much of its life is left (``keep_fresh``).
-RENEW_WITHIN_SECONDS = 0.25
 
 
 class TypeNotFound(QueueError):
@@ -72,13 +79,14 @@ class Settings:
     concurrency_limit: int | None = None
     rate_limit: RateLimit | None = None
     key_concurrency_limit: int | None = None
+    unique_scope: str = UNIQUE_SCOPES[0]
 
     @classmethod
     def of_row(cls, row) -> Settings:
         if row is None:
             return cls()
         rate = None if row.rate_limit_jobs is None else RateLimit(row.rate_limit_jobs, row.rate_limit_seconds)
-        return cls(bool(row.paused), row.concurrency_limit, rate, row.key_concurrency_limit)
+        return cls(bool(row.paused), row.concurrency_limit, rate, row.key_concurrency_limit, row.unique_scope)
 
     def value(self, field: str) -> Any:
         """A field as the API shows it (the rate limit as its object)."""
@@ -91,7 +99,7 @@ class Settings:
         return {"paused": self.paused, "concurrency_limit": self.concurrency_limit,
                 "rate_limit_jobs": rate.jobs if rate else None,
                 "rate_limit_seconds": rate.per_seconds if rate else None,
-                "key_concurrency_limit": self.key_concurrency_limit}
+                "key_concurrency_limit": self.key_concurrency_limit, "unique_scope": self.unique_scope}
 
     @property
     def limited(self) -> bool:
@@ -163,7 +171,8 @@ def _states(job_types: list[str]) -> list[TypeState]:
 # --- changing ----------------------------------------------------------------------------------------
 
 def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
-    """Change the fields in ``wanted`` (validated values: bool, int or None, RateLimit or None) of a type.
+    """Change the fields in ``wanted`` (validated values: bool, int or None, RateLimit or None, one of
+    UNIQUE_SCOPES) of a type.
 
     The change and its history entry (each changed field, old → new) are one transaction; a field given
     its current value is no change and is not written. Lifting a pause or a limit wakes the claims waiting
@@ -173,6 +182,8 @@ def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
     unknown = set(wanted) - set(FIELDS)
     if unknown:
         raise ValueError(f"not a type setting: {sorted(unknown)}")
+    if wanted.get("unique_scope", UNIQUE_SCOPES[0]) not in UNIQUE_SCOPES:
+        raise ValueError(f"unique_scope must be one of {UNIQUE_SCOPES}")
     for attempt in range(3):
         try:
             _write_change(job_type, wanted, actor)
@@ -228,10 +239,12 @@ def change_json(change: Change) -> dict:
 
 @dataclass(frozen=True)
 class Controlled:
-    """This process's copy of the types under flow control: paused ones, and limited ones."""
+    """This process's copy of the types under flow control: paused ones, and limited ones; read when
+    type_settings_version was ``version`` (0: no row)."""
 
     paused: frozenset[str]
     limited: frozenset[str]
+    version: int = 0
 
     def limited_among(self, types) -> list[str]:
         """The limited types a claim of ``types`` (None: any type) may take, in lock order."""
@@ -248,35 +261,19 @@ class _Cache:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._renewing = threading.Lock()
         self._copies: dict[str, tuple[float, Controlled]] = {}
 
-    def get(self, conn: Connection | None = None) -> Controlled:
-        key = str(db.engine.url)
-        now = time.monotonic()
-        copy = self._copies.get(key)
-        if copy is not None and now - copy[0] < CACHE_SECONDS:
+    def get(self, conn: Connection | None = None, max_age: float = math.inf) -> Controlled:
+        copy = self._copies.get(str(db.engine.url))
+        if copy is not None and time.monotonic() - copy[0] < max_age:
             return copy[1]
-        return self._read(key, now, conn)
+        return self.read(conn)
 
-    def until_renewal(self, renew_within: float) -> float:
-        """Seconds until the copy has only ``renew_within`` left to live; read afresh first if that is now."""
-        key = str(db.engine.url)
-        # One renewal at a time: the waiters of a process sleep until the same moment and wake together,
-        # and the first to get here reads for all of them.
-        with self._renewing:
-            now = time.monotonic()
-            copy = self._copies.get(key)
-            read_at = copy[0] if copy is not None else -math.inf
-            if CACHE_SECONDS - (now - read_at) <= renew_within:
-                self._read(key, now, None)
-                read_at = now
-        return max(0.0, CACHE_SECONDS - renew_within - (time.monotonic() - read_at))
-
-    def _read(self, key: str, now: float, conn: Connection | None) -> Controlled:
+    def read(self, conn: Connection | None = None) -> Controlled:
+        read_at = time.monotonic()
         controlled = _read_controlled(conn)
         with self._lock:
-            self._copies[key] = (now, controlled)
+            self._copies[str(db.engine.url)] = (read_at, controlled)
         return controlled
 
     def clear(self) -> None:
@@ -287,25 +284,23 @@ class _Cache:
 _cache = _Cache()
 
 
+def controlled_for_claim() -> Controlled:
+    """The copy a claim is shaped by, however old: the claim's statement checks its version (sql.claim)."""
+    return _cache.get()
+
+
+def read_afresh() -> Controlled:
+    """The settings read now (a claim found its copy out of date); the process's copy from now on."""
+    return _cache.read()
+
+
 def controlled(conn: Connection | None = None) -> Controlled:
-    """Which types are under flow control, as this process saw it at most CACHE_SECONDS ago.
+    """Which types are under flow control, as this process saw it at most CACHE_SECONDS ago: for the moves
+    out of running, which only decide by it whether to wake waiting claims (``slots_freed``).
 
-    ``conn``: read through this connection (a transaction in progress) when the copy is stale.
+    ``conn``: read through this connection (a transaction in progress) when the copy is older.
     """
-    return _cache.get(conn)
-
-
-def keep_fresh() -> float:
-    """For a claim about to wait: renew the copy if it is near its end; returns the seconds until it will be.
-
-    A claim woken by a new job should go straight to its statement. With a copy older than CACHE_SECONDS it
-    would read the settings first, which after an idle spell cost ~1 ms of the job's pickup (a round trip to
-    a PostgreSQL backend that had gone to sleep, or a SQLite read beside the enqueue's fsync; measured with
-    scripts/measure_pickup_stages.py). The waiter sleeps no longer than that and renews the copy while it still
-    has RENEW_WITHIN_SECONDS to live, so a claim made on waking finds it in date (unless the process stalled for
-    longer than that), and the copy is as young as before: at most CACHE_SECONDS.
-    """
-    return _cache.until_renewal(RENEW_WITHIN_SECONDS)
+    return _cache.get(conn, CACHE_SECONDS)
 
 
 def forget_cached() -> None:
@@ -313,20 +308,24 @@ def forget_cached() -> None:
     _cache.clear()
 
 
+#: One statement, so the settings and their version are of one snapshot. No row yet: version 0.
+_READ_CONTROLLED = text(f"""
+SELECT v.version, s.type, s.paused, {limited('s')} AS limited
+  FROM (SELECT coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) AS version) v
+  LEFT JOIN type_settings s ON s.paused OR {limited('s')}""")
+
+
 def _read_controlled(conn: Connection | None) -> Controlled:
-    query = select(settings_table.c.type, settings_table.c.paused, settings_table.c.concurrency_limit,
-                   settings_table.c.rate_limit_jobs, settings_table.c.key_concurrency_limit)
     if conn is None:
         # Outside a transaction: on PostgreSQL one round trip instead of three (BEGIN, SELECT, ROLLBACK). A claim
-        # pays it on the first claim after CACHE_SECONDS, which is the first one after an idle spell.
+        # pays it once after each change of the settings; the moves out of running, once per CACHE_SECONDS.
         with single_statement_read() as own:
-            rows = own.execute(query).all()
+            rows = own.execute(_READ_CONTROLLED).all()
     else:
-        rows = conn.execute(query).all()
-    paused = frozenset(row.type for row in rows if row.paused)
-    limited = frozenset(row.type for row in rows if row.concurrency_limit is not None
-                        or row.rate_limit_jobs is not None or row.key_concurrency_limit is not None)
-    return Controlled(paused, limited)
+        rows = conn.execute(_READ_CONTROLLED).all()
+    paused = frozenset(row.type for row in rows if row.type is not None and row.paused)
+    limited_types = frozenset(row.type for row in rows if row.type is not None and row.limited)
+    return Controlled(paused, limited_types, rows[0].version)
 
 
 def slots_freed(conn: Connection, rows, from_status: str | None) -> None:

@@ -106,7 +106,31 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
     else:
         wanted = caller.allowed_types
     lease = timedelta(seconds=lease_seconds or current_app.config["LEASE_SECONDS"])
-    controlled = flow.controlled()
+    # The copy of the settings shapes the claim, and the claim's statement checks that it is the current one:
+    # shaped by an older one, it takes nothing (None) and is made again with the settings read afresh. A
+    # change between that read and the claim sends it round once more; changes come one at a time.
+    controlled = flow.controlled_for_claim()
+    for _attempt in range(CLAIM_ATTEMPTS):
+        shaped = _claim_shaped_by(controlled, caller, wanted, limit, lease, process)
+        if shaped is not None:
+            break
+        controlled = flow.read_afresh()
+    else:
+        return []
+    rows, now, flow_on = shaped
+    if len(rows) < limit and flow_on:
+        _count_refusals(wanted, now)
+    return sorted(rows, key=lambda row: (-row.priority, row.fair_tag, row.id))
+
+
+#: How many times a claim is made when the settings keep changing under it (each time read afresh).
+CLAIM_ATTEMPTS = 5
+
+
+def _claim_shaped_by(controlled: flow.Controlled, caller: Caller, wanted: tuple[str, ...] | None, limit: int,
+                     lease: timedelta, process: int | None) -> tuple[list[JobRow], datetime, bool] | None:
+    """One claim, shaped by ``controlled``: (the rows, the claim's time, whether flow control was on), or None
+    when the settings are no longer those of ``controlled`` (nothing taken)."""
     flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
     # Without a limited type the claim is one statement (its events logged in it on PostgreSQL): then it needs
@@ -121,14 +145,15 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
         log = event_row(CLAIM, caller.actor, now)
         rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
                          token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
-                         locked_types=[row.type for row in held], log=log, process=process, key_id=caller.id)
+                         locked_types=[row.type for row in held], version=controlled.version, log=log,
+                         process=process, key_id=caller.id)
+        if rows is None:
+            return None
         if not rows and process is not None and worker_processes.claim_command(conn, caller, process) != Command.RUN:
-            return []   # quiet or stopping: nothing held it back but the admin (no refusal to count)
+            return [], now, False   # quiet or stopping: nothing held it back but the admin (no refusal to count)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
-    if len(rows) < limit and flow_on:
-        _count_refusals(wanted, now)
-    return sorted(rows, key=lambda row: (-row.priority, row.fair_tag, row.id))
+    return rows, now, flow_on
 
 
 def _record_rate_limited(conn: Connection, held: list[sql.FlowRow], rows: list[JobRow], now: datetime) -> None:

@@ -1,26 +1,18 @@
-"""Schedules: create, read, change, delete, run now; and the tick that enqueues each due schedule's job.
-
-Exactly one job per tick, whatever the number of server processes: every process's ticker may find the
-same schedule due, and each tries ``fire``. Firing is one write transaction: a compare-and-set moves the
-schedule's ``next_run_at`` on (``WHERE id = :id AND next_run_at = :due``), and only the process whose
-update matched enqueues the job, through the normal enqueue (``queue.enqueue_in``: event row, wake-up of
-waiting claims). The job carries the schedule's name and the tick (``scheduled_for``); a unique index on
-the pair refuses a second job for one tick should anything ever get past the compare-and-set.
-"""
+"""Schedules: create, read, change, delete, run now. The ticks that enqueue their jobs are ``firing``'s."""
 from __future__ import annotations
 
+import base64
 import json
-import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from ..clock import utcnow
-from ..database.transactions import read_connection, single_statement_read, write_transaction
+from ..database.transactions import read_connection, write_transaction
 from ..errors import InvalidRequest, QueueError
 from ..keys import Caller
 from ..models import Job, Role, Schedule
@@ -31,16 +23,12 @@ from ..sql import JobRow
 from .spec import NAME, JobTemplate, Spec, check_spec
 from .timing import Timing
 
-log = logging.getLogger("queuelog.schedules")
-
 schedules = Schedule.__table__
 jobs = Job.__table__
 
-#: With ``catch_up: "none"``, a tick fired later than this after its time counts as missed (no job): no
-#: server process was up when it came due. Tickers fire on time to within a fraction of a second.
-MISSED_AFTER = timedelta(seconds=30)
-#: At most this many due schedules fired by one pass of a ticker; the rest wait for its next pass.
-FIRE_BATCH = 100
+#: The advisory lock of schedule creates on PostgreSQL ("qulgsche"; any fixed 64-bit number no other lock
+#: uses): creates take turns, so two cannot both count one place left under QUEUELOG_MAX_SCHEDULES.
+_CREATES_LOCK = 0x7175_6C67_7363_6865
 
 
 class ScheduleNotFound(QueueError):
@@ -51,6 +39,14 @@ class ScheduleNotFound(QueueError):
 class ScheduleExists(QueueError):
     status = 409
     title = "Conflict"
+
+
+class ScheduleLimitReached(QueueError):
+    """The server holds QUEUELOG_MAX_SCHEDULES schedules already; nothing was created. 409."""
+
+    status = 409
+    title = "Too many schedules"
+    problem = "max-schedules-reached"
 
 
 @dataclass(frozen=True)
@@ -93,10 +89,41 @@ class ScheduleCaller(Caller):
 # --- reading -----------------------------------------------------------------------------------------
 
 def list_schedules() -> list[ScheduleState]:
-    """Every schedule, by name."""
+    """Every schedule, by name (the pages and the CLI; QUEUELOG_MAX_SCHEDULES bounds them)."""
     with read_connection() as conn:
         rows = conn.execute(select(schedules).order_by(schedules.c.name)).all()
     return [ScheduleState.of_row(row) for row in rows]
+
+
+def page_of_schedules(limit: int, cursor: str | None) -> tuple[list[ScheduleState], str | None]:
+    """Up to ``limit`` schedules by name, after ``cursor``; and the cursor of the next page (None: the last).
+
+    Keyset-paginated on the unique name, like GET /jobs on the id: a schedule created or deleted meanwhile
+    neither repeats one nor skips one of the others.
+    """
+    query = select(schedules).order_by(schedules.c.name).limit(limit + 1)
+    if cursor:
+        query = query.where(schedules.c.name > decode_cursor(cursor))
+    with read_connection() as conn:
+        rows = conn.execute(query).all()
+    next_cursor = encode_cursor(rows[limit - 1].name) if len(rows) > limit else None
+    return [ScheduleState.of_row(row) for row in rows[:limit]], next_cursor
+
+
+def encode_cursor(last_name: str) -> str:
+    return base64.urlsafe_b64encode(f"name:{last_name}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The name a cursor of ``page_of_schedules`` ends at, or InvalidRequest (pointer /cursor, as GET /jobs)."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except ValueError:  # binascii.Error and UnicodeDecodeError among them
+        text = ""
+    kind, _, name = text.partition(":")
+    if kind != "name" or not NAME.fullmatch(name):
+        raise InvalidRequest([{"pointer": "/query/cursor", "detail": "not a cursor this server issued"}])
+    return name
 
 
 def get_schedule(name: str) -> ScheduleState:
@@ -124,12 +151,19 @@ def last_jobs(states: list[ScheduleState]) -> dict[int, JobRow]:
 # --- changing ----------------------------------------------------------------------------------------
 
 def create_schedule(fields: dict) -> ScheduleState:
-    """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now."""
+    """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now.
+
+    Refused (ScheduleLimitReached, 409) when QUEUELOG_MAX_SCHEDULES exist: counted and inserted in one
+    write transaction, creates taking turns, so concurrent creates never pass the limit together.
+    """
     spec = check_spec(fields)
     now = utcnow()
     try:
         with write_transaction() as conn:
+            if conn.dialect.name == "postgresql":  # SQLite: the write transaction holds the write lock already
+                conn.execute(select(func.pg_advisory_xact_lock(_CREATES_LOCK)))
             _refuse_taken_name(conn, spec.name)
+            _refuse_past_limit(conn, current_app.config["MAX_SCHEDULES"])
             conn.execute(insert(schedules).values(**_columns(spec), next_run_at=spec.timing.next_after(now),
                                                   created_at=now, updated_at=now))
     except IntegrityError:
@@ -174,7 +208,7 @@ def run_now(name: str, actor: str) -> JobRow:
     state = get_schedule(name)
     now = utcnow()
     with write_transaction() as conn:
-        job = _enqueue(conn, state.spec, now, actor)
+        job = enqueue_job(conn, state.spec, now, actor)
         conn.execute(update(schedules).where(schedules.c.id == state.id).values(last_job_id=job.id))
     return job
 
@@ -191,11 +225,22 @@ def _refuse_taken_name(conn: Connection, name: str) -> None:
         raise _name_taken(name)
 
 
+def _refuse_past_limit(conn: Connection, most: int) -> None:
+    """ScheduleLimitReached if the server holds ``most`` schedules (paused ones too: resuming adds no row)."""
+    count = conn.execute(select(func.count()).select_from(schedules)).scalar_one()
+    if count >= most:
+        held = "1 schedule" if count == 1 else f"{count} schedules"
+        raise ScheduleLimitReached(f"this server has {held} and may have at most {most} "
+                                   f"(QUEUELOG_MAX_SCHEDULES); delete one first, or raise the setting",
+                                   limit=most, schedules=count)
+
+
 def _name_taken(name: str) -> ScheduleExists:
     return ScheduleExists(f"a schedule named {name!r} already exists")
 
 
-def _enqueue(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
+def enqueue_job(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
+    """Enqueue the schedule's job in the caller's write transaction (a tick's, or a run now)."""
     template = spec.job
     new_job = NewJob(type=template.type, payload=template.payload, priority=template.priority,
                      max_retries=template.max_retries, schedule=spec.name, scheduled_for=scheduled_for)
@@ -203,47 +248,3 @@ def _enqueue(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | N
     return answer.job
 
 
-# --- ticking -----------------------------------------------------------------------------------------
-
-def fire_due(now: datetime | None = None) -> int:
-    """Fire every active schedule whose tick has come (by ``now``); returns how many jobs this call enqueued."""
-    now = now or utcnow()
-    # One SELECT outside any transaction: every server process asks this a few times a second.
-    with single_statement_read() as conn:
-        rows = conn.execute(select(schedules).where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
-                            .order_by(schedules.c.next_run_at).limit(FIRE_BATCH)).all()
-    return sum(fire(ScheduleState.of_row(row), now) for row in rows)
-
-
-def fire(state: ScheduleState, now: datetime) -> bool:
-    """Move one due schedule on to its next tick and, if this call did (the compare-and-set matched), enqueue
-    the job of the tick it fires. After downtime only the latest missed tick gets a job (catch_up "one"),
-    or none at all (catch_up "none"). True: this call enqueued a job."""
-    spec, due = state.spec, state.next_run_at
-    tick = spec.timing.latest_at_or_before(now, due)
-    next_run_at = spec.timing.next_after(tick)
-    enqueues = spec.catch_up == "one" or now - tick <= MISSED_AFTER
-    if enqueues and spec.job.type not in current_app.config["JOB_TYPES"]:
-        log.warning("schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
-                    spec.name, spec.job.type, tick.isoformat())
-        enqueues = False
-    moved_on = {"next_run_at": next_run_at, "updated_at": now}
-    job = None
-    try:
-        with write_transaction() as conn:
-            won = conn.execute(update(schedules).where(
-                schedules.c.id == state.id, schedules.c.next_run_at == due, schedules.c.paused.is_(False),
-            ).values(**moved_on)).rowcount == 1
-            if won and enqueues:
-                job = _enqueue(conn, spec, tick, None)
-                conn.execute(update(schedules).where(schedules.c.id == state.id)
-                             .values(last_run_at=tick, last_job_id=job.id))
-    except IntegrityError:
-        # The tick's job exists already: the compare-and-set let two through (it cannot; this is the belt).
-        log.error("schedule %s: a job for tick %s exists already; not enqueued again", spec.name, tick.isoformat())
-        return False
-    if won and (tick != due or not enqueues):
-        log.info("schedule %s: tick %s %s", spec.name, due.isoformat(),
-                 f"and later ones missed while no server ran; one job for {tick.isoformat()}" if job is not None
-                 else "passed without a job")
-    return job is not None

@@ -15,7 +15,7 @@ from flask import current_app
 
 from ..errors import InvalidRequest
 from ..patterns import NAME_PATTERN, PRIORITY_BY_LABEL, PRIORITY_LABELS, Priority, one_of
-from .timing import MAX_EVERY_SECONDS, Timing, TimingError, check_cron, zone
+from .timing import MAX_EVERY_SECONDS, Timing, TimingError, check_cron, check_zone
 
 NAME = re.compile(NAME_PATTERN)
 NAME_HINT = "1-100 characters: letters, digits, '_', '.', ':' or '-'"
@@ -96,9 +96,10 @@ def _timing(fields, current, problem) -> Timing:
     if not isinstance(timezone, str) or not timezone.strip() or len(timezone) > 64:
         problem("/timezone", "must be an IANA timezone name such as Europe/Berlin or UTC")
         timezone = "UTC"
-    else:
+    elif current is None or timezone != current.timing.timezone:
+        # A schedule stored before the check was strict keeps its timezone until it is changed.
         try:
-            zone(timezone)
+            check_zone(timezone)
         except TimingError as error:
             problem("/timezone", str(error))
             timezone = "UTC"

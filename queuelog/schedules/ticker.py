@@ -3,9 +3,9 @@
 No daemon of its own: gunicorn's workers start it when they are ready to serve (``serving.adopt_worker``),
 ``flask run`` when it loads the app (``start_if_serving``); other processes (``flask`` commands, tests, a
 script that builds the app) never tick unless they call ``start``. Any number of tickers may run, in any
-number of processes on any number of machines: ``operations.fire`` lets exactly one of them enqueue each
-tick's job. With one ticker per process up, a tick is enqueued within ``TICK_SECONDS`` (plus a write) of
-its time. ``QUEUELOG_SCHEDULER=false`` keeps a server process from ticking.
+number of processes on any number of machines: ``firing`` lets exactly one of them enqueue each tick's
+job. With one ticker per process up, a tick is enqueued within ``TICK_SECONDS`` (plus the batches of
+schedules due before it) of its time. ``QUEUELOG_SCHEDULER=false`` keeps a server process from ticking.
 
 The ticker also runs the type rollups' step (``queue.rollups.roll_up``) once a minute has closed and settled:
 a comparison of the clock with a time it keeps, so a tick between two minutes costs no query. Every
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from datetime import timedelta
 
 from flask import Flask
@@ -68,23 +69,30 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
     from ..clock import utcnow
     from ..database import turns
     from ..queue import rollups
-    from .operations import fire_due
+    from .firing import due_at, fire_batch
 
     delay = RETRY_SECONDS
     failing = False
     roll_at = utcnow()   # when the next rollup step is due: at once on start, to catch up
     while not stop.is_set():
         try:
-            with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
-                if ours:   # else every request thread stayed busy: try again next tick
+            began = time.monotonic()
+            now, due = utcnow(), None
+            # A turn for the read and for each batch, not for the pass: a request waits for one batch at most.
+            while due is None or due:
+                with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
+                    if not ours:   # every request thread stayed busy: try again next tick
+                        break
                     with app.app_context():
-                        fire_due()
-                        if (now := utcnow()) >= roll_at:
-                            roll_at = _roll_up(now, rollups)
+                        due = due_at(now) if due is None else fire_batch(due, now)[1]
+            with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
+                if ours and (now := utcnow()) >= roll_at:
+                    with app.app_context():
+                        roll_at = _roll_up(now, rollups)
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
-            stop.wait(TICK_SECONDS)
+            stop.wait(max(0.0, began + TICK_SECONDS - time.monotonic()))   # a long pass is not made later still
         except Exception as error:  # noqa: BLE001 - whatever broke (a database restart), ticking must go on
             if not failing:
                 log.warning("schedules could not tick (%s: %s); retrying", error.__class__.__name__, error)

@@ -15,9 +15,12 @@ An interval of N seconds ticks at the multiples of N seconds since the Unix epoc
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from importlib import resources
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -32,6 +35,18 @@ ALIASES = {
     "@hourly": "0 * * * *",
 }
 MAX_EVERY_SECONDS = 86_400
+#: Names the tz database carries that are no zone of their own: whatever the host is set to (localtime), the
+#: template of POSIX TZ strings (posixrules), "no zone set yet" (Factory); and the trees of copies of every
+#: zone, posix/ (the same rules) and right/ (leap seconds counted, which no datetime here does).
+HOST_NAMES = frozenset({"localtime", "posixrules", "Factory"})
+HOST_TREES = ("posix/", "right/")
+#: What a cron expression may look like before cronsim reads its values: 5 or 6 fields of digits, names (JAN,
+#: MON), * ? / , - # L W, apart by spaces or tabs; or an alias in any case. The OpenAPI document quotes it, and
+#: it is written so that Python's re and ECMA-262 read it alike (the values themselves only cronsim can check).
+_FIELD = "[0-9A-Za-z*?/,#-]+"
+_ALIAS = "|".join("@" + "".join(f"[{c.lower()}{c.upper()}]" for c in alias[1:]) for alias in ALIASES)
+CRON_PATTERN = f"^[ \\t]*({_ALIAS}|{_FIELD}([ \\t]+{_FIELD}){{4,5}})[ \\t]*$"
+CRON = re.compile(CRON_PATTERN)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -80,8 +95,38 @@ class Timing:
         return self.cron if self.cron is not None else f"every {self.every_seconds} s"
 
 
+@functools.cache
+def zone_names() -> frozenset[str]:
+    """The timezone names a new schedule may take: the IANA zones less HOST_NAMES and HOST_TREES.
+
+    Read from the tzdata package's list (a dependency, so it is the same IANA release wherever the server
+    runs), not from ``zoneinfo.available_timezones()`` alone: that also walks the host's zoneinfo folders,
+    whose extras differ from one system to the next (localtime, posix/, right/). Which rules a name loads
+    still follows zoneinfo: the host's database when it has the zone, else the tzdata package's.
+    """
+    try:
+        names = set(resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
+    except (ModuleNotFoundError, OSError):
+        names = available_timezones()   # the package missing from an odd install: what the host has
+    return frozenset(name for name in names if name not in HOST_NAMES and not name.startswith(HOST_TREES))
+
+
+def check_zone(name: str) -> str:
+    """``name`` if a new schedule may take it (a canonical IANA zone name), else TimingError saying why."""
+    if name in zone_names():
+        zone(name)
+        return name
+    if name in HOST_NAMES or name.startswith(HOST_TREES):
+        plain = name.split("/", 1)[1] if name.startswith(HOST_TREES) else None
+        instead = f"use {plain!r}" if plain in zone_names() else "use an IANA name such as Europe/Berlin or UTC"
+        raise TimingError(f"{name!r} means different things on different hosts; {instead}")
+    raise TimingError(f"unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC")
+
+
 def zone(name: str) -> ZoneInfo:
-    """The IANA timezone ``name`` (the tzdata package provides them where the system has none)."""
+    """The IANA timezone ``name`` (the tzdata package provides them where the system has none).
+
+    Loads any name zoneinfo finds, so a schedule stored before check_zone was strict still ticks."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError, UnicodeError):
@@ -102,6 +147,9 @@ def expand(expression: str) -> str:
 
 def check_cron(expression: str, timezone: str) -> str:
     """``expression`` tidied (single spaces; an alias in lower case), or TimingError saying what is wrong."""
+    if not CRON.fullmatch(expression):
+        raise TimingError("must be 5 fields (minute hour day month weekday), or 6 with the seconds first, of digits, "
+                          "names and * ? / , - # L W apart by spaces; or one of " + ", ".join(ALIASES))
     tidy = " ".join(expression.split())
     if tidy.lower() in ALIASES:
         return tidy.lower()

@@ -42,13 +42,14 @@ from .values import (
     ParentMark,
     QuotaState,
     Refusal,
+    Window,
 )
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
-           "QuotaState", "Refusal", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
+           "QuotaState", "Refusal", "Window", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
            "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
            "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
            "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
@@ -57,28 +58,35 @@ __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log
 
 
 def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
-          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], log: Log,
-          process: int | None = None, key_id: int | None = None) -> list[JobRow]:
+          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], version: int, log: Log,
+          process: int | None = None, key_id: int | None = None) -> list[JobRow] | None:
     """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``; with
     ``process``, only while that worker process of key ``key_id`` is told to run, and written on the jobs.
 
+    ``flow`` and ``locked_types`` are shaped by the caller's copy of the type settings, read at ``version``.
     Without ``flow`` (no type of the claim is paused or limited, as far as the caller knows) the claim takes
     nothing if one is after all. With ``flow``: nothing of a paused type, nothing past a limit, and a
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
+    None, having taken nothing: the settings are no longer at ``version`` (read them again, claim anew).
     """
     values = {"now": now, "lease_until": lease_until, "worker": worker, "token": token, "process": process,
               "key_id": key_id, "limit": limit, "types": types, "flow": True if flow else None,
-              "locked_types": list(locked_types)}
+              "locked_types": list(locked_types), "version": version}
     if conn.dialect.name == "sqlite":
         return _claim_on_sqlite(conn, values, log)
-    return run(conn, "CLAIM", values, log)
+    rows = run(conn, "CLAIM", values, log)
+    if rows and rows[-1].id is None:   # STALE's row: the statement took nothing
+        return None
+    return rows
 
 
-def _claim_on_sqlite(conn: Connection, values: dict, log: Log) -> list[JobRow]:
+def _claim_on_sqlite(conn: Connection, values: dict, log: Log) -> list[JobRow] | None:
     """SQLite's claim: CLAIM_PICK, then CLAIM on the picked ids, then CLAIMED, logged (sqlite.py says why)."""
     ids = run(conn, "CLAIM_PICK", values, make=lambda job_id: job_id, times_at=())
     if not ids:
         return []
+    if None in ids:   # STALE's row: the pick was shaped by old settings, drop it
+        return None
     marked = rowcount(conn, "CLAIM", {"ids": ids, "now": values["now"], "lease_until": values["lease_until"],
                                       "worker": values["worker"], "token": values["token"],
                                       "process": values["process"], "key_id": values["key_id"]})
@@ -170,22 +178,22 @@ def run_now(conn: Connection, job_id: int, now: datetime, log: Log) -> JobRow | 
     return rows[0] if rows else None
 
 
-def unique_take(conn: Connection, job_type: str, key: str, now: datetime, cutoff: datetime) -> bool:
-    """UNIQUE_TAKE: whether this enqueue took the (type, key) slot; False: a job enqueued after ``cutoff``
+def unique_take(conn: Connection, window: Window, now: datetime, cutoff: datetime) -> bool:
+    """UNIQUE_TAKE: whether this enqueue took the window's slot; False: a job enqueued after ``cutoff``
     and not finished holds it."""
-    return bool(run(conn, "UNIQUE_TAKE", {"type": job_type, "key": key, "now": now, "cutoff": cutoff},
+    return bool(run(conn, "UNIQUE_TAKE", {**window._asdict(), "now": now, "cutoff": cutoff},
                     make=lambda taken: taken, times_at=()))
 
 
-def unique_holder(conn: Connection, job_type: str, key: str) -> JobRow | None:
-    """UNIQUE_HOLDER: the job holding the (type, key) slot."""
-    rows = run(conn, "UNIQUE_HOLDER", {"type": job_type, "key": key})
+def unique_holder(conn: Connection, window: Window) -> JobRow | None:
+    """UNIQUE_HOLDER: the job holding the window's slot."""
+    rows = run(conn, "UNIQUE_HOLDER", window._asdict())
     return rows[0] if rows else None
 
 
-def unique_set(conn: Connection, job_type: str, key: str, job_id: int) -> None:
-    """UNIQUE_SET: the (type, key) slot this enqueue took now belongs to ``job_id``."""
-    rowcount(conn, "UNIQUE_SET", {"type": job_type, "key": key, "job": job_id})
+def unique_set(conn: Connection, window: Window, job_id: int) -> None:
+    """UNIQUE_SET: the window's slot this enqueue took now belongs to ``job_id``."""
+    rowcount(conn, "UNIQUE_SET", {**window._asdict(), "job": job_id})
 
 
 # --- workflows ---------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 How to read them:
 - values are named (``%(now)s``), lists included (``id = ANY(%(ids)s)``), except the claim's ``{limit}``,
-  which the runner writes into the text (see CLAIM); ``{types}``, ``{claimed_before}``
-  and ``{flow}`` / ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and
-  FLOW / FLOW_PICK when the caller gives those values, and leaves empty when not; ``{claim}`` and
+  which the runner writes into the text (see CLAIM); ``{types}``, ``{claimed_before}``, ``{flow}`` /
+  ``{flow_pick}`` and LOGGED's ``{stale}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE,
+  FLOW / FLOW_PICK and STALE when the caller gives those values, and leaves empty when not; ``{claim}`` and
   ``{parts}`` (LEAVE_RUNNING) hold what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns, and the runner sends it inside LOGGED, which writes its
@@ -14,8 +14,8 @@ How to read them:
 from __future__ import annotations
 
 from ..pg_listener import CHANNEL
-from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
-from .values import JOB_LIST, KEY_LIST, limited, status_in
+from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
+from .values import JOB_COLUMNS, JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
 _CANCEL = BY_ACTION["cancel"]
@@ -190,6 +190,14 @@ FLOW_PICK = "UNION ALL SELECT id FROM taken"
 #: marked two running. The flow pick alone covers every type (a type without settings has room ``{limit}``).
 WALK_OFF = "AND false"
 
+#: The settings changed since %(version)s, the version of type_settings the caller's copy was read at (a
+#: trigger gives type_settings_version a new one with every change, in the changing transaction; no row:
+#: version 0). One primary-key read of a one-row table.
+SETTINGS_CHANGED = "coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) <> %(version)s"
+#: LOGGED's ``{stale}`` for CLAIM: a row of NULLs (no job has a NULL id) says "shaped by an old copy of the
+#: settings: took nothing".
+STALE = f"UNION ALL SELECT {', '.join(['NULL'] * len(JOB_COLUMNS))} WHERE {SETTINGS_CHANGED}"
+
 #: The claim: pick the next due jobs in claim order and mark them running, in one statement.
 #: Claim order is priority, then fair_tag (concurrency keys take turns: see queue/enqueueing.py), then id.
 #: FOR UPDATE SKIP LOCKED lets concurrent claimers pass each other's rows instead of queueing behind
@@ -202,8 +210,11 @@ WALK_OFF = "AND false"
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (a one-time
 #: filter on the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
 #: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
-#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
-#: rather than too much.
+#: A caller unaware of a new pause or limit thus claims nothing rather than too much; and it does not stay
+#: unaware: when the settings changed since the caller's copy was read (SETTINGS_CHANGED, in this statement's
+#: snapshot) the claim takes nothing at all, and LOGGED's ``{stale}`` (STALE) adds a row of NULLs that says so:
+#: the caller reads the settings again and claims anew (sql.claim). The check is a one-time filter (an
+#: InitPlan): when it fails, the pick is not run.
 #:
 #: ``{limit}`` is written into the text, not sent as a value: with a LIMIT it cannot see, the planner
 #: costs a prepared claim's generic plan as if it read a tenth of the pending jobs, keeps planning every
@@ -230,7 +241,8 @@ UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE {status_in(_CLAIM.from_statuses)} {{process_runs}} AND id IN (SELECT id FROM picked)
+ WHERE NOT {SETTINGS_CHANGED} AND {status_in(_CLAIM.from_statuses)} {{process_runs}}
+   AND id IN (SELECT id FROM picked)
 RETURNING {JOB_LIST}"""
 
 #: The limits of a claim's limited types (``{types}``: of those it may take), locked for the rest of the
@@ -317,33 +329,37 @@ EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = %(now)s
 RUN_NOW = (f"UPDATE jobs SET run_at = LEAST(run_at, %(now)s), updated_at = %(now)s"
            f" WHERE id = %(id)s AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
 
-# --- dedupe windows (unique_for): one unique_slots row per (type, unique key) --------------------------
+# --- dedupe windows (unique_for): one unique_slots row per (type, scope, unique key) -------------------
 
-#: Take the (type, key) slot for a new job, unless it is held: its job enqueued after cutoff (now less the new
-#: request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
+#: A slot's scope is the id of the key whose window it is, or 0 for a type whose producers share one window
+#: (unique_scope "type", queue/enqueueing.py says why producers have their own by default).
+#: Take the (type, scope, key) slot for a new job, unless it is held: its job enqueued after cutoff (now less
+#: the new request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
 #: job is inserted, in the same transaction); none: answer with the holder's job (UNIQUE_HOLDER).
 #: Why two enqueues of one key on any number of servers never both create a job: the primary key makes the
 #: second INSERT wait for the first's transaction, then take the DO UPDATE path on the row as committed, which
 #: it locks and re-checks. The job that the first just inserted is not in the second's snapshot, so the
 #: EXISTS (finished) reads false and the slot counts as held: a race errs towards answering with that job.
 UNIQUE_TAKE = f"""
-INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES (%(type)s, %(key)s, NULL, %(now)s)
-ON CONFLICT (type, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
+INSERT INTO unique_slots (type, scope, unique_key, job_id, enqueued_at)
+VALUES (%(type)s, %(scope)s, %(key)s, NULL, %(now)s)
+ON CONFLICT (type, scope, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
  WHERE unique_slots.enqueued_at <= %(cutoff)s OR unique_slots.job_id IS NULL
     OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id AND {status_in(FINAL)})
 RETURNING type"""
-#: The job holding a (type, key) slot.
-UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
-                 " WHERE id = (SELECT job_id FROM unique_slots WHERE type = %(type)s AND unique_key = %(key)s)")
+#: One slot: the statements below name it as UNIQUE_TAKE's conflict target does.
+_SLOT = "type = %(type)s AND scope = %(scope)s AND unique_key = %(key)s"
+#: The job holding a (type, scope, key) slot.
+UNIQUE_HOLDER = f"SELECT {JOB_LIST} FROM jobs WHERE id = (SELECT job_id FROM unique_slots WHERE {_SLOT})"
 #: The job a taken slot now belongs to.
-UNIQUE_SET = "UPDATE unique_slots SET job_id = %(job)s WHERE type = %(type)s AND unique_key = %(key)s"
+UNIQUE_SET = f"UPDATE unique_slots SET job_id = %(job)s WHERE {_SLOT}"
 
 _LOGGING = ("WITH changed AS ({statement}), "
             "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
             "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
             "FROM changed)")
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
-LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed"
+LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed {{stale}}"
 #: LOGGED for new jobs, which also wakes the waiting claims of every server process: the NOTIFY that
 #: ``wakeup.jobs_ready`` would send as a statement of its own, without its round trip. Like NOTIFY it is
 #: delivered at commit. It is sent once the jobs exist (no row to join, no notification).
@@ -496,7 +512,8 @@ QUOTA_TURN = "SELECT pg_advisory_xact_lock(%(namespace)s::integer, %(key)s::inte
 
 #: The key's quota state in one read: the ledger's newest running total and its time, the running total
 #: before the window's first row, the oldest row's time (rows that left the window are deleted now and
-#: then, not on every enqueue), and the key's pending jobs counted up to most (LIMIT 0: not counted).
+#: then, not on every enqueue), and the key's waiting and pending jobs counted up to most (LIMIT 0: not
+#: counted; ix_jobs_backlog_producer).
 QUOTA_STATE = f"""
 SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = %(key)s
          ORDER BY at DESC, running_total DESC LIMIT 1),
@@ -505,7 +522,7 @@ SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = %(key)s
          ORDER BY at, running_total LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = %(key)s ORDER BY at, running_total LIMIT 1),
        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = %(key)s
-                                 AND {status_in({JobStatus.PENDING})} LIMIT %(most)s) AS pending)"""
+                                 AND {status_in(BACKLOG)} LIMIT %(most)s) AS pending)"""
 
 #: When the window's row holding the key's total-th job was written: once it leaves, a refused request fits.
 QUOTA_FREES_AT = ("SELECT at FROM enqueue_ledger WHERE key_id = %(key)s AND at > %(cutoff)s"

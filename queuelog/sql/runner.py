@@ -25,7 +25,8 @@ _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
 #: may hold later slots itself (FLOW holds {types}).
 _OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk_off": ("flow", "WALK_OFF"),
              "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
-             "process_runs": ("process", "PROCESS_RUNS"), "ends_alone": ("limited", "ENDS_ALONE")}
+             "process_runs": ("process", "PROCESS_RUNS"), "ends_alone": ("limited", "ENDS_ALONE"),
+             "stale": ("version", "STALE")}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _FAIR_TAG = NewJobRow._fields.index("fair_tag")
@@ -207,6 +208,8 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
     logged write wrapped in LOGGED."""
     module = _DIALECTS[dialect]
     sql = getattr(module, name)
+    if logged and dialect == "postgresql":
+        sql = module.LOGGED.replace("{statement}", sql)   # first: LOGGED holds a slot too ({stale})
     if shape:
         claim, parts = shape
         sql = sql.replace("{claim}", getattr(module, _CLAIM_PIECES[claim])).replace(
@@ -218,8 +221,6 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
             sql = sql.replace("{" + item[0][1:] + "}", str(item[1]))
     for key, length in lists:
         sql = sql.replace(f"(:{key})", "(" + ", ".join(f":{key}_{i}" for i in range(length)) + ")")
-    if logged and dialect == "postgresql":
-        sql = module.LOGGED.replace("{statement}", sql)
     return sql
 
 

@@ -2,9 +2,9 @@
 
 How to read them:
 - values are named (``:now``); ``(:ids)``, ``(:types)``, ``(:keys)``, ``(:locked_types)`` are lists the runner
-  spells out per call (``:ids_0, :ids_1, …``); ``{types}``, ``{claimed_before}`` and ``{flow}`` /
-  ``{flow_pick}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE and FLOW / FLOW_PICK when
-  the caller gives those values, and leaves empty when not; ``{claim}`` and ``{parts}`` (LEAVE_RUNNING)
+  spells out per call (``:ids_0, :ids_1, …``); ``{types}``, ``{claimed_before}``, ``{flow}`` / ``{flow_pick}``
+  and ``{stale}`` are optional pieces the runner fills with TYPES, CLAIMED_BEFORE, FLOW / FLOW_PICK and STALE
+  when the caller gives those values, and leaves empty when not; ``{claim}`` and ``{parts}`` (LEAVE_RUNNING)
   hold what a move out of running writes;
 - guards (the from-statuses) are spelled from ``queuelog.states``, so the table and the SQL cannot drift;
 - every write returns all the job's columns (the claim reads them back with CLAIMED instead: see
@@ -14,7 +14,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..states import BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
+from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
 from .values import JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
@@ -193,16 +193,25 @@ WALK_OFF = "OR 1"
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (one look at
 #: the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
 #: ``{flow_pick}`` with FLOW and FLOW_PICK: then the pick goes type by type, within each type's room.
-#: A caller unaware of a new pause or limit (its copy of the settings is a second old) thus claims nothing
-#: rather than too much. The transaction began IMMEDIATE, so the counts the pick reads cannot change
-#: before it commits: no other claim can run a job past a limit in between.
+#: A caller unaware of a new pause or limit thus claims nothing rather than too much; and it does not stay
+#: unaware: ``{stale}`` (STALE) adds a NULL id when the settings changed since the caller's copy was read, and
+#: the caller then reads them again and claims anew (sql.claim). The transaction began IMMEDIATE, so the counts
+#: the pick reads cannot change before it commits: no other claim can run a job past a limit in between.
 CLAIM_PICK = f"""
 {{flow}}
 SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
                  WHERE {CLAIMABLE}
                  ORDER BY priority DESC, fair_tag, id
                  LIMIT CASE WHEN {_ANY_CONTROLLED} {{walk_off}} THEN 0 ELSE :limit END)
-{{flow_pick}}"""
+{{flow_pick}}
+{{stale}}"""
+
+#: The settings changed since :version, the version of type_settings the caller's copy was read at (a
+#: trigger gives type_settings_version a new one with every change; no row: version 0). One primary-key
+#: read of a one-row table, asked once per claim.
+SETTINGS_CHANGED = "coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) <> :version"
+#: CLAIM_PICK's ``{stale}``: a NULL id says "shaped by an old copy of the settings" (the caller drops the pick).
+STALE = f"UNION ALL SELECT NULL WHERE {SETTINGS_CHANGED}"
 
 #: The picked jobs (:ids) marked running for this claim, those still pending; with ``{process_runs}``, only
 #: while the claiming worker process is told to run.
@@ -295,23 +304,27 @@ EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = :now"
 RUN_NOW = (f"UPDATE jobs SET run_at = min(run_at, :now), updated_at = :now"
            f" WHERE id = :id AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
 
-# --- dedupe windows (unique_for): one unique_slots row per (type, unique key) --------------------------
+# --- dedupe windows (unique_for): one unique_slots row per (type, scope, unique key) -------------------
 
-#: Take the (type, key) slot for a new job, unless it is held: its job enqueued after :cutoff (now less the new
-#: request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
+#: A slot's scope is the id of the key whose window it is, or 0 for a type whose producers share one window
+#: (unique_scope "type", queue/enqueueing.py says why producers have their own by default).
+#: Take the (type, scope, key) slot for a new job, unless it is held: its job enqueued after :cutoff (now less
+#: the new request's unique_for) and not finished. A row back: the slot is this enqueue's (its job_id is set once the
 #: job is inserted, in the same transaction); none: answer with the holder's job (UNIQUE_HOLDER). The
 #: transaction holds the write lock, so the check and the take are one step.
 UNIQUE_TAKE = f"""
-INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES (:type, :key, NULL, :now)
-ON CONFLICT (type, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
+INSERT INTO unique_slots (type, scope, unique_key, job_id, enqueued_at)
+VALUES (:type, :scope, :key, NULL, :now)
+ON CONFLICT (type, scope, unique_key) DO UPDATE SET job_id = NULL, enqueued_at = excluded.enqueued_at
  WHERE unique_slots.enqueued_at <= :cutoff OR unique_slots.job_id IS NULL
     OR EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id AND {status_in(FINAL)})
 RETURNING type"""
-#: The job holding a (type, key) slot.
-UNIQUE_HOLDER = (f"SELECT {JOB_LIST} FROM jobs"
-                 " WHERE id = (SELECT job_id FROM unique_slots WHERE type = :type AND unique_key = :key)")
+#: One slot: the statements below name it as UNIQUE_TAKE's conflict target does.
+_SLOT = "type = :type AND scope = :scope AND unique_key = :key"
+#: The job holding a (type, scope, key) slot.
+UNIQUE_HOLDER = f"SELECT {JOB_LIST} FROM jobs WHERE id = (SELECT job_id FROM unique_slots WHERE {_SLOT})"
 #: The job a taken slot now belongs to.
-UNIQUE_SET = "UPDATE unique_slots SET job_id = :job WHERE type = :type AND unique_key = :key"
+UNIQUE_SET = f"UPDATE unique_slots SET job_id = :job WHERE {_SLOT}"
 
 #: The event row of each job a write returned, sent right after it (executemany).
 LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
@@ -452,15 +465,16 @@ KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"
 
 #: The key's quota state in one read: the ledger's newest running total and its time, the running total
 #: before the window's first row, the oldest row's time (rows that left the window are deleted now and
-#: then, not on every enqueue), and the key's pending jobs counted up to :most (LIMIT 0: not counted).
-#: The status is spelled out: SQLite uses ix_jobs_pending_producer only for a WHERE saying what its WHERE says.
+#: then, not on every enqueue), and the key's waiting and pending jobs counted up to :most (LIMIT 0: not
+#: counted). The statuses are spelled out: SQLite uses ix_jobs_backlog_producer only for a WHERE saying what
+#: its WHERE says.
 QUOTA_STATE = f"""
 SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = :key ORDER BY at DESC, running_total DESC LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = :key ORDER BY at DESC, running_total DESC LIMIT 1),
        (SELECT running_total - jobs FROM enqueue_ledger WHERE key_id = :key AND at > :cutoff
          ORDER BY at, running_total LIMIT 1),
        (SELECT at FROM enqueue_ledger WHERE key_id = :key ORDER BY at, running_total LIMIT 1),
-       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = :key AND {status_in({JobStatus.PENDING})}
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE producer_key_id = :key AND {status_in(BACKLOG)}
                                LIMIT :most))"""
 
 #: When the window's row holding the key's :total-th job was written: once it leaves, a refused request fits.

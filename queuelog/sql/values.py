@@ -156,6 +156,18 @@ class Refusal(NamedTuple):
     reason: str
 
 
+class Window(NamedTuple):
+    """A dedupe window's slot in unique_slots (UNIQUE_TAKE): a type's unique key, in one scope."""
+
+    type: str
+    scope: int    # the id of the key whose window it is; SHARED_SCOPE: the type's one window for every producer
+    key: str
+
+
+#: The scope of a type's window that every producer shares (unique_scope "type").
+SHARED_SCOPE = 0
+
+
 class QuotaState(NamedTuple):
     """A producer key's quota state (QUOTA_STATE): its rate ledger's window, and its pending jobs."""
 

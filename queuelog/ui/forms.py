@@ -24,7 +24,7 @@ from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS
 from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
-from ..queue.flow import RateLimit
+from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from ..states import STATUS_NAMES
 
 try:
@@ -145,7 +145,7 @@ class KeyCreateForm(FlaskForm):
     # Producer quotas; checked (with readable messages) by queuelog.keys like the command line's options.
     enqueue_rate = StringField("Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
                                validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 100/60"})
-    max_pending = StringField("Most jobs pending at once (producers; empty = no limit)",
+    max_pending = StringField("Most jobs pending at once, waiting ones included (producers; empty = no limit)",
                               validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 1000"})
     submit = SubmitField("Create key")
 
@@ -208,6 +208,15 @@ class TypeLimitsForm(FlaskForm):
                              (self.rate_seconds, rate.per_seconds if rate else None),
                              (self.key_concurrency_limit, settings.key_concurrency_limit)):
             field.data = "" if value is None else str(value)
+
+
+class UniqueScopeForm(FlaskForm):
+    """Whose dedupe windows a type keeps (``unique_scope``): each producer key its own, or one for all."""
+
+    unique_scope = SelectField("Dedupe windows (unique_for)", choices=[
+        _choice(UNIQUE_SCOPES[0], "producer: each key has its own (default)"),
+        _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer")])
+    submit = SubmitField("Save")
 
 
 def _whole(data: str | None, high: int, message: str) -> None:

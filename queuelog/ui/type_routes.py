@@ -15,11 +15,13 @@ from ..queue import flow
 from ..timing_buckets import RESOLUTION
 from . import bp, rollup_stats
 from .auth import actor_name
-from .forms import ActionForm, TypeLimitsForm
+from .forms import ActionForm, TypeLimitsForm, UniqueScopeForm
 
 #: How a history entry names each setting.
 SETTING_LABELS = {"paused": "state", "concurrency_limit": "concurrency limit", "rate_limit": "rate limit",
-                  "key_concurrency_limit": "key concurrency limit"}
+                  "key_concurrency_limit": "key concurrency limit", "unique_scope": "dedupe windows"}
+#: How the pages name each unique_scope.
+SCOPE_TEXT = {"producer": "per producer", "type": "shared by every producer"}
 #: The history a type's page shows; the API lists all of it.
 HISTORY_SHOWN = 100
 
@@ -37,6 +39,8 @@ def describe(field: str, value) -> str:
     """A setting's value as the page shows it (the history keeps them as the API shows them)."""
     if field == "paused":
         return "paused" if value else "active"
+    if field == "unique_scope":
+        return SCOPE_TEXT.get(value, value)
     if value is None:
         return "none"
     if isinstance(value, dict):
@@ -58,15 +62,18 @@ def _state_or_404(job_type: str) -> flow.TypeState:
         abort(404, description=error.detail)
 
 
-def _render_type(state: flow.TypeState, form: TypeLimitsForm, status: int = 200):
+def _render_type(state: flow.TypeState, form: TypeLimitsForm, status: int = 200,
+                 scope_form: UniqueScopeForm | None = None):
     entries = flow.history(state.type)
+    scope_form = scope_form or UniqueScopeForm(formdata=None, unique_scope=state.settings.unique_scope)
     found, freshness = rollup_stats.last_hour(utcnow(), state.type)
     timings = found.get(state.type) or rollup_stats.TypeTimings(state.type)
     return render_template("type.html", state=state, form=form, describe=describe, timings=timings,
                            freshness=freshness,
                            bound=rollup_stats.bound_text, resolution=RESOLUTION,
                            history=[(entry, change_lines(entry)) for entry in entries[:HISTORY_SHOWN]],
-                           history_count=len(entries), action_form=ActionForm()), status
+                           history_count=len(entries), action_form=ActionForm(),
+                           scope_form=scope_form), status
 
 
 def _back(job_type: str):
@@ -138,6 +145,20 @@ def clear_type_limits(job_type: str):
         flow.update_type(job_type, dict.fromkeys(("concurrency_limit", "rate_limit", "key_concurrency_limit")),
                          actor_name())
         flash(f"Removed every limit of {job_type}.", "success")
+    return _back(job_type)
+
+
+@bp.post("/admin/types/<job_type>/unique-scope")
+def scope_type(job_type: str):
+    """Give each producer key its own dedupe windows of the type, or one window per key for them all."""
+    state = _state_or_404(job_type)
+    form = UniqueScopeForm()
+    if not form.validate_on_submit():
+        limits = TypeLimitsForm(formdata=None)
+        limits.show(state.settings)
+        return _render_type(state, limits, 400, scope_form=form)
+    state = flow.update_type(job_type, {"unique_scope": form.unique_scope.data}, actor_name())
+    flash(f"Dedupe windows of {job_type}: {describe('unique_scope', state.settings.unique_scope)}.", "success")
     return _back(job_type)
 
 

@@ -107,8 +107,10 @@ class Client:
         """Enqueue one job; returns the job (an idempotent replay returns the original job).
 
         ``concurrency_key`` (e.g. a tenant): claims take turns across keys, and a type's per-key limit counts by it.
-        ``unique_for`` (seconds) opens a dedupe window on (type, ``unique_key`` or the payload): an enqueue
-        inside another's window returns that job, with ``"deduplicated": True``. ``expires_at``: not claimed
+        ``unique_for`` (seconds) opens a dedupe window on (type, ``unique_key`` or the payload), this key's own
+        unless the type's windows are shared: an enqueue inside another's window returns that job, with
+        ``"deduplicated": True`` (only ``{"deduplicated": True}`` when the job is one this key may not see).
+        ``expires_at``: not claimed
         by then, the job never runs. ``timeout_seconds``: how long a run may take. ``depends_on``: job ids it
         waits for; ``run_when``: "completed" (default) or "finished".
         """
