@@ -6,8 +6,8 @@ give-back and the reaper); the re-read row must be in the to-status and the even
 transition's event. For each action and every status *not* among its from-statuses, the same call must be
 refused as documented (409 naming the job's status; a claim finds nothing, 204; the reaper and the server's
 give-back leave the job alone) with the row and its log untouched. A new transition or actor without a way to
-perform it here fails ``test_every_transition_and_actor_is_walked``. The README's diagram and table are
-checked against the same table.
+perform it here fails ``test_every_transition_and_actor_is_walked``. The diagram and table of docs/architecture.md
+are checked against the same table.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from queuelog.states import (
 )
 from tests.support.factories import assert_problem, event_rows, key_id
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+STATES_DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 ADMIN_NAME = "admin:alice"  # how the pages name a signed-in admin in the event log
 
 
@@ -400,12 +400,13 @@ def test_no_other_role_may_act(env, job_in, read_job, way, role):
         assert read_job(job_id) == before
 
 
-# --- the README's diagram and table ---------------------------------------------------------------------
+# --- the documented diagram and table (docs/architecture.md) ------------------------------------------
 
-def _readme_states_section() -> str:
-    text = README.read_text(encoding="utf-8")
+def _documented_states_section() -> str:
+    text = STATES_DOC.read_text(encoding="utf-8")
     start = text.index("States, and who moves a job out of each")
-    return text[start:text.index("\n## ", start)]
+    end = text.find("\n## ", start)
+    return text[start:end if end != -1 else len(text)]
 
 
 def _expected_rows() -> list[list[str]]:
@@ -414,8 +415,8 @@ def _expected_rows() -> list[list[str]]:
             for t in TRANSITIONS]
 
 
-def test_the_readme_table_is_the_transition_table():
-    section = _readme_states_section()
+def test_the_documented_table_is_the_transition_table():
+    section = _documented_states_section()
     header = "| From | Action | To | Event | Who | When |"
     assert header in section
     lines = section[section.index(header):].splitlines()[2:]
@@ -425,13 +426,14 @@ def test_the_readme_table_is_the_transition_table():
             break
         rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
     expected = _expected_rows()
-    assert rows == expected, "README.md should read:\n" + "\n".join("| " + " | ".join(r) + " |" for r in expected)
+    should_read = "\n".join("| " + " | ".join(r) + " |" for r in expected)
+    assert rows == expected, "docs/architecture.md should read:\n" + should_read
 
 
-def test_the_readme_diagram_draws_every_transition_and_nothing_else():
-    section = _readme_states_section()
+def test_the_documented_diagram_draws_every_transition_and_nothing_else():
+    section = _documented_states_section()
     diagram = re.search(r"```mermaid\n(.*?)```", section, re.S)
-    assert diagram, "the README's state diagram is a mermaid stateDiagram block"
+    assert diagram, "the state diagram of docs/architecture.md is a mermaid stateDiagram block"
     drawn: dict[tuple[str, str], set[str]] = {}
     for line in diagram.group(1).splitlines():
         edge = re.fullmatch(r"\s*(\[\*\]|\w+) --> (\w+)\s*:\s*(.+?)\s*", line)
