@@ -4,49 +4,33 @@ Prints the jobs fired per second, how late each tick's job was enqueued (p50/p99
 (no job: a gap of more than a second between a schedule's jobs), and the latency of a producer's enqueue
 (POST /jobs through the app, every 50 ms on a thread beside the ticker, as a gthread worker's request).
 
-    python scripts/measure_schedule_firing.py --database sqlite
-    python scripts/measure_schedule_firing.py --database postgresql   # starts a throwaway cluster
+    python -m bench.schedule_firing                    # SQLite, then PostgreSQL (a throwaway cluster)
+    python -m bench.schedule_firing --no-postgresql
+    python -m bench.schedule_firing --quick            # a smoke test: 20 schedules for 3 s, SQLite only
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import logging
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sqlalchemy import select, update
 
-from sqlalchemy import select, update  # noqa: E402
-
-from queuelog import create_app, schedules  # noqa: E402
-from queuelog.clock import utcnow  # noqa: E402
-from queuelog.extensions import db  # noqa: E402
-from queuelog.keys import create_key  # noqa: E402
-from queuelog.models import Job, Schedule  # noqa: E402
-from queuelog.schedules import ticker  # noqa: E402
+from bench.servers import databases
+from bench.targets import percentile
+from queuelog import create_app, schedules
+from queuelog.clock import utcnow
+from queuelog.extensions import db
+from queuelog.keys import create_key
+from queuelog.models import Job, Schedule
+from queuelog.schedules import ticker
 
 PROBE_SECONDS = 0.05
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
-
-
-@contextlib.contextmanager
-def database(kind: str):
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as directory:
-            yield f"sqlite:///{directory}/queuelog.db"
-        return
-    from tests.support.pg_cluster import throwaway_cluster
-    with throwaway_cluster() as cluster:
-        yield cluster.url
 
 
 def probe(app, secret: str, stop: threading.Event, latencies: list[float]) -> None:
@@ -61,9 +45,11 @@ def probe(app, secret: str, stop: threading.Event, latencies: list[float]) -> No
         stop.wait(PROBE_SECONDS)
 
 
-def measure(url: str, count: int, seconds: float) -> None:
+def measure(name: str, url: str, count: int, seconds: float) -> None:
     app = create_app({"DATABASE_URL": url, "JOB_TYPES": ["email", "noop"], "SECRET_KEY": "measure",
                       "LOG_FORMAT": "text", "MAX_SCHEDULES": max(count, 1000)})
+    for logger in ("queuelog.jobs", "queuelog.request"):
+        logging.getLogger(logger).setLevel(logging.WARNING)   # a line per job would drown the figures
     table = Schedule.__table__
     with app.app_context():
         for index in range(count):
@@ -95,21 +81,24 @@ def measure(url: str, count: int, seconds: float) -> None:
     span = (stopped - first).total_seconds()
     ticks = [first + timedelta(seconds=second) for second in range(int(span) - 1)]
     skipped = sum((f"every-second-{index:04d}", tick) not in fired for index in range(count) for tick in ticks)
-    print(f"{count} every-second schedules, {span:.1f} s: {len(jobs)} jobs, {len(jobs) / span:.0f} jobs/s; "
-          f"lateness p50 {statistics.median(late):.3f} s, p99 {percentile(late, 0.99):.3f} s, "
+    print(f"{name}: {count} every-second schedules, {span:.1f} s: {len(jobs)} jobs, {len(jobs) / span:.0f} jobs/s; "
+          f"lateness p50 {statistics.median(late):.3f} s, p99 {percentile(late, 99):.3f} s, "
           f"max {max(late):.3f} s; ticks skipped {skipped}")
     print(f"enqueue beside the ticker ({len(latencies)} requests): p50 {statistics.median(latencies) * 1000:.1f} ms, "
-          f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
+          f"p99 {percentile(latencies, 99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--no-postgresql", action="store_true", help="SQLite only")
+    parser.add_argument("--quick", action="store_true", help="20 schedules for 3 s on SQLite: does it still run?")
     args = parser.parse_args()
-    with database(args.database) as url:
-        measure(url, args.schedules, args.seconds)
+    count, seconds = (20, 3.0) if args.quick else (args.schedules, args.seconds)
+    with tempfile.TemporaryDirectory() as directory:
+        for name, url in databases(Path(directory), postgresql=not (args.quick or args.no_postgresql)):
+            measure(name, url, count, seconds)
 
 
 if __name__ == "__main__":
