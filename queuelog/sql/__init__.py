@@ -1,7 +1,15 @@
 """Every statement about jobs, one named statement per dialect, and the one runner that sends them.
 
 Where to look:
-- ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim,
+- ``common.py``: every statement and piece the two dialects agree on, written once in SQLite's spelling
+  (``:now``, ``IN (:ids)``) and spelled for psycopg (``%(now)s``, ``= ANY(%(ids)s)``) by ``for_postgresql``.
+- ``sqlite.py`` and ``postgresql.py``: only what each dialect spells its own way, each saying why ("Differs:").
+  A name is looked up in the dialect's module first, then in common.py (``runner.statement``); both
+  dialects have the same names but for the few that only one needs (tests/test_sql_dialects.py).
+- ``rendered/``: the statements that matter most as they are sent, slots filled, per dialect
+  (``python -m queuelog.sql.render`` writes them; a test checks they are current). A statement here with
+  ``{slot}``s is a template, not SQL on its own: the rendered files show what it becomes.
+- The statements, by name. CLAIM is the claim,
   flow control included (FLOW_LOCK before it, RECORD_CLAIMS / FORGET_CLAIMS after it for a rate limit,
   FLOW_REFUSALS to say why a claim came back short); on SQLite it is three statements, CLAIM_PICK, CLAIM
   and CLAIMED (sqlite.py says why); FAIR_TAGS places new jobs in their keys' turns;
