@@ -20,7 +20,7 @@ Where to look:
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
   DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
-  LEAVE_RUNNING are the conditions and values they share.
+  LEAVE_RUNNING are the conditions and values they share. NEXT_RUN_AT is how long a waiting claim sleeps.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from .runner import execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
+from .runner import execute_plain, insert_dependencies, insert_jobs, next_run_at, rowcount, run, scalar
 from .values import (
     KEY_TIMES,
     BrokenParent,
@@ -59,9 +59,9 @@ FORGET_AFTER = timedelta(minutes=1)
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
            "QuotaState", "Refusal", "Window", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
            "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
-           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
-           "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
-           "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
+           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "next_run_at",
+           "promote", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims",
+           "retry", "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
            "unique_take", "waiting_children", "watch"]
 
 

@@ -40,6 +40,11 @@ def for_postgresql(sql: str) -> str:
     return _VALUE.sub(r"%(\1)s", _LIST.sub(r"= ANY(%(\1)s)", sql.replace("%", "%%")))
 
 
+def spell(dialect: str, sql: str) -> str:
+    """``sql``, written in SQLite's spelling, as ``dialect`` takes it."""
+    return for_postgresql(sql) if dialect == "postgresql" else sql
+
+
 def not_expired(table: str = "") -> str:
     """A job (of ``table``) that has no expires_at or whose expires_at is still ahead: the claim may hand it out.
 
@@ -237,6 +242,17 @@ QUOTA_RECORD = "INSERT INTO enqueue_ledger (key_id, at, jobs, running_total) VAL
 #: Ledger rows that left the key's rate window.
 QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = :key AND at <= :cutoff"
 
+
+# --- a waiting claim's sleep (longpoll) ------------------------------------------------------------------
+
+#: The earliest run_at still to come of a pending job of one type (``{type}``, a value the runner names per
+#: seek) and priority (``{priority}``, a whole number written into the text): the first entry of its range of
+#: ix_jobs_type_status_priority (type, status, priority, run_at), one seek however many jobs are scheduled;
+#: the minimum over all pending jobs of a type would read every one of them, at every wake-up.
+NEXT_RUN_AT_SEEK = (f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = {{type}} AND status = '{JobStatus.PENDING}'"
+                    " AND priority = {priority} AND run_at > :now")
+#: The earliest of several seeks (``{seeks}``: NEXT_RUN_AT_SEEKs joined by UNION ALL), in one read.
+NEXT_RUN_AT = "SELECT MIN(run_at) AS run_at FROM ({seeks}) AS firsts"
 
 # The dialects' ``turn`` (sqlite.turn, postgresql.turn), spelled apart, say where a new job's turn may start:
 # right after the key's last turn at that priority (any type, any

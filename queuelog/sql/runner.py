@@ -253,6 +253,26 @@ def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
     return module.LOGGED_AND_ANNOUNCED.replace("{statement}", sql) if dialect == "postgresql" else sql
 
 
+def next_run_at(conn: Connection, now: datetime, seeks: tuple[tuple[str, int], ...]) -> datetime | None:
+    """NEXT_RUN_AT: the earliest run_at after ``now`` of a pending job of any of ``seeks`` (type, priority),
+    one seek each (common.py says why), in one read."""
+    values: dict = {"now": now, **{f"type_{n}": job_type for n, (job_type, _) in enumerate(seeks)}}
+    sql = _next_run_at_text(conn.dialect.name, tuple(priority for _, priority in seeks))
+    times = _times_for(conn)
+    params, _lists, _filled = _bind(conn.dialect.name, values, times)
+    [at] = send(conn, sql, params, None, times, make=lambda at: at, times_at=(0,))
+    return at
+
+
+@functools.lru_cache(maxsize=256)
+def _next_run_at_text(dialect: str, priorities: tuple[int, ...]) -> str:
+    """NEXT_RUN_AT for one seek per priority of ``priorities``: the n-th seek's type is the value ``type_n``."""
+    seek = statement(dialect, "NEXT_RUN_AT_SEEK")
+    seeks = " UNION ALL ".join(seek.replace("{type}", common.spell(dialect, f":type_{n}")).replace(
+        "{priority}", str(int(priority))) for n, priority in enumerate(priorities))
+    return statement(dialect, "NEXT_RUN_AT").replace("{seeks}", seeks)
+
+
 def _log_params(log: Log, times: Times) -> dict:
     """LOGGED's values: what each returned job's event row says."""
     return {"log_event": _text_of(log.event), "log_from": _text_of(log.from_status), "log_actor": log.actor,
