@@ -163,6 +163,7 @@ WALK_OFF = "OR 1"
 #: unaware: ``{stale}`` (STALE) adds a NULL id when the settings changed since the caller's copy was read, and
 #: the caller then reads them again and claims anew (sql.claim). The transaction began IMMEDIATE, so the counts
 #: the pick reads cannot change before it commits: no other claim can run a job past a limit in between.
+#: A template: the runner fills its slots; queuelog/sql/rendered/claim.sqlite.sql is the claim as sent.
 CLAIM_PICK = f"""
 {{flow}}
 SELECT id FROM (SELECT id FROM jobs INDEXED BY ix_jobs_claim_order
