@@ -53,6 +53,7 @@ def not_expired(table: str = "") -> str:
     column = f"{table}.expires_at" if table else "expires_at"
     return f"({column} IS NULL OR {column} > :now)"
 
+
 #: A job a claim may take now: pending, due, and not expired. The claim picks by it; a waiting claim's
 #: due-check asks it.
 CLAIMABLE = f"{status_in(_CLAIM.from_statuses)} AND run_at <= :now AND {not_expired()} {{types}}"
@@ -217,6 +218,12 @@ DELETE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"
 
+# --- producer quotas (queuelog/quotas.py) ----------------------------------------------------------------
+# Sent only for a key with a quota, inside its enqueue's transaction, where no other enqueue of the key runs
+# between the check and the insert: on SQLite the transaction began IMMEDIATE and holds the write lock, on
+# PostgreSQL it took QUOTA_TURN first. Every ledger read is an index seek on (key_id, at, running_total);
+# rows up to :cutoff have left the rate's window.
+
 #: The key's quota state in one read: the ledger's newest running total and its time, the running total
 #: before the window's first row, the oldest row's time (rows that left the window are deleted now and
 #: then, not on every enqueue), and the key's waiting and pending jobs counted up to :most (LIMIT 0: not
@@ -254,13 +261,13 @@ NEXT_RUN_AT_SEEK = (f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = {{type
 #: The earliest of several seeks (``{seeks}``: NEXT_RUN_AT_SEEKs joined by UNION ALL), in one read.
 NEXT_RUN_AT = "SELECT MIN(run_at) AS run_at FROM ({seeks}) AS firsts"
 
-# The dialects' ``turn`` (sqlite.turn, postgresql.turn), spelled apart, say where a new job's turn may start:
-# right after the key's last turn at that priority (any type, any
-# status: a key's turns only grow), and not before the head of the type's queue at that priority, the turn
-# of its first pending job. A key with nothing waiting thus joins at the head and is taken within one round
-# of the keys waiting there. A type with nothing pending has no head: a job then starts at the newest job's
-# id, which no turn given so far exceeds (a key's turns grow by one per job, ids at least as fast), so the
-# turns of a queue that was idle never start over behind those of keys that were busy before. One seek each.
+# The dialects' ``turn`` (sqlite.turn, postgresql.turn), spelled apart, say where a new job's turn may
+# start: right after the key's last turn at that priority (any type, any status: a key's turns only grow),
+# and not before the head of the type's queue at that priority, the turn of its first pending job. A key
+# with nothing waiting thus joins at the head and is taken within one round of the keys waiting there. A
+# type with nothing pending has no head: a job then starts at the newest job's id, which no turn given so
+# far exceeds (a key's turns grow by one per job, ids at least as fast), so the turns of a queue that was
+# idle never start over behind those of keys that were busy before. One seek each.
 
 
 def names() -> list[str]:

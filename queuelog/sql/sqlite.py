@@ -27,7 +27,7 @@ _EXPIRE = BY_ACTION["expire"]
 _RUN_NOW = BY_ACTION["run_now"]
 _MET, _DOOMED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"]
 
-# --- the shared pieces: each condition written once ----------------------------------------------
+# --- the pieces this dialect spells its own way --------------------------------------------------
 
 #: When a run of a job claimed at :now must end (NULL: it has no timeout_seconds). Whole seconds are added to
 #: the time without its fraction, and the fraction put back, so the text is exactly what SQLAlchemy stores
@@ -52,8 +52,6 @@ LEAVE_PARTS = {
     # A batch whose jobs each have their own result, in one statement: the value under the job's id.
     "completes_each": "result = json_extract(:results, '$.\"' || jobs.id || '\"'), completed_at = :now",
 }
-
-# --- the writes -------------------------------------------------------------------------------------
 
 # --- flow control: what a claim may take of each type --------------------------------------------
 
@@ -335,8 +333,3 @@ PURGEABLE = (f"SELECT id FROM jobs WHERE status = :status AND updated_at < :cuto
 #: Differs: no row locks: the write lock holds the jobs.
 DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
                  f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {_common.NEEDED})")
-
-# --- producer quotas (queuelog/quotas.py) ----------------------------------------------------------------
-# Sent only for a key with a quota, inside its enqueue's transaction, which began IMMEDIATE: it holds the
-# write lock, so no other enqueue of the key runs between the check and the insert. Every ledger read is
-# an index seek on (key_id, at, running_total); rows up to :cutoff have left the rate's window.
