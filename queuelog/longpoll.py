@@ -27,15 +27,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import TextualSelect, bindparam, text
 
 from . import sql
 from .clock import utcnow
 from .database.transactions import single_statement_read
 from .errors import LongPollsFull
-from .models import UTCDateTime
 from .patterns import Priority
-from .states import JobStatus
 from .waiting_places import client_gone, place_if_free, retry_after_seconds, waiting_limit
 from .wakeup import Waker, shutting_down, waker_for_current_app
 
@@ -231,33 +228,20 @@ def _earliest_run_at(types: Sequence[str] | None) -> datetime | None:
     wanted = tuple(types) if types is not None else tuple(current_app.config["JOB_TYPES"])
     now = utcnow()
     earliest = []
-    for statement in _earliest_run_at_statements(wanted):
+    for seeks in _seeks(wanted):
         # One SELECT, outside a transaction: the waiter sleeps right after it, holding nothing.
         with single_statement_read() as conn:
-            earliest.append(conn.execute(statement, {"now": now}).scalar())
+            earliest.append(sql.next_run_at(conn, now, seeks))
     return min((run_at for run_at in earliest if run_at is not None), default=None)
 
 
 @functools.lru_cache(maxsize=256)
-def _earliest_run_at_statements(types: tuple[str, ...]) -> list[TextualSelect]:
-    """The reads behind ``_earliest_run_at``, spelled once per set of types.
+def _seeks(types: tuple[str, ...]) -> list[tuple[tuple[str, int], ...]]:
+    """The reads behind ``_earliest_run_at`` (NEXT_RUN_AT), each up to _SEEKS_PER_STATEMENT (type, priority).
 
-    One seek per type and priority, each the first entry of its range of ix_jobs_type_status_priority
-    (type, status, priority, run_at), however many jobs are scheduled; the minimum over all pending
-    jobs of a type would read every one of them, at every wake-up. A job of a priority or type the
-    API does not give (written by hand, or of a type since dropped from QUEUELOG_JOB_TYPES) is found
-    by the recheck instead. Plain text, not a built Core query: building and compiling that one cost
-    a waiting claim a noticeable delay on its first wait, time it should spend waiting.
+    One seek per type and priority, however many jobs are scheduled (queuelog.sql says how). A job of a
+    priority or type the API does not give (written by hand, or of a type since dropped from
+    QUEUELOG_JOB_TYPES) is found by the recheck instead.
     """
     seeks = [(job_type, priority.value) for job_type in types for priority in Priority]
-    statements = []
-    for start in range(0, len(seeks), _SEEKS_PER_STATEMENT):
-        chunk = seeks[start:start + _SEEKS_PER_STATEMENT]
-        firsts = " UNION ALL ".join(
-            f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = :type_{n} AND status = '{JobStatus.PENDING}'"
-            f" AND priority = {priority} AND run_at > :now" for n, (_, priority) in enumerate(chunk))
-        statements.append(text(f"SELECT MIN(run_at) AS run_at FROM ({firsts}) AS firsts")
-                          .bindparams(bindparam("now", type_=UTCDateTime),
-                                      **{f"type_{n}": job_type for n, (job_type, _) in enumerate(chunk)})
-                          .columns(run_at=UTCDateTime))
-    return statements
+    return [tuple(seeks[start:start + _SEEKS_PER_STATEMENT]) for start in range(0, len(seeks), _SEEKS_PER_STATEMENT)]

@@ -1,7 +1,15 @@
 """Every statement about jobs, one named statement per dialect, and the one runner that sends them.
 
 Where to look:
-- ``sqlite.py`` and ``postgresql.py``: the statements, under the same names in both. CLAIM is the claim,
+- ``common.py``: every statement and piece the two dialects agree on, written once in SQLite's spelling
+  (``:now``, ``IN (:ids)``) and spelled for psycopg (``%(now)s``, ``= ANY(%(ids)s)``) by ``for_postgresql``.
+- ``sqlite.py`` and ``postgresql.py``: only what each dialect spells its own way, each saying why ("Differs:").
+  A name is looked up in the dialect's module first, then in common.py (``runner.statement``); both
+  dialects have the same names but for the few that only one needs (tests/test_sql_dialects.py).
+- ``rendered/``: the statements that matter most as they are sent, slots filled, per dialect
+  (``python -m queuelog.sql.render`` writes them; a test checks they are current). A statement here with
+  ``{slot}``s is a template, not SQL on its own: the rendered files show what it becomes.
+- The statements, by name. CLAIM is the claim,
   flow control included (FLOW_LOCK before it, RECORD_CLAIMS / FORGET_CLAIMS after it for a rate limit,
   FLOW_REFUSALS to say why a claim came back short); on SQLite it is three statements, CLAIM_PICK, CLAIM
   and CLAIMED (sqlite.py says why); FAIR_TAGS places new jobs in their keys' turns;
@@ -12,7 +20,7 @@ Where to look:
   the event rows (LOG_EVENTS on SQLite, LOGGED on PostgreSQL) and the reads the operations
   decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
   DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
-  LEAVE_RUNNING are the conditions and values they share.
+  LEAVE_RUNNING are the conditions and values they share. NEXT_RUN_AT is how long a waiting claim sleeps.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
@@ -28,7 +36,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from .runner import execute_plain, insert_dependencies, insert_jobs, rowcount, run, scalar
+from .runner import execute_plain, insert_dependencies, insert_jobs, next_run_at, rowcount, run, scalar
 from .values import (
     KEY_TIMES,
     BrokenParent,
@@ -51,9 +59,9 @@ FORGET_AFTER = timedelta(minutes=1)
 __all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
            "QuotaState", "Refusal", "Window", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
            "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
-           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "promote",
-           "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims", "retry",
-           "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
+           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "next_run_at",
+           "promote", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims",
+           "retry", "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
            "unique_take", "waiting_children", "watch"]
 
 

@@ -1,4 +1,4 @@
-"""The runner: sends a named statement of sqlite.py or postgresql.py on the database driver.
+"""The runner: sends a named statement of sqlite.py, postgresql.py or common.py on the database driver.
 
 Why the driver and not SQLAlchemy Core: enqueue, claim and complete are most of the traffic, and Core's
 per-statement set-up cost more than their SQL. A statement runs on ``conn``'s own driver connection,
@@ -16,10 +16,19 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from . import postgresql, sqlite
+from . import common, postgresql, sqlite
 from .values import JOB_TIMES, Claim, JobRow, Leave, Log, NewJobRow, Times
 
 _DIALECTS = {"sqlite": sqlite, "postgresql": postgresql}
+
+
+def statement(dialect: str, name: str):
+    """Statement or piece ``name`` as ``dialect`` spells it: the dialect module's own if it has one (it spells
+    it differently), else common.py's, in the dialect's spelling. Looked up once per shape of a statement:
+    _text and _enqueue_text keep what they spelled."""
+    own = getattr(_DIALECTS[dialect], name, None)
+    return own if own is not None else getattr(common.SPELLED[dialect], name)
+
 #: Optional pieces of a statement: {slot} → (the value that asks for it, the dialect module's piece). A slot
 #: is filled when its value is given (not None), and left empty when not; in this order, so that a piece
 #: may hold later slots itself (FLOW holds {types}).
@@ -207,15 +216,15 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
     and the LEAVE_PARTS it sets), optional pieces filled, SQLite's lists spelled out, and on PostgreSQL a
     logged write wrapped in LOGGED."""
     module = _DIALECTS[dialect]
-    sql = getattr(module, name)
+    sql = statement(dialect, name)
     if logged and dialect == "postgresql":
         sql = module.LOGGED.replace("{statement}", sql)   # first: LOGGED holds a slot too ({stale})
     if shape:
         claim, parts = shape
-        sql = sql.replace("{claim}", getattr(module, _CLAIM_PIECES[claim])).replace(
+        sql = sql.replace("{claim}", statement(dialect, _CLAIM_PIECES[claim])).replace(
             "{parts}", "".join(", " + module.LEAVE_PARTS[part] for part in parts))
     for slot, (_value, piece) in _OPTIONAL.items():
-        sql = sql.replace("{" + slot + "}", getattr(module, piece) if slot in filled else "")
+        sql = sql.replace("{" + slot + "}", statement(dialect, piece) if slot in filled else "")
     for item in filled:
         if isinstance(item, tuple):   # an inlined whole number, ("=limit", 10)
             sql = sql.replace("{" + item[0][1:] + "}", str(item[1]))
@@ -240,8 +249,28 @@ def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
         place = dict(zip(columns, places[0], strict=True))
         places[0][_FAIR_TAG] = module.turn(place["type"], place["concurrency_key"], place["priority"])
     tuples = ["(" + ", ".join(row) + ")" for row in places]
-    sql = module.ENQUEUE.replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
+    sql = statement(dialect, "ENQUEUE").replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
     return module.LOGGED_AND_ANNOUNCED.replace("{statement}", sql) if dialect == "postgresql" else sql
+
+
+def next_run_at(conn: Connection, now: datetime, seeks: tuple[tuple[str, int], ...]) -> datetime | None:
+    """NEXT_RUN_AT: the earliest run_at after ``now`` of a pending job of any of ``seeks`` (type, priority),
+    one seek each (common.py says why), in one read."""
+    values: dict = {"now": now, **{f"type_{n}": job_type for n, (job_type, _) in enumerate(seeks)}}
+    sql = _next_run_at_text(conn.dialect.name, tuple(priority for _, priority in seeks))
+    times = _times_for(conn)
+    params, _lists, _filled = _bind(conn.dialect.name, values, times)
+    [at] = send(conn, sql, params, None, times, make=lambda at: at, times_at=(0,))
+    return at
+
+
+@functools.lru_cache(maxsize=256)
+def _next_run_at_text(dialect: str, priorities: tuple[int, ...]) -> str:
+    """NEXT_RUN_AT for one seek per priority of ``priorities``: the n-th seek's type is the value ``type_n``."""
+    seek = statement(dialect, "NEXT_RUN_AT_SEEK")
+    seeks = " UNION ALL ".join(seek.replace("{type}", common.spell(dialect, f":type_{n}")).replace(
+        "{priority}", str(int(priority))) for n, priority in enumerate(priorities))
+    return statement(dialect, "NEXT_RUN_AT").replace("{seeks}", seeks)
 
 
 def _log_params(log: Log, times: Times) -> dict:

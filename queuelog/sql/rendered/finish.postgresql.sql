@@ -1,0 +1,46 @@
+-- finish on postgresql, as sent (whitespace aside). Written by: python -m queuelog.sql.render
+
+-- FINISH: complete, logged
+WITH changed AS
+  (UPDATE jobs
+   SET updated_at = %(now)s, claim_token = NULL, lease_expires_at = NULL, status = %(status)s, result = %(result)s,
+                                                                                                        completed_at = %(now)s
+   WHERE id = ANY(%(ids)s)
+     AND status = 'running'
+     AND worker_id = %(worker)s
+     AND claim_token = %(token)s
+     AND (timeout_at IS NULL
+          OR timeout_at > %(now)s) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
+                                             idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at,
+                                             worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
+                                             error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key,
+                                             expires_at, timeout_seconds, timeout_at, schedule, scheduled_for, run_when,
+                                             has_dependents, watched, progress, process_id),
+     logged AS
+  (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
+                                                                                                    %(log_event)s,
+                                                                                                    %(log_from)s, status,
+                                                                                                    %(log_actor)s, retry_count,
+                                                                                                    %(log_error)s, %(log_at)s
+   FROM changed)
+SELECT id, type, payload, priority, status, retry_count, max_retries, stall_count, idempotency_key, request_digest,
+       producer_key_id, producer, run_at, claimed_at, worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
+       error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at, timeout_seconds, timeout_at,
+       schedule, scheduled_for, run_when, has_dependents, watched, progress, process_id
+FROM changed;
+
+-- FINISH: a heartbeat
+UPDATE jobs
+SET updated_at = %(now)s, heartbeat_at = %(now)s, lease_expires_at = LEAST(%(lease_until)s,
+                                                                       timeout_at), progress = %(progress)s
+WHERE id = ANY(%(ids)s)
+  AND status = 'running'
+  AND worker_id = %(worker)s
+  AND claim_token = %(token)s
+  AND (timeout_at IS NULL
+       OR timeout_at > %(now)s) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
+                                          idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at, worker_id,
+                                          claim_token, lease_expires_at, heartbeat_at, completed_at, error, error_group, result,
+                                          created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at,
+                                          timeout_seconds, timeout_at, schedule, scheduled_for, run_when, has_dependents, watched,
+                                          progress, process_id;
