@@ -270,71 +270,11 @@ def parse_enqueue_batch() -> list[NewJob]:
         errors.extend(item_errors)
     if errors:
         raise InvalidRequest(errors)
-    errors = _graph_problems(parsed)
-    if errors:
-        raise InvalidRequest(errors)
     return parsed
 
 
 def _is_workflow(items: list) -> bool:
     return any(isinstance(item, dict) and ("ref" in item or "depends_on" in item) for item in items)
-
-
-def _graph_problems(jobs: list[NewJob]) -> list[dict]:
-    """A batch's refs: each unique, each named in a depends_on defined by an item, and no cycle among them."""
-    errors: list[dict] = []
-    index_of: dict[str, int] = {}
-    for index, job in enumerate(jobs):
-        if job.ref is None:
-            continue
-        if job.ref in index_of:
-            errors.append({"pointer": f"/jobs/{index}/ref",
-                           "detail": f"ref {job.ref!r} is already used by item {index_of[job.ref]}"})
-        else:
-            index_of[job.ref] = index
-    for index, job in enumerate(jobs):
-        for position, parent in enumerate(job.depends_on):
-            if isinstance(parent, str) and parent not in index_of:
-                errors.append({"pointer": f"/jobs/{index}/depends_on/{position}",
-                               "detail": f"no item of this batch has ref {parent!r}"})
-    if errors:
-        return errors
-    cycle = _find_cycle(jobs, index_of)
-    if cycle is not None:
-        index, position = cycle
-        errors.append({"pointer": f"/jobs/{index}/depends_on/{position}",
-                       "detail": f"depending on {jobs[index].depends_on[position]!r} makes a cycle: "
-                                 "a workflow must be a DAG"})
-    return errors
-
-
-def _find_cycle(jobs: list[NewJob], index_of: dict[str, int]) -> tuple[int, int] | None:
-    """An edge (item, position in its depends_on) on a cycle of the batch's refs, or None (Kahn's algorithm)."""
-    children: dict[int, list[int]] = {}
-    waiting_on = [0] * len(jobs)
-    for index, job in enumerate(jobs):
-        for parent in job.depends_on:
-            if isinstance(parent, str):
-                children.setdefault(index_of[parent], []).append(index)
-                waiting_on[index] += 1
-    ready = [index for index, count in enumerate(waiting_on) if count == 0]
-    while ready:
-        for child in children.get(ready.pop(), ()):
-            waiting_on[child] -= 1
-            if waiting_on[child] == 0:
-                ready.append(child)
-    for index in range(len(jobs)):
-        if waiting_on[index]:
-            # Left over: on a cycle, or downstream of one. Follow unfinished parents until one repeats.
-            seen: dict[int, int] = {}
-            current = index
-            while current not in seen:
-                position = next(p for p, parent in enumerate(jobs[current].depends_on)
-                                if isinstance(parent, str) and waiting_on[index_of[parent]])
-                seen[current] = position
-                current = index_of[jobs[current].depends_on[position]]
-            return current, seen[current]
-    return None
 
 
 def parse_claim(worker_name: str) -> ClaimRequest:
