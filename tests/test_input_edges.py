@@ -8,7 +8,7 @@ import re
 import pytest
 
 from queuelog import patterns
-from queuelog.api import openapi_schemas
+from queuelog.api.openapi import shapes
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, pointers
 from tests.support.ui import post_form, text_of
@@ -167,8 +167,8 @@ def test_an_idempotency_key_outside_printable_ascii_is_422(client, producer, key
 
 
 def test_the_openapi_pattern_is_the_one_the_server_matches_and_takes_exactly_printable_ascii():
-    assert openapi_schemas.IDEMPOTENCY_KEY_PATTERN == patterns.IDEMPOTENCY_KEY_PATTERN
-    documented = re.compile(openapi_schemas.IDEMPOTENCY_KEY_PATTERN)
+    assert shapes.IDEMPOTENCY_KEY_PATTERN == patterns.IDEMPOTENCY_KEY_PATTERN
+    documented = re.compile(shapes.IDEMPOTENCY_KEY_PATTERN)
     for code in range(0x00, 0x100):
         char = chr(code)
         assert bool(documented.fullmatch(char)) == (0x20 <= code <= 0x7E), hex(code)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from queuelog import patterns
-from queuelog.api import openapi_schemas, schemas
+from queuelog.api import query_params, worker_bodies
+from queuelog.api.openapi import shapes
 from queuelog.states import STATUS_NAMES
 from queuelog.worker import Worker
 
@@ -30,10 +31,10 @@ def test_a_shared_name_is_spelled_only_where_it_is_defined(what):
 
 
 def test_the_openapi_document_quotes_the_patterns_the_server_matches():
-    assert openapi_schemas.TYPE_PATTERN == patterns.JOB_TYPE_PATTERN
-    assert openapi_schemas.IDEMPOTENCY_KEY_PATTERN == patterns.IDEMPOTENCY_KEY_PATTERN
-    assert list(patterns.PRIORITY_LABELS) == openapi_schemas.PRIORITY_LABELS
-    assert list(STATUS_NAMES) == openapi_schemas.STATUSES
+    assert shapes.TYPE_PATTERN == patterns.JOB_TYPE_PATTERN
+    assert shapes.IDEMPOTENCY_KEY_PATTERN == patterns.IDEMPOTENCY_KEY_PATTERN
+    assert list(patterns.PRIORITY_LABELS) == shapes.PRIORITY_LABELS
+    assert list(STATUS_NAMES) == shapes.STATUSES
     documented = re.compile(patterns.PRIORITY_LABEL_PATTERN)
     for label in patterns.PRIORITY_LABELS:
         assert documented.fullmatch(label) and documented.fullmatch(label.upper()) and documented.fullmatch(
@@ -55,17 +56,17 @@ def test_the_worker_takes_exactly_the_type_names_the_api_takes(name, valid):
 
 
 @pytest.mark.parametrize("parse, path, body, expected", [
-    (lambda: schemas.parse_claim("w"), "/jobs/claim", {"types": ["email"], "limit": 2, "wait": 1},
-     schemas.ClaimRequest(types=("email",), lease_seconds=None, limit=2, wait=1.0)),
-    (schemas.parse_complete, "/jobs/1/complete", {"claim_token": "t", "result": {"ok": True}},
-     schemas.CompleteRequest(token="t", result={"ok": True})),
-    (schemas.parse_complete_batch, "/jobs/complete", {"jobs": [{"id": 3, "claim_token": "t"}]},
-     [schemas.CompleteItem(id=3, token="t", result=None)]),
-    (schemas.parse_fail, "/jobs/1/fail", {"claim_token": "t", "error": "boom"},
-     schemas.FailRequest(token="t", error="boom", retryable=True)),
-    (schemas.parse_heartbeat, "/jobs/1/heartbeat", {"claim_token": "t", "lease_seconds": 60},
-     schemas.HeartbeatRequest(token="t", lease_seconds=60)),
-    (schemas.parse_release, "/jobs/1/release", {"claim_token": "t"}, schemas.ReleaseRequest(token="t")),
+    (lambda: worker_bodies.parse_claim("w"), "/jobs/claim", {"types": ["email"], "limit": 2, "wait": 1},
+     worker_bodies.ClaimRequest(types=("email",), lease_seconds=None, limit=2, wait=1.0)),
+    (worker_bodies.parse_complete, "/jobs/1/complete", {"claim_token": "t", "result": {"ok": True}},
+     worker_bodies.CompleteRequest(token="t", result={"ok": True})),
+    (worker_bodies.parse_complete_batch, "/jobs/complete", {"jobs": [{"id": 3, "claim_token": "t"}]},
+     [worker_bodies.CompleteItem(id=3, token="t", result=None)]),
+    (worker_bodies.parse_fail, "/jobs/1/fail", {"claim_token": "t", "error": "boom"},
+     worker_bodies.FailRequest(token="t", error="boom", retryable=True)),
+    (worker_bodies.parse_heartbeat, "/jobs/1/heartbeat", {"claim_token": "t", "lease_seconds": 60},
+     worker_bodies.HeartbeatRequest(token="t", lease_seconds=60)),
+    (worker_bodies.parse_release, "/jobs/1/release", {"claim_token": "t"}, worker_bodies.ReleaseRequest(token="t")),
 ])
 def test_a_parser_returns_a_frozen_value(app, parse, path, body, expected):
     with app.test_request_context(path, method="POST", json=body):
@@ -79,8 +80,8 @@ def test_a_parser_returns_a_frozen_value(app, parse, path, body, expected):
 
 def test_the_list_query_is_a_frozen_value(app):
     with app.test_request_context("/jobs?status=failed&priority=HIGH&limit=5"):
-        query = schemas.parse_list_query()
-    assert query == schemas.ListQuery(status="failed", type=None, priority=patterns.Priority.HIGH.value,
-                                      worker_id=None, limit=5, cursor=None)
+        query = query_params.parse_list_query()
+    assert query == query_params.ListQuery(status="failed", type=None, priority=patterns.Priority.HIGH.value,
+                                           worker_id=None, limit=5, cursor=None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         query.limit = 500  # type: ignore[misc]

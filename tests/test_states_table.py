@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import insert
 
 from queuelog import queue
-from queuelog.api import openapi_schemas
+from queuelog.api.openapi import shapes
 from queuelog.clock import utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.errors import StateConflict
@@ -313,8 +313,8 @@ def test_every_event_is_some_transitions_and_every_status_is_reachable():
 
 
 def test_the_api_document_and_the_metrics_name_every_status_and_event():
-    assert list(STATUS_NAMES) == openapi_schemas.STATUSES
-    assert list(EVENT_NAMES) == openapi_schemas.EVENTS
+    assert list(STATUS_NAMES) == shapes.STATUSES
+    assert list(EVENT_NAMES) == shapes.EVENTS
     assert set(metrics.EVENT_COUNTERS) == set(EVENT_NAMES)
 
 

@@ -8,8 +8,11 @@ from datetime import timedelta
 import pytest
 from openapi_schema_validator import OAS31Validator
 
+from queuelog import queue
 from queuelog.clock import utcnow
-from tests.support.factories import assert_problem, event_rows, pointers, set_job
+from queuelog.errors import InvalidRequest
+from queuelog.keys import authenticate
+from tests.support.factories import assert_problem, count_jobs, event_rows, pointers, set_job
 
 
 def validator(client, name):
@@ -181,6 +184,17 @@ def test_a_cycle_is_refused_as_a_cycle(client, producer):
     items = [{"type": "email", "ref": "a", "depends_on": ["b"]}, {"type": "email", "ref": "b", "depends_on": ["a"]}]
     body = assert_problem(client.post("/jobs/batch", json={"jobs": items}, headers=producer), 422)
     assert "cycle" in body["errors"][0]["detail"]
+
+
+def test_the_queue_itself_refuses_a_cycle_that_did_not_come_through_the_api(make_key):
+    producer = authenticate(make_key("producer"))
+    jobs = [queue.NewJob("email", {}, ref="a", depends_on=("b",)),
+            queue.NewJob("email", {}, ref="b", depends_on=("a",))]
+    with pytest.raises(InvalidRequest) as refused:
+        queue.enqueue(producer, jobs, batch=True)
+    assert refused.value.errors == [{"pointer": "/jobs/0/depends_on/0",
+                                     "detail": "depending on 'b' makes a cycle: a workflow must be a DAG"}]
+    assert count_jobs() == 0
 
 
 def test_a_workflow_batch_may_hold_1000_jobs_and_a_plain_one_500(client, producer):

@@ -1,6 +1,7 @@
 """Reading a request body: JSON only, strict, bounded in size and depth; and collecting every field's problems.
 
-``schemas.py`` builds one parser per body from these pieces.
+The parsers (job_bodies.py, worker_bodies.py, type_bodies.py, and the /workers and /schedules views) are
+built from these pieces; ``parse_empty`` is the one for actions without a body.
 """
 from __future__ import annotations
 
@@ -181,3 +182,8 @@ def _lone_surrogates(value: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def parse_empty() -> None:
+    """Actions without parameters still refuse unknown fields rather than ignore them."""
+    Fields(json_body(required=False), set()).done()

@@ -9,21 +9,12 @@ from ..models import Role
 from ..states import FINAL, names
 from . import bp
 from .auth import current_caller, require_role
+from .body import parse_empty
 from .errors import queue_refused
-from .schemas import (
-    parse_claim,
-    parse_complete,
-    parse_complete_batch,
-    parse_empty,
-    parse_enqueue,
-    parse_enqueue_batch,
-    parse_fail,
-    parse_heartbeat,
-    parse_job_query,
-    parse_list_query,
-    parse_release,
-)
+from .job_bodies import parse_enqueue, parse_enqueue_batch
+from .query_params import parse_job_query, parse_list_query
 from .serialize import event_json, job_json, jobs_json, may_read_error, parents_json
+from .worker_bodies import parse_claim, parse_complete, parse_complete_batch, parse_fail, parse_heartbeat, parse_release
 
 PRODUCER, WORKER, ADMIN = Role.PRODUCER.value, Role.WORKER.value, Role.ADMIN.value
 FINAL_NAMES = names(FINAL)

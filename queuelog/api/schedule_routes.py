@@ -7,8 +7,8 @@ from .. import schedules
 from ..models import Role
 from . import bp
 from .auth import current_caller, require_role
-from .body import json_body
-from .schemas import parse_empty, parse_page_query
+from .body import json_body, parse_empty
+from .query_params import parse_page_query
 from .serialize import job_json, schedule_json
 
 ADMIN = Role.ADMIN.value

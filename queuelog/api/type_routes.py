@@ -7,8 +7,8 @@ from ..models import Role
 from ..queue import flow
 from . import bp
 from .auth import current_caller, require_role
-from .schemas import parse_type_patch
 from .serialize import type_json
+from .type_bodies import parse_type_patch
 
 ADMIN = Role.ADMIN.value
 

@@ -11,15 +11,17 @@ from ..models import Role
 from ..patterns import JOB_TYPE, JOB_TYPE_HINT
 from . import bp
 from .auth import current_caller, require_role
-from .body import Fields, json_body
-from .schemas import MAX_PROCESS_ID, parse_empty
+from .body import Fields, json_body, parse_empty
+from .limits import (
+    MAX_CONCURRENCY,
+    MAX_HOST_CHARS,
+    MAX_PID,
+    MAX_PROCESS_ID,
+    MAX_PROCESS_TYPES,
+    MAX_VERSION_CHARS,
+)
 
 WORKER, ADMIN = Role.WORKER.value, Role.ADMIN.value
-MAX_HOST_CHARS = 255
-MAX_VERSION_CHARS = 100
-MAX_CONCURRENCY = 10_000
-MAX_PID = 2**31 - 1
-MAX_PROCESS_TYPES = 100
 
 
 def process_json(state: processes.ProcessState) -> dict:

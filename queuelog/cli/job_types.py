@@ -11,7 +11,7 @@ from ..states import JobStatus
 from .common import _cli_actor, _fail
 
 types_group = click.Group("types", help="Job types (queues): pause, resume, limit, scope their dedupe windows.")
-# The bounds the API takes (queuelog/api/schemas.py), repeated rather than imported: the API package is the
+# The bounds the API takes (queuelog/api/limits.py), repeated rather than imported: the API package is the
 # HTTP side; these are the same numbers for the same settings.
 MAX_LIMIT, MAX_WINDOW_SECONDS = 1_000_000, 86400
 

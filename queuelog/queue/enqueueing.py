@@ -21,7 +21,7 @@ answers only that it was deduplicated (``_Hidden``, which carries nothing of the
 ``ref`` parent (422).
 
 How each item's step is decided (a new job, or an answer with an existing one) is in steps.py; a workflow's
-parents are checked, linked and decided in parents.py.
+parents are checked, linked and decided in parents.py, after graph.py checked the batch's refs.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from ..models import Role
 from ..patterns import Priority
 from ..sql import JobRow, NewJobRow
 from ..states import RunWhen
+from .graph import check_graph
 from .moves import ENQUEUE, changed, event_row
 from .parents import _link, _with_parents
 from .steps import _Deduped, _Earlier, _enqueue_steps, _Hidden, _Insert, _SameWindow, _take_windows
@@ -113,6 +114,7 @@ def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list
 
     ``batch`` says the jobs came as a list, so a refusal points at /jobs/<index>/… even for a list of one.
     """
+    check_graph(new_jobs, batch)
     _check_enqueue_policy(caller, new_jobs, batch)
     for attempt in range(3):
         try:

@@ -19,7 +19,7 @@ from .timing import MAX_EVERY_SECONDS, Timing, TimingError, check_cron, check_zo
 
 NAME = re.compile(NAME_PATTERN)
 NAME_HINT = "1-100 characters: letters, digits, '_', '.', ':' or '-'"
-#: What POST /jobs takes for max_retries (queuelog/api/schemas.py): the same number for the same field.
+#: What POST /jobs takes for max_retries (queuelog/api/limits.py): the same number for the same field.
 MAX_RETRIES = 100
 CATCH_UP = ("one", "none")
 FIELDS = {"name", "cron", "every_seconds", "timezone", "job", "paused", "catch_up"}

@@ -19,7 +19,7 @@ from wtforms import (
 )
 from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp, ValidationError
 
-from ..api.schemas import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
+from ..api.limits import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
 from ..error_groups import ERROR_GROUP_CHARS
 from ..models import Role
 from ..patterns import PRIORITY_LABELS

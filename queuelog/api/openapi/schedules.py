@@ -1,11 +1,12 @@
-"""The OpenAPI description of /schedules: its schemas and its paths (openapi.py and openapi_schemas.py
-take them in). Built from the same constants the schedules' check uses (queuelog/schedules/spec.py)."""
+"""The OpenAPI description of /schedules: its schemas and its paths (the package's __init__ takes them in).
+Built from the same constants the schedules' check uses (queuelog/schedules/spec.py)."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..schedules import spec, timing
-from . import openapi_schemas as s
+from ...schedules import spec, timing
+from . import operations as o
+from . import shapes as s
 
 Schema = dict[str, Any]
 
@@ -104,8 +105,6 @@ def components(job_types: list[str]) -> dict[str, Schema]:
 
 def paths() -> dict[str, Any]:
     """The /schedules routes, for admin keys."""
-    from . import openapi as o  # its builders; openapi imports this module, so not at the top
-
     name = {"name": "name", "in": "path", "required": True, "description": "The schedule's name.",
             "schema": {"type": "string"}}
     one = o.json_response("The schedule.", s.ref("Schedule"))

@@ -1,12 +1,13 @@
-"""The OpenAPI description of /workers (worker processes): its schemas and its paths (openapi.py and
-openapi_schemas.py take them in). Built from the constants the parser and the operations use."""
+"""The OpenAPI description of /workers (worker processes): its schemas and its paths (the package's
+__init__ takes them in). Built from the constants the parser and the operations use."""
 from __future__ import annotations
 
 from typing import Any
 
-from .. import worker_processes as processes
-from . import openapi_schemas as s
-from . import worker_routes as r
+from ... import worker_processes as processes
+from .. import limits
+from . import operations as o
+from . import shapes as s
 
 Schema = dict[str, Any]
 
@@ -40,14 +41,15 @@ def process() -> Schema:
 
 def register_request(job_types: list[str]) -> Schema:
     return s.closed({
-        "host": {"type": "string", "minLength": 1, "maxLength": r.MAX_HOST_CHARS, "pattern": s.NO_NUL_PATTERN,
+        "host": {"type": "string", "minLength": 1, "maxLength": limits.MAX_HOST_CHARS, "pattern": s.NO_NUL_PATTERN,
                  "description": "The host it runs on (no NUL, else 422)."},
-        "pid": {"type": "integer", "minimum": 1, "maximum": r.MAX_PID},
-        "version": {"type": "string", "minLength": 1, "maxLength": r.MAX_VERSION_CHARS, "pattern": s.NO_NUL_PATTERN,
+        "pid": {"type": "integer", "minimum": 1, "maximum": limits.MAX_PID},
+        "version": {"type": "string", "minLength": 1, "maxLength": limits.MAX_VERSION_CHARS,
+                    "pattern": s.NO_NUL_PATTERN,
                     "description": "The worker's own version, shown on the Workers page (no NUL, else 422)."},
-        "concurrency": {"type": "integer", "minimum": 1, "maximum": r.MAX_CONCURRENCY,
+        "concurrency": {"type": "integer", "minimum": 1, "maximum": limits.MAX_CONCURRENCY,
                         "description": "How many jobs it runs at once."},
-        "types": s.nullable({"type": "array", "maxItems": r.MAX_PROCESS_TYPES,
+        "types": s.nullable({"type": "array", "maxItems": limits.MAX_PROCESS_TYPES,
                              "items": {"type": "string", "enum": job_types},
                              "description": "The types it claims (default []: any its key may claim)."}),
     }, required=["host", "pid", "version", "concurrency"])
@@ -59,8 +61,6 @@ def components(job_types: list[str]) -> dict[str, Schema]:
 
 def paths() -> dict[str, Any]:
     """The /workers routes: worker keys register and beat their processes; admin keys look and command."""
-    from . import openapi as o  # its builders; openapi imports this module, so not at the top
-
     process_id = {"name": "process_id", "in": "path", "required": True, "description": "The process's id.",
                   "schema": {"type": "integer", "minimum": 1}}
     one = o.json_response("The process as it now is.", s.ref("WorkerProcess"))

@@ -1,0 +1,187 @@
+"""The enqueue's bodies: POST /jobs and each item of POST /jobs/batch, parsed into the queue's NewJob.
+
+Unknown fields are refused, so a client can never mass-assign ``status``, ``retry_count`` or
+``worker_id``; every problem is reported at once with a JSON pointer to it. A batch's graph rules (unique
+refs, known refs, no cycle) are the queue's (queue/graph.py), checked when it enqueues.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import current_app, request
+
+from ..clock import parse_rfc3339, utcnow
+from ..errors import InvalidRequest
+from ..patterns import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_HINT,
+    JOB_TYPE,
+    JOB_TYPE_HINT,
+    PRIORITY_BY_LABEL,
+    PRIORITY_LABELS,
+    Priority,
+    one_of,
+)
+from ..queue import NewJob
+from ..states import RunWhen
+from .body import Fields, json_body
+from .limits import (
+    CONCURRENCY_KEY,
+    CONCURRENCY_KEY_HINT,
+    MAX_BATCH_ENQUEUE,
+    MAX_BATCH_WORKFLOW,
+    MAX_DEPENDS_ON,
+    MAX_JOB_ID,
+    MAX_RETRIES_LIMIT,
+    MAX_TIMEOUT_SECONDS,
+    MAX_UNIQUE_FOR_SECONDS,
+    REF,
+    REF_HINT,
+    UNIQUE_KEY,
+    UNIQUE_KEY_HINT,
+)
+
+
+def _priority(fields: Fields) -> int:
+    value = fields.body.get("priority")
+    if value is None:
+        return Priority.LOW.value
+    if not isinstance(value, str) or value.lower() not in PRIORITY_BY_LABEL:
+        fields.error("priority", "must be one of " + ", ".join(PRIORITY_LABELS))
+        return Priority.LOW.value
+    return PRIORITY_BY_LABEL[value.lower()]
+
+
+_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key",
+                   "unique_for", "unique_key", "expires_at", "timeout_seconds",
+                   "depends_on", "run_when"}
+_TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
+
+
+def _time(fields: Fields, name: str) -> datetime | None:
+    """An optional RFC 3339 time with an offset."""
+    raw = fields.string(name)
+    if raw is None:
+        return None
+    try:
+        return parse_rfc3339(raw)
+    except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
+        fields.error(name, _TIME_HINT)
+        return None
+
+
+def _time_limits(fields: Fields, run_at: datetime | None) -> tuple[int | None, str | None, datetime | None, int | None]:
+    """unique_for, unique_key, expires_at and timeout_seconds of an enqueue.
+
+    An expires_at already past, or not after the job's run_at, is refused: such a job could never run.
+    """
+    unique_for = fields.integer("unique_for", None, 1, MAX_UNIQUE_FOR_SECONDS)
+    unique_key = fields.string("unique_key", pattern=UNIQUE_KEY, hint=UNIQUE_KEY_HINT)
+    if unique_key is not None and fields.body.get("unique_for") is None:
+        fields.error("unique_key", "needs unique_for: the seconds its dedupe window lasts")
+    expires_at = _time(fields, "expires_at")
+    if expires_at is not None:
+        if expires_at <= utcnow():
+            fields.error("expires_at", "is in the past: the job could never run")
+        elif run_at is not None and expires_at <= run_at:
+            fields.error("expires_at", "must be after run_at: the job could never run")
+    timeout = fields.integer("timeout_seconds", None, 1, MAX_TIMEOUT_SECONDS)
+    return unique_for, unique_key, expires_at, timeout
+_RUN_WHEN = tuple(mode.value for mode in RunWhen)
+
+
+def _depends_on(fields: Fields, in_batch: bool) -> tuple[tuple[int | str, ...], str | None]:
+    """``depends_on`` (up to 100 job ids; in a batch, also other items' refs) and ``run_when``."""
+    raw = fields.body.get("depends_on")
+    run_when = fields.string("run_when")
+    if run_when is not None and run_when not in _RUN_WHEN:
+        fields.error("run_when", "must be " + one_of(_RUN_WHEN))
+    if raw is None:
+        if run_when is not None:
+            fields.error("run_when", "applies only to a job with depends_on")
+        return (), None
+    what = "job ids or refs of other items of this batch" if in_batch else "job ids"
+    if not isinstance(raw, list) or not raw:
+        fields.error("depends_on", f"must be a non-empty list of {what}")
+        return (), None
+    if len(raw) > MAX_DEPENDS_ON:
+        fields.error("depends_on", f"at most {MAX_DEPENDS_ON} parents")
+        return (), None
+    parents: list[int | str] = []
+    for position, value in enumerate(raw):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        is_id = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_JOB_ID
+        if is_id or (in_batch and isinstance(value, str) and REF.fullmatch(value)):
+            parents.append(value)
+        else:
+            fields.error(f"depends_on/{position}", f"must be one of {what}")
+    return tuple(dict.fromkeys(parents)), run_when
+
+
+def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
+    if not isinstance(body, dict):
+        return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
+    in_batch = prefix != ""   # a batch item: /jobs/<index>
+    fields = Fields(body, _ENQUEUE_FIELDS | ({"ref"} if in_batch else set()), prefix)
+    job_type = fields.string("type", required=True, pattern=JOB_TYPE, hint=JOB_TYPE_HINT)
+    payload = fields.obj("payload", {})
+    if payload is not None:
+        size = len(json.dumps(payload, separators=(",", ":")).encode())
+        limit = current_app.config["MAX_PAYLOAD_BYTES"]
+        if size > limit:
+            fields.error("payload", f"is {size} bytes as JSON; the limit is {limit}")
+    priority = _priority(fields)
+    max_retries = fields.integer("max_retries", 3, 0, MAX_RETRIES_LIMIT)
+    key = fields.string("idempotency_key", pattern=IDEMPOTENCY_KEY, hint=IDEMPOTENCY_KEY_HINT)
+    if header_key is not None:
+        if not IDEMPOTENCY_KEY.fullmatch(header_key):
+            fields.errors.append({"pointer": "/headers/Idempotency-Key", "detail": IDEMPOTENCY_KEY_HINT})
+        elif key is not None and key != header_key:
+            fields.error("idempotency_key", "differs from the Idempotency-Key header")
+        else:
+            key = header_key
+    run_at = _time(fields, "run_at")
+    concurrency_key = fields.string("concurrency_key", pattern=CONCURRENCY_KEY, hint=CONCURRENCY_KEY_HINT)
+    unique_for, unique_key, expires_at, timeout = _time_limits(fields, run_at)
+    depends_on, run_when = _depends_on(fields, in_batch)
+    ref = fields.string("ref", pattern=REF, hint=REF_HINT) if in_batch else None
+    if fields.errors:
+        return None, fields.errors
+    return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
+                  idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key, unique_for=unique_for,
+                  unique_key=unique_key, expires_at=expires_at, timeout_seconds=timeout, depends_on=depends_on,
+                  run_when=run_when, ref=ref), []
+
+
+def parse_enqueue() -> NewJob:
+    job, errors = _new_job(json_body(), "", request.headers.get("Idempotency-Key"))
+    if errors:
+        raise InvalidRequest(errors)
+    return job
+
+
+def parse_enqueue_batch() -> list[NewJob]:
+    fields = Fields(json_body(), {"jobs"})
+    items = fields.body.get("jobs")
+    if not isinstance(items, list) or not items:
+        fields.error("jobs", "must be a non-empty list of jobs")
+    elif len(items) > MAX_BATCH_WORKFLOW or (len(items) > MAX_BATCH_ENQUEUE and not _is_workflow(items)):
+        fields.error("jobs", f"at most {MAX_BATCH_ENQUEUE} jobs per batch ({MAX_BATCH_WORKFLOW} when it is a "
+                             "workflow: its items name refs or depends_on)")
+    fields.done()
+    parsed, errors = [], []
+    for index, item in enumerate(items):
+        job, item_errors = _new_job(item, f"/jobs/{index}", None)
+        parsed.append(job)
+        errors.extend(item_errors)
+    if errors:
+        raise InvalidRequest(errors)
+    return parsed
+
+
+def _is_workflow(items: list) -> bool:
+    return any(isinstance(item, dict) and ("ref" in item or "depends_on" in item) for item in items)
+
