@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import select, update  # noqa: E402
 
 from queuelog import create_app, schedules  # noqa: E402
-from queuelog.clock import utcnow  # noqa: E402
+from queuelog.auth.keys import create_key  # noqa: E402
+from queuelog.core.clock import utcnow  # noqa: E402
 from queuelog.extensions import db  # noqa: E402
-from queuelog.keys import create_key  # noqa: E402
 from queuelog.models import Job, Schedule  # noqa: E402
 from queuelog.schedules import ticker  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The dashboard and /metrics count the same jobs the same way (queuelog/figures.py), and the page says how.
+"""The dashboard and /metrics count the same jobs the same way (queuelog/reads/figures.py), and the page says how.
 
 Oldest pending: of the due pending jobs, the one waiting longest since it became due, the later of its run_at
 and its enqueue; the tile and ``queuelog_oldest_pending_age_seconds`` must name the same age. Stalled: running
@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from tests.support.ui import flashes, post_form, text_of
 from tests.test_ops_metrics import scrape, value
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from openapi_schema_validator import OAS31Validator
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.factories import assert_problem, event_rows, pointers, set_job
 
 

@@ -5,7 +5,7 @@ import functools
 
 from flask import g, request
 
-from ..keys import Caller, authenticate
+from ..auth.keys import Caller, authenticate
 from .problems import problem
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="queuelog"'}

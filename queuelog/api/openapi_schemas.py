@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import patterns
+from ..core import patterns
 from ..queue.flow import FIELDS, UNIQUE_SCOPES
 from ..states import EVENT_NAMES, STATUS_NAMES, RunWhen
 from . import schemas
@@ -21,7 +21,7 @@ PRIORITY_LABELS = list(patterns.PRIORITY_LABELS)
 EVENTS = list(EVENT_NAMES)
 MAX_JOB_ID = schemas.MAX_JOB_ID
 
-# The very patterns schemas.py matches (queuelog/patterns.py writes them so ECMA-262 reads them alike).
+# The very patterns schemas.py matches (queuelog/core/patterns.py writes them so ECMA-262 reads them alike).
 TYPE_PATTERN = patterns.JOB_TYPE_PATTERN
 IDEMPOTENCY_KEY_PATTERN = patterns.IDEMPOTENCY_KEY_PATTERN
 PRIORITY_PATTERN = patterns.PRIORITY_LABEL_PATTERN  # the labels in any case: "high", "High", "HIGH"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import worker_processes as processes
+from ..queue import worker_processes as processes
 from . import openapi_schemas as s
 from . import worker_routes as r
 

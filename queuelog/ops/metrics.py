@@ -30,10 +30,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
-from .. import figures
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..database.transactions import read_connection
 from ..models import Job, Priority, TypeSettings
+from ..reads import figures
 from ..states import RETRYABLE, Event, JobStatus, spell
 
 jobs = Job.__table__

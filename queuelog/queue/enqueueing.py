@@ -1,5 +1,5 @@
 """Enqueue: new jobs, all-or-nothing, the idempotency keys that make a repeated request safe, and the
-producer quotas that may refuse them (queuelog/quotas.py).
+producer quotas that may refuse them (queuelog/auth/quotas.py).
 
 Each new job also gets its turn (``fair_tag``): claims go by priority, then turn, then id, so that
 concurrency keys take turns. A job's turn follows its key's last turn at its priority, and is never before
@@ -35,13 +35,14 @@ from flask import current_app
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .. import quotas, sql
-from ..clock import rfc3339, utcnow
+from .. import sql
+from ..auth import quotas
+from ..auth.keys import Caller
+from ..core.clock import rfc3339, utcnow
+from ..core.errors import Forbidden, InvalidRequest
+from ..core.patterns import Priority
 from ..database.transactions import single_statement_write, write_transaction
-from ..errors import Forbidden, InvalidRequest
-from ..keys import Caller
 from ..models import Role
-from ..patterns import Priority
 from ..sql import JobRow, NewJobRow
 from ..states import RunWhen
 from .moves import ENQUEUE, changed, event_row

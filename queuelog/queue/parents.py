@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .. import sql
-from ..errors import InvalidRequest
-from ..keys import Caller
+from ..auth.keys import Caller
+from ..core.errors import InvalidRequest
 from ..states import BY_ACTION, RunWhen
 from . import dependencies
 from .steps import _AsItem, _Deduped, _Earlier, _Hidden, _Insert, _SameWindow, _Step

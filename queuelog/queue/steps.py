@@ -7,8 +7,8 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import IdempotencyConflict
-from ..keys import Caller
+from ..auth.keys import Caller
+from ..core.errors import IdempotencyConflict
 from ..sql import JobRow, NewJobRow, Window
 from . import windows
 from .moves import ENQUEUE

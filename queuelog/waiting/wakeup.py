@@ -31,8 +31,8 @@ import weakref
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
+from ..extensions import db
 from . import pg_listener, wake_signal
-from .extensions import db
 
 log = logging.getLogger("queuelog.wakeup")
 
