@@ -34,7 +34,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
-from .api.problems import PROBLEM_TYPE_BASE
+from .core.problems import PROBLEM_TYPE_BASE
 from .database import turns
 from .schedules import ticker
 from .waiting import waiting_places, wakeup

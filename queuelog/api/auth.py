@@ -6,7 +6,7 @@ import functools
 from flask import g, request
 
 from ..auth.keys import Caller, authenticate
-from .problems import problem
+from ..core.problems import problem
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="queuelog"'}
 
