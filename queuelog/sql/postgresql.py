@@ -13,8 +13,8 @@ How to read them:
 """
 from __future__ import annotations
 
+from ..database.channels import CHANNEL
 from ..states import BACKLOG, BROKEN, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen, names
-from ..waiting.pg_listener import CHANNEL
 from .values import JOB_COLUMNS, JOB_LIST, KEY_LIST, limited, status_in
 
 _CLAIM = BY_ACTION["claim"]
