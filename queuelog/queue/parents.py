@@ -14,7 +14,7 @@ from . import dependencies
 from .steps import _AsItem, _Deduped, _Earlier, _Hidden, _Insert, _SameWindow, _Step
 
 if TYPE_CHECKING:
-    from .enqueueing import Enqueued, NewJob
+    from .new_jobs import Enqueued, NewJob
 
 ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
 

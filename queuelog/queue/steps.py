@@ -14,7 +14,7 @@ from . import windows
 from .moves import ENQUEUE
 
 if TYPE_CHECKING:
-    from .enqueueing import NewJob
+    from .new_jobs import NewJob
 
 
 class _Insert(NamedTuple):
