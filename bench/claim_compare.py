@@ -56,7 +56,7 @@ def child(database_url: str, pending: int, clock_name: str = "wall") -> None:
     clock = time.thread_time if clock_name == "cpu" else time.perf_counter
     import queuelog
     from queuelog import create_app, queue
-    from queuelog.keys import authenticate, create_key
+    from queuelog.auth.keys import authenticate, create_key
 
     print(f"[claim_compare] measuring {queuelog.__file__} on {make_url(database_url).get_backend_name()}",
           file=sys.stderr, flush=True)
@@ -76,7 +76,7 @@ def child(database_url: str, pending: int, clock_name: str = "wall") -> None:
         caller = authenticate(create_key(f"compare-worker-{time.time_ns()}", "worker"))
         claim_options = {}
         if os.environ.get("CLAIM_COMPARE_PROCESS"):
-            from queuelog import worker_processes
+            from queuelog.queue import worker_processes
 
             claim_options["process"] = worker_processes.register(caller, worker_processes.NewProcess(
                 host="compare", pid=os.getpid(), version="compare", concurrency=1, types=())).id

@@ -24,9 +24,9 @@ from sqlalchemy import select, update
 from bench.servers import databases
 from bench.targets import percentile
 from queuelog import create_app, schedules
-from queuelog.clock import utcnow
+from queuelog.auth.keys import create_key
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
-from queuelog.keys import create_key
 from queuelog.models import Job, Schedule
 from queuelog.schedules import ticker
 

@@ -22,7 +22,7 @@ def create_app(config: dict | None = None) -> Flask:
     load_config(app, config)
     _trust_proxies(app)
 
-    from .session import SessionOnlyWhenSent
+    from .auth.session import SessionOnlyWhenSent
 
     app.session_interface = SessionOnlyWhenSent()
     # Answers keep their fields in the order the code writes them (a job reads id, type, status, …);

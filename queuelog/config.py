@@ -22,7 +22,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy.engine import make_url
 
-from .patterns import one_of
+from .core.patterns import one_of
 
 
 class SettingError(ValueError):
@@ -207,7 +207,7 @@ DEFAULTS: dict[str, Setting] = {
     "RETENTION": Setting("7d", duration()),  # how old a finished job must be before `flask purge` deletes it
     # Reverse proxies in front whose X-Forwarded-* headers are believed (client address for login throttling).
     "TRUSTED_PROXIES": Setting(0, whole(0)),
-    # Sign-in throttle (queuelog/login_throttle.py): failures of one username from one address before that
+    # Sign-in throttle (queuelog/auth/login_throttle.py): failures of one username from one address before that
     # address is refused for it, and how many from anywhere slow the username down ...
     "LOGIN_MAX_FAILURES": Setting(5, whole(1)),
     # ... failures from one address, whatever the usernames, before it is refused (None: LOGIN_MAX_FAILURES) ...
@@ -237,7 +237,7 @@ DEFAULTS: dict[str, Setting] = {
     # Claims that may wait (long-poll) at once in one server process, counted with producers' ?wait; a
     # request beyond it is answered at once (503 + Retry-After) instead of holding a thread producers need.
     # None ("auto"): a gunicorn worker keeps a quarter of its threads, at least 2, free of waiting requests
-    # (queuelog/waiting_places.py). 0: nothing waits.
+    # (queuelog/waiting/waiting_places.py). 0: nothing waits.
     "LONGPOLL_MAX_WAITING": Setting(None, whole_or_auto(0)),
     "SQLALCHEMY_ENGINE_OPTIONS": Setting({}, mapping()),
     # At most this many schedules; creating one more answers 409 (changing one never does). Every server

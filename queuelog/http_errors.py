@@ -8,7 +8,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
-from .api.problems import problem
+from .core.problems import problem
 
 log = logging.getLogger("queuelog")
 

@@ -34,10 +34,10 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
-from . import waiting_places, wakeup
-from .api.problems import PROBLEM_TYPE_BASE
+from .core.problems import PROBLEM_TYPE_BASE
 from .database import turns
 from .schedules import ticker
+from .waiting import waiting_places, wakeup
 
 #: A request head must be complete this many seconds after its first byte (nginx allows 60 by
 #: default, but nginx holds no thread meanwhile; behind it, heads arrive at once).

@@ -28,13 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import delete, insert, select, update  # noqa: E402
 
-from queuelog import create_app, keys, queue, users  # noqa: E402
-from queuelog.clock import utcnow  # noqa: E402
+from queuelog import create_app, queue  # noqa: E402
+from queuelog.auth import keys, users  # noqa: E402
+from queuelog.core.clock import utcnow  # noqa: E402
+from queuelog.core.timing_buckets import bucket_of  # noqa: E402
 from queuelog.database.transactions import write_transaction  # noqa: E402
 from queuelog.models import Job, JobEvent, Priority, RollupMark, TypeRollup  # noqa: E402
 from queuelog.queue import NewJob, rollups  # noqa: E402
 from queuelog.queue.rollups import HOUR, MINUTE, period_of  # noqa: E402
-from queuelog.timing_buckets import bucket_of  # noqa: E402
 
 ADMIN, PASSWORD = "night-owl", "correct horse battery staple"
 JOB_TYPES = ["send-email", "render-report", "resize-image", "sync-crm", "deliver-webhook"]

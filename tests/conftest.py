@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import create_engine, insert, text
 
 from queuelog import create_app
-from queuelog.clock import utcnow
+from queuelog.auth.keys import create_key
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
-from queuelog.keys import create_key
 from queuelog.models import Job, JobEvent
 from tests.support.api import bearer
 from tests.support.strict_json import StrictJSONAnswers

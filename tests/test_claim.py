@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from queuelog.extensions import db
 from queuelog.models import JobEvent
 from tests.conftest import app_config

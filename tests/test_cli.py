@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from queuelog.clock import utcnow
+from queuelog.auth.users import verify_password
+from queuelog.core.clock import utcnow
 from queuelog.models import ApiKey, User
-from queuelog.users import verify_password
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, event_rows, expire_lease
 from tests.support.ui import sign_in

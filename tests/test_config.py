@@ -95,7 +95,7 @@ def test_settings_from_the_environment_reach_their_users_converted(database_url,
         assert (app.config["LOGIN_WINDOW_SECONDS"], app.config["UI_REFRESH_SECONDS"],
                 app.config["TRUSTED_PROXIES"]) == (60, 3, 1)
         with app.test_request_context():
-            from queuelog.login_throttle import limits
+            from queuelog.auth.login_throttle import limits
             assert limits().window.total_seconds() == 60
     finally:
         with app.app_context():

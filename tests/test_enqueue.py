@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, key_id, pointers, when
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from openapi_schema_validator import OAS31Validator
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.conftest import JOB_TYPES
 from tests.support.factories import assert_problem, pointers, when
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete, insert, select, update
 
 from queuelog import sql
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import TypeSettings
 from queuelog.queue import flow

@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy import insert, text
 
 from queuelog import queue, sql
-from queuelog.clock import utcnow
+from queuelog.auth.keys import authenticate
+from queuelog.core.clock import utcnow
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
-from queuelog.keys import authenticate
 from queuelog.models import TypeSettings
 from queuelog.queue import flow
 from queuelog.sql import runner

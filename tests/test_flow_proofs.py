@@ -24,7 +24,7 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.flow_workers import (
     claim_count,
     claim_until,

@@ -15,15 +15,16 @@ import pytest
 from sqlalchemy import create_engine, insert, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from queuelog import queue, wakeup
-from queuelog.clock import utcnow
+from queuelog import queue
+from queuelog.auth.keys import authenticate, create_key
 from queuelog.config import SettingError, parse_settings
+from queuelog.core.clock import utcnow
 from queuelog.database.group_commit import GroupCommitter, committer_of
 from queuelog.database.transactions import WRITE, group_commit_applies, write_transaction
 from queuelog.extensions import db
-from queuelog.keys import authenticate, create_key
 from queuelog.models import Job, JobEvent
 from queuelog.queue.enqueueing import NewJob
+from queuelog.waiting import wakeup
 from tests.conftest import test_db_kind
 from tests.support.factories import event_rows
 

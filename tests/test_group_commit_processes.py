@@ -9,9 +9,9 @@ import pytest
 import requests
 
 from queuelog import queue
+from queuelog.auth.keys import authenticate
 from queuelog.database.group_commit import committer_of
 from queuelog.extensions import db
-from queuelog.keys import authenticate
 from queuelog.queue.enqueueing import NewJob
 from tests.support.scale import (
     Processes,

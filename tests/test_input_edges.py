@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from queuelog import patterns
 from queuelog.api.openapi import shapes
+from queuelog.core import patterns
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, pointers
 from tests.support.ui import post_form, text_of

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from queuelog import queue
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from queuelog.extensions import db
 from queuelog.models import UniqueSlot
 from tests.support.factories import assert_problem, count_jobs, event_rows, pointers, set_job, when

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 import requests
 
-from queuelog.keys import create_key
+from queuelog.auth.keys import create_key
 from queuelog.queue import flow
 from tests.support.scale import (
     CTX,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from queuelog import queue
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
 from tests.test_flow_claim_plan import _captured, _plan, _scans_of_jobs

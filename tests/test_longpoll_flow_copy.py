@@ -12,7 +12,7 @@ import time
 import pytest
 from sqlalchemy import event, insert
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import TypeSettings
 from queuelog.queue import flow

@@ -83,7 +83,7 @@ def test_an_app_started_on_a_database_with_data_keeps_the_data(empty_database_ur
     first = ScriptDirectory(MIGRATIONS_DIR).get_base()
     assert _db(empty_database_url, "upgrade", first).returncode == 0
     with app_on(empty_database_url, AUTO_MIGRATE=False):
-        from queuelog.keys import create_key
+        from queuelog.auth.keys import create_key
 
         secret = create_key("old-producer", "producer")
     engine = create_engine(empty_database_url)

@@ -12,7 +12,7 @@ from prometheus_client import mmap_dict, multiprocess
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job, Priority
 from tests.conftest import JOB_TYPES

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job
 

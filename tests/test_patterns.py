@@ -1,4 +1,4 @@
-"""Shared names are written once (queuelog/patterns.py, states.py) and parsers hand back frozen values."""
+"""Shared names are written once (queuelog/core/patterns.py, states.py) and parsers hand back frozen values."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from queuelog import patterns
 from queuelog.api import query_params, worker_bodies
 from queuelog.api.openapi import shapes
+from queuelog.core import patterns
 from queuelog.states import STATUS_NAMES
 from queuelog.worker import Worker
 
@@ -27,7 +27,7 @@ def test_a_shared_name_is_spelled_only_where_it_is_defined(what):
     spelled = [str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
                if path.name not in {"patterns.py", "states.py"}
                and re.search(SPELLINGS[what], path.read_text(), re.IGNORECASE)]
-    assert spelled == [], f"{what} is spelled out in {spelled}: import it from queuelog/patterns.py or states.py"
+    assert spelled == [], f"{what} is spelled out in {spelled}: import it from queuelog/core/patterns.py or states.py"
 
 
 def test_the_openapi_document_quotes_the_patterns_the_server_matches():

@@ -3,7 +3,7 @@
 The server is gunicorn with gunicorn.conf.py, 4 processes × 8 threads; the worker is the real
 ``queuelog-worker``, idle, its claim waiting on the server. The producer's connection is steered to a
 server process other than the one holding that claim, so every wake-up crosses processes: NOTIFY on
-PostgreSQL, a datagram on SQLite (queuelog/wake_signal.py). gunicorn's access log names the process
+PostgreSQL, a datagram on SQLite (queuelog/waiting/wake_signal.py). gunicorn's access log names the process
 (``%(p)s``) that answered each request, and a probe header tells the producer's requests apart.
 
 The bounds are generous (a noisy shared machine); the benchmark holds the tight figures. Each test prints
@@ -23,7 +23,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from tests.support.latency import percentile
 from tests.support.server import REPO_ROOT, log_shown_on_failure, running_server
 from tests.worker_apps.harness import WORKER_BIN, WorkerProcess, wait_until

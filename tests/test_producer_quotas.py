@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.auth.keys import create_key
+from queuelog.core.clock import rfc3339, utcnow
 from queuelog.extensions import db
-from queuelog.keys import create_key
 from queuelog.models import EnqueueLedger
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs

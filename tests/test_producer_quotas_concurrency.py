@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import requests
 
-from queuelog.keys import create_key
+from queuelog.auth.keys import create_key
 from queuelog.worker import Client, QuotaExceeded, ServerUnavailable
 from tests.support.scale import (
     app_on,

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from queuelog import queue
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.factories import assert_problem, event_rows, expire_lease
 
 

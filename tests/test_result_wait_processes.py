@@ -19,7 +19,7 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from queuelog.waiting_places import reserved_threads
+from queuelog.waiting.waiting_places import reserved_threads
 from tests.support.latency import percentile
 from tests.support.scale import HTTP_TIMEOUT, create_keys, migrated_database_url, server_env, session_for
 from tests.support.server import running_server

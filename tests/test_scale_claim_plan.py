@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from queuelog import queue
+from queuelog.auth.keys import authenticate
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
-from queuelog.keys import authenticate
 from queuelog.queue import flow
 from queuelog.sql import runner
 

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.factories import assert_problem, pointers, when
 
 NIGHTLY = {"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job
 from tests.conftest import JOB_TYPES

@@ -11,9 +11,9 @@ import time
 import pytest
 from sqlalchemy import select
 
+from queuelog.core.scrub import SCRUB_RULES, redact, scrub_error
 from queuelog.extensions import db
 from queuelog.models import JobEvent
-from queuelog.scrub import SCRUB_RULES, redact, scrub_error
 
 # rule name → (error text as a worker sent it, what is stored)
 EXAMPLES = {

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from queuelog import queue
+from queuelog.auth.keys import revoke_key
 from queuelog.extensions import db
-from queuelog.keys import revoke_key
 from queuelog.models import ApiKey
 from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, event_rows, expire_lease, key_id, pointers

@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 from openapi_schema_validator import OAS31Validator
 from sqlalchemy import delete, select, update
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job, JobEvent
 from tests.support.api import bearer

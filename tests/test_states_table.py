@@ -22,9 +22,9 @@ from sqlalchemy import insert
 
 from queuelog import queue
 from queuelog.api.openapi import shapes
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
+from queuelog.core.errors import StateConflict
 from queuelog.database.transactions import write_transaction
-from queuelog.errors import StateConflict
 from queuelog.extensions import db
 from queuelog.models import JobDependency, JobEvent
 from queuelog.ops import metrics

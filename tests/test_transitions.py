@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.factories import assert_problem, event_rows, key_id, when
 
 # (from-state, action, actor, expected HTTP status, expected status of the re-read row)

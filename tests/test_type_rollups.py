@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
+from queuelog.core.timing_buckets import OVERFLOW, bucket_of, percentile, upper_edge
 from queuelog.extensions import db
 from queuelog.models import RollupMark
 from queuelog.queue import rollups
 from queuelog.queue.rollups import HOUR, MINUTE, period_of, settle_lag
 from queuelog.schedules import ticker
-from queuelog.timing_buckets import OVERFLOW, bucket_of, percentile, upper_edge
 from tests.support.rollups import job_with_events, minute_ago, run_job, store, stored_rows, totals
 
 MS = timedelta(milliseconds=1)

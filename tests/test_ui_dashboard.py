@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.queue.rollups import HOUR, MINUTE
 from tests.support.rollups import mark_rolled, minute_ago, run_job, store
 from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, shows_age, text_of

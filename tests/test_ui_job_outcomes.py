@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.factories import set_job
 from tests.support.ui import post_form, text_of
 

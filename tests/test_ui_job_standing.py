@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from tests.support.ui import text_of
 
 pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")

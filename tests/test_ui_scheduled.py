@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog import admin_sessions, queue
-from queuelog.clock import rfc3339, utcnow
+from queuelog import queue
+from queuelog.auth import admin_sessions
+from queuelog.core.clock import rfc3339, utcnow
 from queuelog.extensions import db
 from queuelog.models import User, UserRole
 from queuelog.ui.auth import SESSION_TOKEN_KEY

@@ -10,8 +10,9 @@ import re
 import pytest
 from werkzeug.security import generate_password_hash
 
-from queuelog import admin_sessions, schedules
-from queuelog.clock import utcnow
+from queuelog import schedules
+from queuelog.auth import admin_sessions
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import User, UserRole
 from queuelog.ui.auth import SESSION_TOKEN_KEY

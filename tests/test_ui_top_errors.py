@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
-from queuelog.clock import utcnow
-from queuelog.error_groups import ERROR_GROUP_CHARS, error_group
+from queuelog.core.clock import utcnow
+from queuelog.core.error_groups import ERROR_GROUP_CHARS, error_group
 from queuelog.extensions import db
 from queuelog.models import Job
 from tests.support.ui import ADMIN_NAME, events_of, flashes, post_form, shows_age, text_of

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.queue.rollups import MINUTE
 from tests.support.rollups import mark_rolled, minute_ago, run_job, store
 from tests.support.ui import text_of

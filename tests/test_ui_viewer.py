@@ -14,12 +14,13 @@ import pytest
 from sqlalchemy import create_engine, text
 from werkzeug.security import generate_password_hash
 
-from queuelog import admin_sessions, keys, worker_processes
-from queuelog.clock import utcnow
+from queuelog.auth import admin_sessions, keys
+from queuelog.auth.users import verify_password
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import User, UserRole
+from queuelog.queue import worker_processes
 from queuelog.ui.auth import SESSION_TOKEN_KEY, VIEWER_MAY_POST
-from queuelog.users import verify_password
 from tests.support.scale import flask_command
 from tests.support.ui import csrf_token, events_of, flashes, sign_in, text_of
 

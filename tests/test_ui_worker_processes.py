@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from queuelog import keys, worker_processes
-from queuelog.clock import utcnow
+from queuelog.auth import keys
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import WorkerProcess
+from queuelog.queue import worker_processes
 from tests.support.ui import csrf_token, flashes, post_form, text_of
 
 # Each request runs in its own app context, as on a server (tests/support/ui.py).

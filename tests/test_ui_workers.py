@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.support.ui import post_form, shows_age, text_of
 
 # Each request runs in its own app context, as on a server (tests/support/ui.py).

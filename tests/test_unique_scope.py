@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from openapi_schema_validator import OAS31Validator
 
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
 from tests.support.factories import assert_problem, count_jobs, event_rows
 
 INVOICE = {"type": "email", "payload": {"card": "4242 4242 4242 4242"}, "unique_for": 3600,

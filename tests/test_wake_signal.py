@@ -1,4 +1,4 @@
-"""SQLite's cross-process wake-up (queuelog/wake_signal.py): a datagram socket per waiting server process.
+"""SQLite's cross-process wake-up (queuelog/waiting/wake_signal.py): a datagram socket per waiting server process.
 
 Real sockets, real processes (a killed one, a forked one, one that exits); the database file need not
 exist for the sockets, and each test names its own, so no two tests share a directory.
@@ -15,15 +15,15 @@ import threading
 
 import pytest
 
-from queuelog import wake_signal, wakeup
 from queuelog.extensions import db
+from queuelog.waiting import wake_signal, wakeup
 from tests.conftest import test_db_kind
 from tests.support.server import REPO_ROOT
 
 #: A process on ``sys.argv[1]`` that listens, says where, then prints "woken" for each wake-up.
 LISTENER = """
 import sys, time
-from queuelog import wake_signal
+from queuelog.waiting import wake_signal
 wake_signal.listen(sys.argv[1], lambda: print("woken", flush=True))
 print(wake_signal.socket_path(sys.argv[1]), flush=True)
 time.sleep(float(sys.argv[2]))

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, text
 
-from queuelog import pg_listener, wakeup
-from queuelog.clock import rfc3339, utcnow
+from queuelog.core.clock import rfc3339, utcnow
+from queuelog.waiting import pg_listener, wakeup
 from tests.conftest import test_db_kind
 from tests.support.api import bearer
 from tests.support.server import running_server

@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from queuelog.clock import utcnow
+from queuelog.auth.keys import authenticate
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
-from queuelog.keys import authenticate
 from queuelog.models import WorkerProcess
-from queuelog.worker_processes import GONE_AFTER, PRUNE_AFTER, NewProcess, ProcessLimitReached
-from queuelog.worker_processes import register as register_process
+from queuelog.queue.worker_processes import GONE_AFTER, PRUNE_AFTER, NewProcess, ProcessLimitReached
+from queuelog.queue.worker_processes import register as register_process
 from tests.support.api import bearer
 from tests.support.factories import assert_problem
 

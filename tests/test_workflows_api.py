@@ -9,9 +9,9 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 
 from queuelog import queue
-from queuelog.clock import utcnow
-from queuelog.errors import InvalidRequest
-from queuelog.keys import authenticate
+from queuelog.auth.keys import authenticate
+from queuelog.core.clock import utcnow
+from queuelog.core.errors import InvalidRequest
 from tests.support.factories import assert_problem, count_jobs, event_rows, pointers, set_job
 
 

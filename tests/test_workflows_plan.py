@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import insert, text
 
 from queuelog import queue
+from queuelog.auth.keys import authenticate
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
-from queuelog.keys import authenticate
 from queuelog.models import JobDependency
 from queuelog.sql import runner
 from tests.support.factories import key_id

@@ -5,8 +5,8 @@ import functools
 
 from flask import g, request
 
-from ..keys import Caller, authenticate
-from .problems import problem
+from ..auth.keys import Caller, authenticate
+from ..core.problems import problem
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="queuelog"'}
 

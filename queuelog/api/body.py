@@ -11,7 +11,7 @@ from typing import Any
 from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ..errors import InvalidRequest
+from ..core.errors import InvalidRequest
 from . import strict_json
 
 # Deeper documents would hit Python's recursion limit somewhere between parsing and answering (a 500).

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from flask import abort
 
-from ..errors import InvalidRequest, QueueError
-from ..queries import max_job_id
+from ..core.errors import InvalidRequest, QueueError
+from ..core.problems import PROBLEM_TYPE_BASE, problem
+from ..reads.queries import max_job_id
 from . import bp
 from .body import MalformedJSON, NotJSONMediaType
-from .problems import PROBLEM_TYPE_BASE, problem
 
 
 @bp.errorhandler(QueueError)

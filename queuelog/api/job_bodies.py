@@ -12,9 +12,9 @@ from typing import Any
 
 from flask import current_app, request
 
-from ..clock import parse_rfc3339, utcnow
-from ..errors import InvalidRequest
-from ..patterns import (
+from ..core.clock import parse_rfc3339, utcnow
+from ..core.errors import InvalidRequest
+from ..core.patterns import (
     IDEMPOTENCY_KEY,
     IDEMPOTENCY_KEY_HINT,
     JOB_TYPE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..patterns import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT, NAME_PATTERN
+from ..core.patterns import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT, NAME_PATTERN
 
 MAX_RETRIES_LIMIT = 100
 MAX_BATCH_ENQUEUE = 500

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from flask import request
 
-from ..errors import InvalidRequest
-from ..patterns import JSON_NUMBER, PRIORITY_BY_LABEL, PRIORITY_LABELS, one_of
+from ..core.errors import InvalidRequest
+from ..core.patterns import JSON_NUMBER, PRIORITY_BY_LABEL, PRIORITY_LABELS, one_of
 from ..states import STATUS_NAMES
 from .limits import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, MAX_CLAIM_WAIT_SECONDS
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from flask import jsonify, url_for
 
-from .. import longpoll, queries, queue, result_wait
-from ..errors import QueueError
+from .. import queue
+from ..core.errors import QueueError
 from ..models import Role
+from ..reads import queries
 from ..states import FINAL, names
+from ..waiting import longpoll, result_wait
 from . import bp
 from .auth import current_caller, require_role
 from .body import parse_empty

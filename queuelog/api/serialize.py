@@ -5,11 +5,11 @@ import json
 
 from sqlalchemy import Row
 
-from ..clock import rfc3339
-from ..keys import Caller
+from ..auth.keys import Caller
+from ..core.clock import rfc3339
 from ..models import Priority, Role
-from ..queries import links as links_of
 from ..queue.flow import TypeState
+from ..reads.queries import links as links_of
 from ..schedules import ScheduleState
 from ..states import Event
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..patterns import one_of
+from ..core.patterns import one_of
 from ..queue.flow import FIELDS as FLOW_FIELDS
 from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from .body import Fields, json_body

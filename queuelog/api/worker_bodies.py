@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from ..errors import InvalidRequest
-from ..patterns import JOB_TYPE
+from ..core.errors import InvalidRequest
+from ..core.patterns import JOB_TYPE
 from .body import Fields, json_body
 from .limits import (
     MAX_BATCH_CLAIM,

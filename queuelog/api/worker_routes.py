@@ -5,10 +5,10 @@ from __future__ import annotations
 from flask import current_app, jsonify, url_for
 
 from .. import queue
-from .. import worker_processes as processes
-from ..clock import rfc3339
+from ..core.clock import rfc3339
+from ..core.patterns import JOB_TYPE, JOB_TYPE_HINT
 from ..models import Role
-from ..patterns import JOB_TYPE, JOB_TYPE_HINT
+from ..queue import worker_processes as processes
 from . import bp
 from .auth import current_caller, require_role
 from .body import Fields, json_body, parse_empty

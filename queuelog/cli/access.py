@@ -5,12 +5,12 @@ import sys
 
 import click
 
-from .. import keys, users
-from ..clock import rfc3339
-from ..errors import QueueError
+from ..auth import keys, users
+from ..auth.quotas import Quota
+from ..core.clock import rfc3339
+from ..core.errors import QueueError
+from ..core.patterns import PRIORITY_LABELS, Priority
 from ..models import Role, UserRole
-from ..patterns import PRIORITY_LABELS, Priority
-from ..quotas import Quota
 from .common import _count, _fail
 
 keys_group = click.Group("keys", help="Issue, list and revoke API keys.")

@@ -5,7 +5,7 @@ import getpass
 
 import click
 
-from ..errors import InvalidRequest, QueueError
+from ..core.errors import InvalidRequest, QueueError
 
 
 def _fail(error: QueueError) -> None:

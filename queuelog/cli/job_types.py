@@ -5,7 +5,7 @@ import re
 
 import click
 
-from ..errors import QueueError
+from ..core.errors import QueueError
 from ..queue import flow
 from ..states import JobStatus
 from .common import _cli_actor, _fail

@@ -5,7 +5,7 @@ import click
 from flask import current_app
 
 from .. import queue
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..ops import purge
 from ..queue import rollups
 

@@ -6,9 +6,9 @@ import json
 import click
 
 from .. import schedules
-from ..clock import rfc3339
-from ..errors import QueueError
-from ..patterns import PRIORITY_LABELS
+from ..core.clock import rfc3339
+from ..core.errors import QueueError
+from ..core.patterns import PRIORITY_LABELS
 from .common import _cli_actor, _fail
 
 schedules_group = click.Group("schedules", help="Schedules: jobs enqueued on a cron expression or an interval.")

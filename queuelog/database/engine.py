@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DisconnectionError
 
 from ..extensions import db
-from ..sql import execute_plain
+from .driver import execute_plain
 from .transactions import SINGLE_STATEMENT_READ, WRITE
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 
-from ..sql import execute_plain
+from .driver import execute_plain
 from .wal_sync import WalSync
 from .writers_lock import SharedWritersTurn
 

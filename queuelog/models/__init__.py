@@ -8,7 +8,7 @@ One module per concern: ``columns`` (shared column types), ``jobs``, ``keys``, `
 ``processes``, ``rollups``. Every model is importable from here, and importing this package registers every table
 on ``db.metadata`` (the migrations compare against it).
 """
-from ..patterns import Priority  # priority labels live with the other shared names
+from ..core.patterns import Priority  # priority labels live with the other shared names
 from ..states import JobStatus  # the status enum lives with the state machine
 from .columns import BigId, UTCDateTime
 from .flow import TypeChange, TypeClaim, TypeSettings, TypeSettingsVersion

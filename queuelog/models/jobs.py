@@ -34,7 +34,7 @@ class Job(db.Model):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
-    # The error's cause with what changes from job to job masked (queuelog/error_groups.py), written with
+    # The error's cause with what changes from job to job masked (queuelog/core/error_groups.py), written with
     # ``error``; the Top errors page groups failed jobs by it.
     error_group: Mapped[str | None] = mapped_column(String(200))
     result: Mapped[str | None] = mapped_column(Text)

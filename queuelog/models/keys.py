@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from ..core.patterns import Priority
 from ..extensions import db
-from ..patterns import Priority
 from .columns import BigId, UTCDateTime
 
 
@@ -33,7 +33,7 @@ class ApiKey(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # Producer quotas (queuelog/quotas.py); NULL = no such limit. The rate is "at most
+    # Producer quotas (queuelog/auth/quotas.py); NULL = no such limit. The rate is "at most
     # enqueue_rate_limit jobs in any enqueue_rate_seconds seconds": both set, or neither.
     enqueue_rate_limit: Mapped[int | None] = mapped_column(Integer)
     enqueue_rate_seconds: Mapped[int | None] = mapped_column(Integer)

@@ -13,7 +13,7 @@ from .columns import UTCDateTime
 class WorkerProcess(db.Model):
     """A running worker process, registered by its worker key: where it runs, what it takes, when it last beat.
 
-    Written only by ``queuelog.worker_processes``: the process registers, beats and deregisters; an admin
+    Written only by ``queuelog.queue.worker_processes``: the process registers, beats and deregisters; an admin
     sets ``command`` to quiet (claim nothing more) or stop (finish and exit), which the next beat answers.
     """
 

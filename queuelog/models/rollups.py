@@ -15,7 +15,7 @@ class TypeRollup(db.Model):
     (``queuelog.queue.rollups.roll_up``), which folds closed minutes of ``job_events`` into it off the hot
     path. ``span`` is 60 (a minute; wait and run histograms too) or 3600 (an hour, summed from its minutes;
     counts only). ``period`` is the period's start in Unix seconds. ``bucket`` is 0 for a count, else a
-    histogram bucket (``queuelog.timing_buckets``). ``shard`` is always 0 (the step is the only writer; the
+    histogram bucket (``queuelog.core.timing_buckets``). ``shard`` is always 0 (the step is the only writer; the
     column stays from when each state change added to a row of its own). Old periods go with ``flask purge``.
     """
 

@@ -12,16 +12,13 @@ import time
 from flask import Flask, g, has_request_context
 
 from . import logging_setup, metrics
+from .routes import bp
 
 log = logging.getLogger("queuelog.ops")
 
 
 def init_app(app: Flask) -> None:
     """Set up logging, register /metrics, /healthz and /readyz, and time and log every request."""
-    # Imported here, not at the top: the routes use the API's problem helper, and the API imports the
-    # queue, which imports this package for observe_changes.
-    from .routes import bp
-
     logging_setup.configure_logging(app.config["LOG_FORMAT"])
     app.register_blueprint(bp)
     app.before_request(_begin_request)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from flask import g, has_request_context, request
 from flask.logging import default_handler
 
-from ..scrub import scrub_error
+from ..core.scrub import scrub_error
 from ..states import Event
 
 REQUEST_ID_HEADER = "X-Request-Id"

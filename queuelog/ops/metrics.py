@@ -30,10 +30,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
-from .. import figures
-from ..clock import utcnow
+from ..core.clock import utcnow
+from ..core.problems import TYPE_SLUGS
 from ..database.transactions import read_connection
 from ..models import Job, Priority, TypeSettings
+from ..reads import figures
 from ..states import RETRYABLE, Event, JobStatus, spell
 
 jobs = Job.__table__
@@ -85,13 +86,9 @@ CLAIMS_LIMITED = Counter("queuelog_claims_limited_total",
                          "(paused, concurrency, rate, key_concurrency).", ["type", "reason"], registry=None)
 PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION, CLAIMS_LIMITED]
 
-# A problem's status → the reason label: the slug of its problem type, as in api/problems.py (not imported
-# from there: the API package imports the queue, which imports this module).
-_REASONS = {
-    400: "malformed-request", 401: "unauthenticated", 403: "forbidden", 404: "not-found",
-    405: "method-not-allowed", 409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type",
-    422: "validation-failed", 429: "too-many-requests", 503: "service-unavailable",
-}
+# A problem's status → the reason label: the slug of its problem type. A 500 is not counted: it is our
+# fault, not a refusal of the request.
+_REASONS = {status: slug for status, slug in TYPE_SLUGS.items() if status != 500}
 PROBLEM_MIMETYPE = "application/problem+json"
 
 

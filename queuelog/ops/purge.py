@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .. import sql
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..database.transactions import write_transaction
 from ..states import PURGEABLE, names, spell
 

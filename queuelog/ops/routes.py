@@ -8,9 +8,9 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..api.problems import problem
+from ..auth.keys import authenticate
+from ..core.problems import problem
 from ..database.schema_upgrade import schema_is_current
-from ..keys import authenticate
 from ..models import Role
 from . import metrics
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import sql
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..database.transactions import write_transaction
 from ..ops import observe_deletions
 from ..sql import JobRow

@@ -21,10 +21,11 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from .. import sql, wakeup
+from .. import sql
 from ..ops import observe_changes
 from ..sql import JobRow, Log
 from ..states import BY_ACTION, FINAL, Actor, JobStatus, Transition
+from ..waiting import wakeup
 
 MET, DOOMED, REVIVED = (BY_ACTION[a] for a in ("dependencies_met", "dependency_failed", "dependency_retried"))
 SERVER = Actor.SERVER.value

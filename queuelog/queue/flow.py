@@ -31,14 +31,14 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .. import wakeup
-from ..clock import rfc3339, utcnow
+from ..core.clock import rfc3339, utcnow
+from ..core.errors import QueueError
 from ..database.transactions import read_connection, single_statement_read, write_transaction
-from ..errors import QueueError
 from ..extensions import db
 from ..models import Job, TypeChange, TypeSettings
 from ..sql.values import limited
 from ..states import HELD, JobStatus
+from ..waiting import wakeup
 
 settings_table = TypeSettings.__table__
 changes_table = TypeChange.__table__

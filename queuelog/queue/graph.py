@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidRequest
+from ..core.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from .enqueueing import NewJob
+    from .new_jobs import NewJob
 
 
 def check_graph(jobs: list[NewJob], batch: bool) -> None:

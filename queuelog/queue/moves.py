@@ -8,12 +8,13 @@ from typing import NoReturn
 
 from sqlalchemy.engine import Connection
 
-from .. import sql, wakeup
-from ..clock import rfc3339, utcnow
-from ..errors import JobNotFound, QueueError, StateConflict
+from .. import sql
+from ..core.clock import rfc3339, utcnow
+from ..core.errors import JobNotFound, QueueError, StateConflict
 from ..ops import observe_changes
 from ..sql import Claim, JobRow, Leave, Log
 from ..states import BY_ACTION, FINAL, Actor, JobStatus, Transition, spell
+from ..waiting import wakeup
 from . import dependencies, flow
 
 ENQUEUE, CLAIM, HEARTBEAT, COMPLETE = (BY_ACTION[a] for a in ("enqueue", "claim", "heartbeat", "complete"))

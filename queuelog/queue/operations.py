@@ -12,17 +12,16 @@ from typing import NamedTuple
 from flask import current_app
 from sqlalchemy.engine import Connection
 
-from .. import sql, worker_processes
-from ..clock import utcnow
+from .. import sql
+from ..auth.keys import Caller
+from ..core.clock import utcnow
+from ..core.errors import Forbidden, JobNotFound, QueueError
+from ..core.scrub import scrub_error
 from ..database.transactions import read_connection, single_statement_write, statements_commit_alone, write_transaction
-from ..errors import Forbidden, JobNotFound, QueueError
-from ..keys import Caller
 from ..ops.metrics import count_refusals
-from ..queries import max_job_id
-from ..scrub import scrub_error
+from ..reads.queries import max_job_id
 from ..sql import Claim, JobRow, Leave
-from ..worker_processes import Command
-from . import flow
+from . import flow, worker_processes
 from .moves import (
     CLAIM,
     COMPLETE,
@@ -39,6 +38,7 @@ from .moves import (
     refuse,
     requeued,
 )
+from .worker_processes import Command
 
 
 class Completion(NamedTuple):

@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .. import sql
-from ..errors import InvalidRequest
-from ..keys import Caller
+from ..auth.keys import Caller
+from ..core.errors import InvalidRequest
 from ..states import BY_ACTION, RunWhen
 from . import dependencies
 from .steps import _AsItem, _Deduped, _Earlier, _Hidden, _Insert, _SameWindow, _Step
 
 if TYPE_CHECKING:
-    from .enqueueing import Enqueued, NewJob
+    from .new_jobs import Enqueued, NewJob
 
 ENQUEUE_WAITING = BY_ACTION["enqueue_waiting"]
 

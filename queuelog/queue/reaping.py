@@ -12,7 +12,7 @@ from flask import current_app
 from sqlalchemy.engine import Connection
 
 from .. import sql
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..database.transactions import write_transaction
 from ..sql import JobRow, Leave
 from .moves import (

@@ -28,11 +28,11 @@ from datetime import UTC, datetime, timedelta
 from flask import current_app
 from sqlalchemy.engine import Connection
 
+from ..core.timing_buckets import bucket_of
 from ..database.transactions import read_connection, write_transaction
 from ..extensions import db
 from ..sql import rollups as rollup_sql
 from ..states import Event, JobStatus
-from ..timing_buckets import bucket_of
 
 MINUTE, HOUR = 60, 3600
 ENQUEUED, COMPLETED, FAILED, WAIT, RUN = "enqueued", "completed", "failed", "wait", "run"

@@ -7,14 +7,14 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import IdempotencyConflict
-from ..keys import Caller
+from ..auth.keys import Caller
+from ..core.errors import IdempotencyConflict
 from ..sql import JobRow, NewJobRow, Window
 from . import windows
 from .moves import ENQUEUE
 
 if TYPE_CHECKING:
-    from .enqueueing import NewJob
+    from .new_jobs import NewJob
 
 
 class _Insert(NamedTuple):

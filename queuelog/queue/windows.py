@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from .. import sql
-from ..keys import Caller
+from ..auth.keys import Caller
 from ..models import TypeSettings
 from ..sql import JobRow, Window
 from ..sql.values import SHARED_SCOPE

@@ -26,7 +26,7 @@ from sqlalchemy import and_, bindparam, case, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..clock import utcnow
+from ..core.clock import utcnow
 from ..database.transactions import single_statement_read, write_transaction
 from ..sql import JobRow
 from .operations import ScheduleState, enqueue_job, schedules

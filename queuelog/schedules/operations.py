@@ -11,12 +11,12 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..clock import utcnow
+from ..auth.keys import Caller
+from ..core.clock import utcnow
+from ..core.errors import InvalidRequest, QueueError
+from ..core.patterns import Priority
 from ..database.transactions import read_connection, write_transaction
-from ..errors import InvalidRequest, QueueError
-from ..keys import Caller
 from ..models import Job, Role, Schedule
-from ..patterns import Priority
 from ..queue import NewJob
 from ..queue.enqueueing import enqueue_in
 from ..sql import JobRow

@@ -13,8 +13,8 @@ from typing import Any
 
 from flask import current_app
 
-from ..errors import InvalidRequest
-from ..patterns import NAME_PATTERN, PRIORITY_BY_LABEL, PRIORITY_LABELS, Priority, one_of
+from ..core.errors import InvalidRequest
+from ..core.patterns import NAME_PATTERN, PRIORITY_BY_LABEL, PRIORITY_LABELS, Priority, one_of
 from .timing import MAX_EVERY_SECONDS, Timing, TimingError, check_cron, check_zone
 
 NAME = re.compile(NAME_PATTERN)

@@ -66,7 +66,7 @@ def start_if_serving(app: Flask) -> None:
 
 
 def _tick_forever(app: Flask, stop: threading.Event) -> None:
-    from ..clock import utcnow
+    from ..core.clock import utcnow
     from ..database import turns
     from ..queue import rollups
     from .firing import due_at, fire_batch

@@ -13,7 +13,7 @@ How to read them:
 """
 from __future__ import annotations
 
-from ..pg_listener import CHANNEL
+from ..database.channels import CHANNEL
 from ..states import BROKEN, BY_ACTION, DELETABLE, HELD, RunWhen, names
 from . import common
 from .common import for_postgresql

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Dialect
 
-from ..error_groups import error_group
+from ..core.error_groups import error_group
 from ..models import ApiKey, Job, UTCDateTime
 from ..states import JobStatus
 

@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 from flask import abort, flash, redirect, request, session, url_for
 from flask_login import current_user
 
-from .. import admin_sessions, login_throttle
+from ..auth import admin_sessions, login_throttle
+from ..auth.users import verify_password
 from ..extensions import db, login_manager
 from ..models import User, UserRole
-from ..users import verify_password
 from . import bp
 
 # Reachable without a session: the sign-in page itself and the bare "/" redirect.
@@ -22,7 +22,7 @@ PUBLIC_ENDPOINTS = {"ui.login", "ui.root"}
 # added later is guarded without anyone remembering to).
 VIEWER_MAY_POST = {"ui.login", "ui.logout"}
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
-# Where the signed cookie keeps the token of the server-side session (see queuelog/admin_sessions.py).
+# Where the signed cookie keeps the token of the server-side session (see queuelog/auth/admin_sessions.py).
 SESSION_TOKEN_KEY = "_session_token"
 
 

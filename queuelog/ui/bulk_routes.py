@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from flask import flash, redirect, render_template, request, url_for
 
 from .. import queue
-from ..queries import max_job_id
+from ..reads.queries import max_job_id
 from ..states import BY_ACTION, DELETABLE, RETRYABLE, names, spell
 from . import bp
 from .auth import actor_name

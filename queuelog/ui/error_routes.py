@@ -1,7 +1,7 @@
 """The Top errors page: failed jobs grouped by cause, each group one click from its jobs, its retry and cancel."""
 from __future__ import annotations
 
-from ..clock import utcnow
+from ..core.clock import utcnow
 from . import bp
 from .helpers import render_live
 from .top_errors import TOP_GROUPS, top_errors

@@ -20,10 +20,10 @@ from wtforms import (
 from wtforms.validators import AnyOf, InputRequired, Length, NumberRange, Optional, Regexp, ValidationError
 
 from ..api.limits import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
-from ..error_groups import ERROR_GROUP_CHARS
+from ..core.error_groups import ERROR_GROUP_CHARS
+from ..core.patterns import PRIORITY_LABELS
+from ..core.payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
 from ..models import Role
-from ..patterns import PRIORITY_LABELS
-from ..payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
 from ..queue.flow import UNIQUE_SCOPES, RateLimit
 from ..states import STATUS_NAMES
 
@@ -142,7 +142,7 @@ class KeyCreateForm(FlaskForm):
     max_priority = SelectField("Highest priority it may set", default="", choices=[
         _choice("", "default (producer: medium)")] + [_choice(label, label) for label in PRIORITY_LABELS])
     types = StringField("Job types (comma-separated, empty = any)", validators=[Optional(), Length(max=2000)])
-    # Producer quotas; checked (with readable messages) by queuelog.keys like the command line's options.
+    # Producer quotas; checked (with readable messages) by queuelog.auth.keys like the command line's options.
     enqueue_rate = StringField("Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
                                validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 100/60"})
     max_pending = StringField("Most jobs pending at once, waiting ones included (producers; empty = no limit)",

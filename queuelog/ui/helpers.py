@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from flask import current_app, make_response, render_template
 
 from .. import states
-from ..clock import rfc3339, utcnow
+from ..core.clock import rfc3339, utcnow
 from ..models import Priority
 from . import bp
 from .auth import is_partial_request, may_act

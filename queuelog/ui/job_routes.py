@@ -6,10 +6,10 @@ import json
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
 from .. import queue
-from ..clock import utcnow
-from ..errors import InvalidRequest, JobNotFound, QueueError
+from ..core.clock import utcnow
+from ..core.errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
-from ..queries import links, max_job_id
+from ..reads.queries import links, max_job_id
 from ..states import FINAL, RETRYABLE, spell
 from . import bp, stats
 from .auth import actor_name

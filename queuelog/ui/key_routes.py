@@ -1,13 +1,13 @@
-"""The API keys page: list, issue (secret shown once), revoke — all through ``queuelog.keys``."""
+"""The API keys page: list, issue (secret shown once), revoke — all through ``queuelog.auth.keys``."""
 from __future__ import annotations
 
 import json
 
 from flask import flash, redirect, render_template, url_for
 
-from .. import keys
-from ..errors import InvalidRequest, QueueError
-from ..quotas import Quota
+from ..auth import keys
+from ..auth.quotas import Quota
+from ..core.errors import InvalidRequest, QueueError
 from . import bp
 from .forms import ActionForm, ConfirmForm, KeyCreateForm
 

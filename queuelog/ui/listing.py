@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, func, select
 
+from ..core.errors import JobNotFound
+from ..core.payload_match import PayloadMatch
 from ..database.transactions import read_connection
-from ..errors import JobNotFound
 from ..models import ApiKey, Job, JobEvent
-from ..payload_match import PayloadMatch
-from ..queries import decode_cursor, encode_cursor
+from ..reads.queries import decode_cursor, encode_cursor
 from ..states import RETRYABLE, JobStatus, names
 
 jobs = Job.__table__

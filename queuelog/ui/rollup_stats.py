@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
+from ..core.timing_buckets import OVERFLOW, percentile, upper_edge
 from ..database.transactions import read_connection
 from ..models import TypeRollup
 from ..queue.rollups import (
@@ -33,7 +34,6 @@ from ..queue.rollups import (
     mark,
     period_of,
 )
-from ..timing_buckets import OVERFLOW, percentile, upper_edge
 
 rollups = TypeRollup.__table__
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
-from .. import admin_sessions, queue, worker_processes
-from ..clock import utcnow
+from .. import queue
+from ..auth import admin_sessions
+from ..core.clock import utcnow
+from ..queue import worker_processes
 from . import bp, rollup_stats, stats
 from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
 from .chart import NARROW_HEIGHT, NARROW_WIDTH, build_chart

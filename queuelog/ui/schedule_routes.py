@@ -7,8 +7,8 @@ import json
 from flask import current_app, flash, redirect, render_template, url_for
 
 from .. import schedules
-from ..errors import InvalidRequest, QueueError
-from ..patterns import Priority
+from ..core.errors import InvalidRequest, QueueError
+from ..core.patterns import Priority
 from ..schedules import ScheduleState
 from . import bp
 from .auth import actor_name

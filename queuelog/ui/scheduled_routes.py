@@ -4,8 +4,8 @@ from __future__ import annotations
 from flask import flash, redirect, url_for
 
 from .. import queue
-from ..clock import utcnow
-from ..errors import QueueError
+from ..core.clock import utcnow
+from ..core.errors import QueueError
 from . import bp, stats
 from .auth import actor_name
 from .forms import ActionForm

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import abort, render_template, request
 from flask_wtf.csrf import CSRFError
 
-from ..api.problems import problem
+from ..core.problems import problem
 from ..http_errors import wants_page
 from . import bp
 

@@ -3,7 +3,7 @@
 Each figure is one query served by an index, so the pages stay cheap on a million jobs:
 grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``, stalled jobs come from the
 partial ``ix_jobs_running_lease``. The chart and the types' timings read the stored rollups (``rollup_stats``).
-What counts as stalled, due and "waiting since" is ``queuelog.figures``'s, shared with ``/metrics``.
+What counts as stalled, due and "waiting since" is ``queuelog.reads.figures``'s, shared with ``/metrics``.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Row, case, func, select
 
-from .. import figures
 from ..database.transactions import read_connection
 from ..models import ApiKey, Job, Role, TypeSettings
+from ..reads import figures
 from ..states import STATUS_NAMES, JobStatus
 
 jobs = Job.__table__

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from ..clock import utcnow
+from ..core.clock import utcnow
+from ..core.timing_buckets import RESOLUTION
 from ..queue import flow
-from ..timing_buckets import RESOLUTION
 from . import bp, rollup_stats
 from .auth import actor_name
 from .forms import ActionForm, TypeLimitsForm, UniqueScopeForm

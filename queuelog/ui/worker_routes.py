@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for
 
-from .. import worker_processes as processes
-from ..errors import QueueError
+from ..core.errors import QueueError
+from ..queue import worker_processes as processes
 from . import bp
 from .auth import actor_name
 from .forms import ConfirmForm

@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..patterns import JOB_TYPE
+from ..core.patterns import JOB_TYPE
 from .acks import Acknowledger, Held, Journal
 from .client import Client
 from .executing import DURATION_WEIGHT, Handler, PermanentError, _Call, _Executing, _wants

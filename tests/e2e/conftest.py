@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from queuelog.users import create_user
+from queuelog.auth.users import create_user
 from tests.conftest import JOB_TYPES
 from tests.support.server import REPO_ROOT, running_server
 

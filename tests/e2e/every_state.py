@@ -13,12 +13,13 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from queuelog import create_app, keys, queue, schedules, users, worker_processes
-from queuelog.clock import utcnow
+from queuelog import create_app, queue, schedules
+from queuelog.auth import keys, users
+from queuelog.core.clock import utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
 from queuelog.models import Job, Priority, UserRole, WorkerProcess
-from queuelog.queue import NewJob, flow
+from queuelog.queue import NewJob, flow, worker_processes
 from tests.conftest import _wipe_postgres as wipe_postgres
 from tests.conftest import app_config, test_db_kind
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, BROWSER_SERVER_ARGS, server_env

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from queuelog.users import create_user
+from queuelog.auth.users import create_user
 from tests.e2e.conftest import ADMIN_NAME, ADMIN_PASSWORD, api, server_env, sign_in
 from tests.support.server import running_server
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from tests.e2e.conftest import sign_in
 from tests.test_ui_dashboard_figures import seconds_of
 

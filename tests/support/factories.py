@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
 
-from queuelog.clock import parse_rfc3339, utcnow
+from queuelog.core.clock import parse_rfc3339, utcnow
 from queuelog.extensions import db
 from queuelog.models import ApiKey, Job, JobEvent
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import insert, select
 
-from queuelog.clock import utcnow
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job, JobEvent, RollupMark, TypeRollup
 from queuelog.queue import rollups

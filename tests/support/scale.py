@@ -22,8 +22,8 @@ import requests
 from sqlalchemy import create_engine, text
 
 from queuelog import create_app
+from queuelog.auth.keys import create_key
 from queuelog.extensions import db
-from queuelog.keys import create_key
 from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 

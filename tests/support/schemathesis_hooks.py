@@ -16,7 +16,7 @@ import re
 import schemathesis
 from schemathesis.core.failures import Failure
 
-from queuelog.patterns import JSON_NUMBER
+from queuelog.core.patterns import JSON_NUMBER
 
 _JOB = r"(/jobs/\d+)?"   # a batch item's fields sit under /jobs/<index>
 _ENQUEUE = {

@@ -19,8 +19,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from werkzeug.security import generate_password_hash
 
-from queuelog import admin_sessions
-from queuelog.clock import utcnow
+from queuelog.auth import admin_sessions
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import JobEvent, User, UserRole
 from queuelog.ui.auth import SESSION_TOKEN_KEY

@@ -1,7 +1,7 @@
 """The JSON Schemas of the jobs' request bodies, as api/job_bodies.py and api/worker_bodies.py parse them."""
 from __future__ import annotations
 
-from ... import patterns
+from ...core import patterns
 from ...states import RunWhen
 from .. import limits
 from .shapes import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import patterns
+from ...core import patterns
 from ...states import EVENT_NAMES, STATUS_NAMES
 from .. import limits
 

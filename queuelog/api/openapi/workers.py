@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import worker_processes as processes
+from ...queue import worker_processes as processes
 from .. import limits
 from . import operations as o
 from . import shapes as s

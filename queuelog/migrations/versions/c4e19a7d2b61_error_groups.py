@@ -13,7 +13,7 @@ Create Date: 2026-12-03 09:00:00
 import sqlalchemy as sa
 from alembic import op
 
-from queuelog.error_groups import error_group
+from queuelog.core.error_groups import error_group
 
 # revision identifiers, used by Alembic.
 revision = 'c4e19a7d2b61'

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 
-from . import sql
-from .database.transactions import read_connection, write_transaction
-from .errors import JobNotFound
-from .states import FINAL, names
+from .. import sql
+from ..core.errors import JobNotFound
+from ..database.transactions import read_connection, write_transaction
+from ..states import FINAL, names
 from .waiting_places import client_gone, waiting_place
 from .wakeup import shutting_down, waker_for_current_app
 

@@ -28,11 +28,11 @@ from datetime import datetime
 
 from flask import current_app
 
-from . import sql
-from .clock import utcnow
-from .database.transactions import single_statement_read
-from .errors import LongPollsFull
-from .patterns import Priority
+from .. import sql
+from ..core.clock import utcnow
+from ..core.errors import LongPollsFull
+from ..core.patterns import Priority
+from ..database.transactions import single_statement_read
 from .waiting_places import client_gone, place_if_free, retry_after_seconds, waiting_limit
 from .wakeup import Waker, shutting_down, waker_for_current_app
 

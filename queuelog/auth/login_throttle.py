@@ -16,9 +16,9 @@ from flask import current_app
 from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select
 from sqlalchemy.engine import Connection
 
-from .clock import utcnow
-from .database.transactions import read_connection, write_transaction
-from .models import LoginAttempt
+from ..core.clock import utcnow
+from ..database.transactions import read_connection, write_transaction
+from ..models import LoginAttempt
 
 attempts = LoginAttempt.__table__
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from flask import current_app, request
 
-from .errors import LongPollsFull
+from ..core.errors import LongPollsFull
 
 log = logging.getLogger("queuelog.longpoll")
 

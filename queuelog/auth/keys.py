@@ -12,15 +12,15 @@ from datetime import timedelta
 from flask import current_app
 from sqlalchemy import insert, select, update
 
-from .clock import utcnow
-from .database.transactions import single_statement_read, write_transaction
-from .errors import InvalidRequest, QueueError
-from .extensions import db
-from .models import ApiKey, Role
-from .patterns import PRIORITY_LABELS, Priority, one_of
+from ..core.clock import utcnow
+from ..core.errors import InvalidRequest, QueueError
+from ..core.patterns import PRIORITY_LABELS, Priority, one_of
+from ..database.transactions import single_statement_read, write_transaction
+from ..extensions import db
+from ..models import ApiKey, Role
+from ..sql import find_key
 from .quotas import Quota
 from .quotas import parse as parse_quota
-from .sql import find_key
 
 KEY_PREFIX = "ql_"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -39,7 +39,7 @@ class Caller:
     role: str
     max_priority: int
     allowed_types: tuple[str, ...] | None
-    quota: Quota | None = None    # a producer's enqueue limits (queuelog/quotas.py); None: none
+    quota: Quota | None = None    # a producer's enqueue limits (queuelog/auth/quotas.py); None: none
 
     def may_use_type(self, job_type: str) -> bool:
         return self.allowed_types is None or job_type in self.allowed_types

@@ -10,18 +10,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy.engine import Engine
 
-if TYPE_CHECKING:  # the waker imports this module; only its type is needed here
-    from .wakeup import Waker
+from ..database.channels import CHANNEL, FINISHED_CHANNEL
 
 log = logging.getLogger("queuelog.wakeup")
 
-CHANNEL = "queuelog_jobs"
-#: Jobs that producers wait for (``GET /jobs/{id}?wait=S``) reached a final state.
-FINISHED_CHANNEL = "queuelog_finished"
+
+class Waker(Protocol):
+    """What the listener wakes: wakeup.Waker, which starts the listener (so this module never imports it)."""
+
+    listening: bool
+    finished: Waker
+
+    def signal(self) -> None: ...
+
+
 LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
 
 

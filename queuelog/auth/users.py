@@ -14,12 +14,12 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from ..core.clock import utcnow
+from ..core.errors import InvalidRequest, QueueError
+from ..database.transactions import read_connection, write_transaction
+from ..extensions import db
+from ..models import User, UserRole
 from . import admin_sessions, login_throttle
-from .clock import utcnow
-from .database.transactions import read_connection, write_transaction
-from .errors import InvalidRequest, QueueError
-from .extensions import db
-from .models import User, UserRole
 
 users = User.__table__
 

@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, case, select
 from sqlalchemy.engine import Connection
 
-from .models import Job
-from .states import HELD, JobStatus
+from ..models import Job
+from ..states import HELD, JobStatus
 
 jobs = Job.__table__
 (_HELD,) = HELD  # the one status holding a claim: status = 'running' (not IN), as ix_jobs_running_lease's WHERE

@@ -35,10 +35,10 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
-from . import sql
-from .clock import utcnow
-from .errors import QueueError
-from .models import Role
+from .. import sql
+from ..core.clock import utcnow
+from ..core.errors import QueueError
+from ..models import Role
 
 #: The longest rate window: a day. Longer windows are budgets, not rates.
 MAX_WINDOW_SECONDS = 86_400

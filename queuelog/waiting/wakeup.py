@@ -31,8 +31,9 @@ import weakref
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
+from ..database.channels import CHANNEL, FINISHED_CHANNEL
+from ..extensions import db
 from . import pg_listener, wake_signal
-from .extensions import db
 
 log = logging.getLogger("queuelog.wakeup")
 
@@ -89,7 +90,7 @@ def jobs_ready(conn: Connection, notified: bool = False) -> None:
     ``notified``: the statement that made them sent PostgreSQL's NOTIFY itself (an enqueue does).
     """
     if conn.dialect.name == "postgresql" and not notified:
-        conn.exec_driver_sql(f"NOTIFY {pg_listener.CHANNEL}")
+        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
     _watch_checkins(conn.engine)
     conn.info[_READY_MARK] = True
 
@@ -101,7 +102,7 @@ def jobs_finished(conn: Connection) -> None:
     no NOTIFY and no datagram.
     """
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"NOTIFY {pg_listener.FINISHED_CHANNEL}")
+        conn.exec_driver_sql(f"NOTIFY {FINISHED_CHANNEL}")
     _watch_checkins(conn.engine)
     conn.info[_FINISHED_MARK] = True
 

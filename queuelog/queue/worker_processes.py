@@ -30,12 +30,12 @@ from flask import current_app
 from sqlalchemy import Integer, and_, case, cast, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from .clock import utcnow
-from .database.transactions import read_connection, write_transaction
-from .errors import InvalidRequest, QueueError, StateConflict
-from .keys import Caller
-from .models import ApiKey, Job, Role, WorkerProcess
-from .states import JobStatus
+from ..auth.keys import Caller
+from ..core.clock import utcnow
+from ..core.errors import InvalidRequest, QueueError, StateConflict
+from ..database.transactions import read_connection, write_transaction
+from ..models import ApiKey, Job, Role, WorkerProcess
+from ..states import JobStatus
 
 processes = WorkerProcess.__table__
 keys_table = ApiKey.__table__

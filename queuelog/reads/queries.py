@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, select
 
-from .database.transactions import read_connection
-from .errors import InvalidRequest, JobNotFound
-from .keys import Caller
-from .models import Job, JobDependency, JobEvent, Role
-from .states import HELD
+from ..auth.keys import Caller
+from ..core.errors import InvalidRequest, JobNotFound
+from ..database.transactions import read_connection
+from ..models import Job, JobDependency, JobEvent, Role
+from ..states import HELD
 
 jobs = Job.__table__
 events = JobEvent.__table__
