@@ -14,6 +14,7 @@ Views, CLI commands and pages call these functions; none of them writes ``status
   give-back of a claim nobody received;
 - ``actions.py``: a producer's or admin's cancel; an admin's retry, bulk cancel and delete, and "run now";
 - ``reaping.py``: the reaper;
+- ``graph.py``: the rules of a workflow batch's refs (unique, each defined, no cycle), checked first;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
 """
 from .actions import cancel, cancel_many, delete_many, retry, retry_many, run_now
