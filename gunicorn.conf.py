@@ -17,6 +17,7 @@ Every worker also hands itself to ``queuelog.serving.adopt_worker`` once it is r
 long-polls learn how many threads it serves requests with, and cap how many of them may wait for a job; a
 threaded worker gives a thread a request only once the request's head has arrived (slow clients).
 """
+
 import glob
 import os
 import re
@@ -55,7 +56,7 @@ def _prepare_metrics_dir() -> None:
 def _remove_abandoned_dirs() -> None:
     """Servers killed outright (SIGKILL, power cut) never ran on_exit: remove the directories they left."""
     for path in glob.glob(os.path.join(tempfile.gettempdir(), _TMP_PREFIX + "*-*")):
-        pid = os.path.basename(path)[len(_TMP_PREFIX):].split("-", 1)[0]
+        pid = os.path.basename(path)[len(_TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -17,6 +17,7 @@ clock: on a shared, loaded machine the wall clock also counts the time other pro
 the fsync a commit waits for, which swamp a difference of tens of microseconds; the CPU clock leaves both
 out (so it also leaves out what an extra page to sync costs: compare with the wall clock too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,10 +59,14 @@ def child(database_url: str, pending: int, clock_name: str = "wall") -> None:
     from queuelog import create_app, queue
     from queuelog.auth.keys import authenticate, create_key
 
-    print(f"[claim_compare] measuring {queuelog.__file__} on {make_url(database_url).get_backend_name()}",
-          file=sys.stderr, flush=True)
-    app = create_app({"DATABASE_URL": database_url, "JOB_TYPES": ["email"], "SECRET_KEY": "compare",
-                      "LOG_FORMAT": "text"})
+    print(
+        f"[claim_compare] measuring {queuelog.__file__} on {make_url(database_url).get_backend_name()}",
+        file=sys.stderr,
+        flush=True,
+    )
+    app = create_app(
+        {"DATABASE_URL": database_url, "JOB_TYPES": ["email"], "SECRET_KEY": "compare", "LOG_FORMAT": "text"}
+    )
     import logging
 
     logging.disable(logging.INFO)
@@ -78,8 +83,12 @@ def child(database_url: str, pending: int, clock_name: str = "wall") -> None:
         if os.environ.get("CLAIM_COMPARE_PROCESS"):
             from queuelog.queue import worker_processes
 
-            claim_options["process"] = worker_processes.register(caller, worker_processes.NewProcess(
-                host="compare", pid=os.getpid(), version="compare", concurrency=1, types=())).id
+            claim_options["process"] = worker_processes.register(
+                caller,
+                worker_processes.NewProcess(
+                    host="compare", pid=os.getpid(), version="compare", concurrency=1, types=()
+                ),
+            ).id
         producer = authenticate(create_key(f"compare-producer-{time.time_ns()}", "producer"))
         print("ready", flush=True)
         for line in sys.stdin:
@@ -119,12 +128,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--claims", type=int, default=50, help="calls per turn")
     parser.add_argument("--measure", choices=("claim", "enqueue"), default="claim")
-    parser.add_argument("--after-names-process", action="store_true",
-                        help="the after checkout's claims name a registered worker process (process_id)")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="time calls by the wall clock or by the child thread's CPU time")
-    parser.add_argument("--reuse", action="store_true",
-                        help="PostgreSQL: measure on the databases a previous run filled (each has fewer pending)")
+    parser.add_argument(
+        "--after-names-process",
+        action="store_true",
+        help="the after checkout's claims name a registered worker process (process_id)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time calls by the wall clock or by the child thread's CPU time",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="PostgreSQL: measure on the databases a previous run filled (each has fewer pending)",
+    )
     args = parser.parse_args()
     if args.dialect == "postgresql" and not args.pg_url:
         parser.error("--pg-url is needed for postgresql")
@@ -142,7 +161,11 @@ def main() -> None:
             children[label] = subprocess.Popen(
                 [sys.executable, __file__, "--child", url, str(0 if args.reuse else args.pending), args.clock],
                 cwd=str(Path(checkout).resolve()),
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         for label, process in children.items():
             line = process.stdout.readline().strip()
             if line != "ready":
@@ -160,8 +183,10 @@ def main() -> None:
             process.stdin.close()
             process.wait(timeout=60)
 
-    print(f"{args.measure}, {args.dialect}, {args.pending:,} pending, {args.rounds} rounds of {args.claims} "
-          f"calls each, in turns, {args.clock} clock")
+    print(
+        f"{args.measure}, {args.dialect}, {args.pending:,} pending, {args.rounds} rounds of {args.claims} "
+        f"calls each, in turns, {args.clock} clock"
+    )
     for label in ("before", "after"):
         values = sorted(samples[label])
         p50 = statistics.median(values)

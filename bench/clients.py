@@ -45,8 +45,7 @@ class Tally:
             self.samples.append(what[:300])
 
 
-def post(session: requests.Session, url: str, body: Any, ok: tuple[int, ...],
-         tally: Tally) -> requests.Response | None:
+def post(session: requests.Session, url: str, body: Any, ok: tuple[int, ...], tally: Tally) -> requests.Response | None:
     """POST with bounded retries on connection errors and 5xx responses.
 
     Returns the response once its status is in ``ok`` or a non-retryable 4xx
@@ -130,8 +129,9 @@ def drain_single_worker(arg: dict, go: Callable[[], float]) -> dict:
         if resp.status_code != 200:
             continue
         job = resp.json()
-        done_resp = post(session, f"{base}/jobs/{job['id']}/complete",
-                         {"claim_token": job["claim_token"]}, (200,), tally)
+        done_resp = post(
+            session, f"{base}/jobs/{job['id']}/complete", {"claim_token": job["claim_token"]}, (200,), tally
+        )
         if done_resp is not None and done_resp.status_code == 200:
             done.append(job["id"])
             end = time.monotonic()
@@ -212,8 +212,7 @@ def ceiling_cycle_worker(arg: dict, go: Callable[[], float]) -> dict:
 # Claim latency
 
 
-def claim_latencies(base_url: str, token: str, samples: int, warmup: int,
-                    budget_s: float) -> list[float]:
+def claim_latencies(base_url: str, token: str, samples: int, warmup: int, budget_s: float) -> list[float]:
     """Sequential single claims from one client; returns latencies in ms.
 
     Each claimed job is completed straight away, outside the timed part, so
@@ -240,6 +239,5 @@ def claim_latencies(base_url: str, token: str, samples: int, warmup: int,
         if i >= warmup:
             latencies.append(elapsed_ms)
         job = resp.json()
-        post(session, f"{base_url}/jobs/{job['id']}/complete",
-             {"claim_token": job["claim_token"]}, (200,), tally)
+        post(session, f"{base_url}/jobs/{job['id']}/complete", {"claim_token": job["claim_token"]}, (200,), tally)
     return latencies

@@ -100,18 +100,21 @@ def fill_pending(url: str, template_id, count: int) -> float:
     engine = engine_for(url)
     try:
         with engine.connect() as conn:
-            row = conn.execute(text(f"SELECT * FROM {JOBS_TABLE} WHERE id = :id"),
-                               {"id": template_id}).mappings().one()
+            row = conn.execute(text(f"SELECT * FROM {JOBS_TABLE} WHERE id = :id"), {"id": template_id}).mappings().one()
         names, exprs = _select_list(engine, dict(row))
         cols, sel = ", ".join(names), ", ".join(exprs)
         if engine.dialect.name == "postgresql":
-            sql = (f"INSERT INTO {JOBS_TABLE} ({cols}) SELECT {sel} "
-                   f"FROM {JOBS_TABLE} t CROSS JOIN generate_series(1, :n) AS s(i) "
-                   f"WHERE t.id = :id")
+            sql = (
+                f"INSERT INTO {JOBS_TABLE} ({cols}) SELECT {sel} "
+                f"FROM {JOBS_TABLE} t CROSS JOIN generate_series(1, :n) AS s(i) "
+                f"WHERE t.id = :id"
+            )
         else:
-            sql = (f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < :n) "
-                   f"INSERT INTO {JOBS_TABLE} ({cols}) SELECT {sel} "
-                   f"FROM {JOBS_TABLE} t, s WHERE t.id = :id")
+            sql = (
+                f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < :n) "
+                f"INSERT INTO {JOBS_TABLE} ({cols}) SELECT {sel} "
+                f"FROM {JOBS_TABLE} t, s WHERE t.id = :id"
+            )
         t0 = time.monotonic()
         with engine.begin() as conn:
             conn.execute(text(sql), {"n": count, "id": template_id})

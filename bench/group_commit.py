@@ -17,6 +17,7 @@ A speed figure, not a test: it checks only that every job completed exactly once
 ``--quick`` (a smoke test, tests/test_bench_group_commit.py): one round of 12 jobs at 4 workers on two servers,
 SQLite FULL with group commit off and on (each server is a production command to start: the rest is left out).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,18 @@ CEILING = "Flask ceiling ÷ 3"
 
 
 def _config(jobs: int) -> Config:
-    return Config(jobs=jobs, workers=[4, 16], enqueue_clients=4, enqueue_batches=[1], claim_limit=100,
-                  fills=[], latency_samples=0, latency_warmup=0, latency_budget_s=0, timeout=120)
+    return Config(
+        jobs=jobs,
+        workers=[4, 16],
+        enqueue_clients=4,
+        enqueue_batches=[1],
+        claim_limit=100,
+        fills=[],
+        latency_samples=0,
+        latency_warmup=0,
+        latency_budget_s=0,
+        timeout=120,
+    )
 
 
 def _queuelog(column: str, db_url: str, log_dir: Path, settings: dict[str, str], threads: int) -> Queuelog:
@@ -59,8 +70,7 @@ def _sqlite_columns() -> dict[str, dict[str, str]]:
     return {
         "SQLite FULL, group commit off": {"QUEUELOG_SQLITE_SYNCHRONOUS": "FULL", "QUEUELOG_GROUP_COMMIT": "off"},
         "SQLite FULL, group commit on": {"QUEUELOG_SQLITE_SYNCHRONOUS": "FULL", "QUEUELOG_GROUP_COMMIT": "on"},
-        "SQLite NORMAL, group commit off": {"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
-                                            "QUEUELOG_GROUP_COMMIT": "off"},
+        "SQLite NORMAL, group commit off": {"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL", "QUEUELOG_GROUP_COMMIT": "off"},
     }
 
 
@@ -81,8 +91,9 @@ def _postgres_databases(server_url: str, names: list[str]) -> list[str]:
     return urls
 
 
-def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: int | None,
-                      threads: int) -> dict[str, Queuelog]:
+def _postgres_columns(
+    stack: contextlib.ExitStack, log_dir: Path, commit_delay: int | None, threads: int
+) -> dict[str, Queuelog]:
     from bench.run import make_pg_durable
     from bench.servers import postgres_cluster
 
@@ -91,9 +102,11 @@ def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: 
     off, on = _postgres_databases(server_url, ["group_off", "group_on"])
     columns = {
         "PostgreSQL, group commit off": stack.enter_context(
-            _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads)),
+            _queuelog("pg-off", off, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads)
+        ),
         "PostgreSQL, group commit on": stack.enter_context(
-            _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"}, threads)),
+            _queuelog("pg-on", on, log_dir, {"QUEUELOG_GROUP_COMMIT": "on"}, threads)
+        ),
     }
     if commit_delay is not None:
         delayed_url = stack.enter_context(postgres_cluster())
@@ -101,7 +114,8 @@ def _postgres_columns(stack: contextlib.ExitStack, log_dir: Path, commit_delay: 
         _set_commit_delay(delayed_url, commit_delay)
         [delayed] = _postgres_databases(delayed_url, ["commit_delay"])
         columns[f"PostgreSQL, group commit off, commit_delay={commit_delay} µs"] = stack.enter_context(
-            _queuelog("pg-delay", delayed, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads))
+            _queuelog("pg-delay", delayed, log_dir, {"QUEUELOG_GROUP_COMMIT": "off"}, threads)
+        )
     return columns
 
 
@@ -125,12 +139,23 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--postgresql", action="store_true", help="add PostgreSQL with group commit off and on")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL columns only")
-    parser.add_argument("--pg-commit-delay", type=int, metavar="MICROSECONDS",
-                        help="with --postgresql: a column on a cluster with this commit_delay (commit_siblings 2)")
-    parser.add_argument("--threads", type=int, default=THREADS,
-                        help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke test: one round of 12 jobs at 4 workers, SQLite FULL, group commit off and on")
+    parser.add_argument(
+        "--pg-commit-delay",
+        type=int,
+        metavar="MICROSECONDS",
+        help="with --postgresql: a column on a cluster with this commit_delay (commit_siblings 2)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=THREADS,
+        help="gunicorn threads per worker process (1: sync workers, as bench.run starts them)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test: one round of 12 jobs at 4 workers, SQLite FULL, group commit off and on",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.jobs, args.workers = 1, 12, [4]
@@ -144,7 +169,7 @@ def main() -> int:
         log_dir = workdir / "logs"
         systems = {}
         if not args.no_sqlite:
-            sqlite_columns = list(_sqlite_columns().items())[:2 if args.quick else None]
+            sqlite_columns = list(_sqlite_columns().items())[: 2 if args.quick else None]
             for index, (column, settings) in enumerate(sqlite_columns):
                 url = f"sqlite:///{workdir / f'column-{index}.db'}"
                 systems[column] = stack.enter_context(_queuelog(column, url, log_dir, settings, args.threads))
@@ -162,8 +187,7 @@ def main() -> int:
                     failed += [check for check in result.checks if not check.ok]
                     rate = result.jobs / result.seconds if result.seconds else 0.0
                     rates.setdefault((column, workers), []).append(rate)
-                    print(f"round {round_number}, {workers:>2} workers, {column}: {rate:,.0f} jobs/s",
-                          flush=True)
+                    print(f"round {round_number}, {workers:>2} workers, {column}: {rate:,.0f} jobs/s", flush=True)
                     time.sleep(0.5)
         _print_table(rates, list(systems), args.workers, args.rounds, args.jobs, args.threads)
         if FULL_ON in systems and NORMAL in systems:
@@ -174,8 +198,10 @@ def main() -> int:
 
 
 def _print_table(rates, columns: list[str], workers: list[int], rounds: int, jobs: int, threads: int) -> None:
-    print(f"\nEnd-to-end single path (enqueue, claim, complete: one job per request), gunicorn -w 4 "
-          f"--threads {threads}; jobs/s, median of {rounds} interleaved rounds of {jobs} jobs (min–max)\n")
+    print(
+        f"\nEnd-to-end single path (enqueue, claim, complete: one job per request), gunicorn -w 4 "
+        f"--threads {threads}; jobs/s, median of {rounds} interleaved rounds of {jobs} jobs (min–max)\n"
+    )
     print("| Server | " + " | ".join(f"{n} workers" for n in workers) + " |")
     print("|---|" + "---:|" * len(workers))
     for column in columns:
@@ -195,8 +221,9 @@ def _print_ceiling_ratios(rates, columns: list[str], workers: list[int]) -> None
     for column in columns:
         if column == CEILING:
             continue
-        cells = [f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(CEILING, n)]):.2f}×"
-                 for n in workers]
+        cells = [
+            f"{statistics.median(rates[(column, n)]) / statistics.median(rates[(CEILING, n)]):.2f}×" for n in workers
+        ]
         print(f"| {column} ÷ (ceiling ÷ 3) | " + " | ".join(cells) + " |")
 
 
@@ -226,16 +253,20 @@ def _print_what_full_costs(rates, workers: list[int], workdir: Path) -> None:
     and FULL can only match NORMAL where the clients queue for the CPU anyway.
     """
     fsync_ms = _fdatasync_ms(workdir / "fdatasync-probe")
-    print(f"\nOne fdatasync after a 4 KiB append on this disk, {len(fsync_ms)} of them 2-8 ms apart: "
-          f"mean {statistics.fmean(fsync_ms):.2f} ms, "
-          f"p50 {statistics.median(fsync_ms):.2f} ms, p90 {fsync_ms[int(0.9 * (len(fsync_ms) - 1))]:.2f} ms")
+    print(
+        f"\nOne fdatasync after a 4 KiB append on this disk, {len(fsync_ms)} of them 2-8 ms apart: "
+        f"mean {statistics.fmean(fsync_ms):.2f} ms, "
+        f"p50 {statistics.median(fsync_ms):.2f} ms, p90 {fsync_ms[int(0.9 * (len(fsync_ms) - 1))]:.2f} ms"
+    )
     for n in workers:
         # Per round (the two servers ran seconds apart), then the median: the rounds' speeds swing too much.
         pairs = list(zip(rates[(FULL_ON, n)], rates[(NORMAL, n)], strict=True))
         extra_ms = statistics.median((n / full - n / normal) * 1000 / WRITES_PER_JOB for full, normal in pairs)
         ratio = statistics.median(full / normal for full, normal in pairs)
-        print(f"{n:>2} workers: FULL (group commit on) is {ratio:.2f}× NORMAL and adds {extra_ms:.2f} ms to each "
-              "write a client waits for (medians of per-round figures)")
+        print(
+            f"{n:>2} workers: FULL (group commit on) is {ratio:.2f}× NORMAL and adds {extra_ms:.2f} ms to each "
+            "write a client waits for (medians of per-round figures)"
+        )
 
 
 def _fdatasync_ms(path: Path, count: int = 200) -> list[float]:

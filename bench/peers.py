@@ -100,24 +100,31 @@ class Huey(System):
         self.rounds += 1
         self.db_path = str(self.work_dir / f"huey-{self.rounds}.db")
         parts = split(jobs, clients)
-        args = [{"db_path": self.db_path, "count": c, "first": sum(parts[:i])}
-                for i, c in enumerate(parts) if c]
+        args = [{"db_path": self.db_path, "count": c, "first": sum(parts[:i])} for i, c in enumerate(parts) if c]
         run = run_processes(_huey_enqueue_worker, args, cfg.timeout)
         return run.elapsed, [i for r in run.results for i in r["ids"]]
 
-    def drain(self, path: str, workers: int, ids: list, cfg: Config,
-              metric: str | None) -> tuple[float | None, list[Check]]:
-        run = run_processes(_huey_consumer_worker, [{
-            "db_path": self.db_path, "workers": workers, "total": len(ids),
-            "timeout": cfg.timeout}], cfg.timeout + 30)
+    def drain(
+        self, path: str, workers: int, ids: list, cfg: Config, metric: str | None
+    ) -> tuple[float | None, list[Check]]:
+        run = run_processes(
+            _huey_consumer_worker,
+            [{"db_path": self.db_path, "workers": workers, "total": len(ids), "timeout": cfg.timeout}],
+            cfg.timeout + 30,
+        )
         done = run.results[0]["ids"]
         huey, _ = make_huey(self.db_path)
         left = huey.pending_count()
         huey.storage.close()
         # huey keys results by task id, so a task run twice would not show
         # up as a duplicate here; "every task has a result" is what we check.
-        check = Check(self.column, f"{workers} workers", set(done) == set(ids) and left == 0,
-                      f"{len(done)}/{len(ids)} results, {left} left in queue", metric)
+        check = Check(
+            self.column,
+            f"{workers} workers",
+            set(done) == set(ids) and left == 0,
+            f"{len(done)}/{len(ids)} results, {left} left in queue",
+            metric,
+        )
         return run.elapsed or None, [check]
 
 
@@ -151,8 +158,7 @@ def _rq_enqueue_worker(arg: dict, go: Callable[[], float]) -> dict:
     else:
         # RQ's own batch API: one Redis pipeline per batch.
         for start in range(0, count, batch):
-            datas = [Queue.prepare_data(rq_noop, (first + i,))
-                     for i in range(start, min(start + batch, count))]
+            datas = [Queue.prepare_data(rq_noop, (first + i,)) for i in range(start, min(start + batch, count))]
             ids.extend(j.id for j in queue.enqueue_many(datas))
             end = time.monotonic()
     return {"ids": ids, "end": end, "errors": 0}
@@ -188,13 +194,17 @@ class Rq(System):
     def enqueue(self, jobs: int, batch: int, clients: int, cfg: Config) -> tuple[float, list]:
         _rq_queue(self.redis.url).connection.flushdb()  # this redis is ours alone
         parts = split(jobs, clients)
-        args = [{"redis_url": self.redis.url, "count": c, "batch": batch, "first": sum(parts[:i])}
-                for i, c in enumerate(parts) if c]
+        args = [
+            {"redis_url": self.redis.url, "count": c, "batch": batch, "first": sum(parts[:i])}
+            for i, c in enumerate(parts)
+            if c
+        ]
         run = run_processes(_rq_enqueue_worker, args, cfg.timeout)
         return run.elapsed, [i for r in run.results for i in r["ids"]]
 
-    def drain(self, path: str, workers: int, ids: list, cfg: Config,
-              metric: str | None) -> tuple[float | None, list[Check]]:
+    def drain(
+        self, path: str, workers: int, ids: list, cfg: Config, metric: str | None
+    ) -> tuple[float | None, list[Check]]:
         from rq.job import Job
         from rq.registry import FailedJobRegistry
 
@@ -204,11 +214,15 @@ class Rq(System):
         # job's own completion timestamp, read back from RQ's result store.
         ends = []
         for chunk in range(0, len(ids), 500):
-            for job in Job.fetch_many(ids[chunk:chunk + 500], connection=queue.connection):
+            for job in Job.fetch_many(ids[chunk : chunk + 500], connection=queue.connection):
                 if job is not None and job.get_status() == "finished":
                     ends.append(job.return_value())
         failed, left = len(FailedJobRegistry(queue=queue)), len(queue)
-        check = Check(self.column, f"{workers} workers",
-                      len(ends) == len(ids) and failed == 0 and left == 0,
-                      f"{len(ends)}/{len(ids)} finished, {failed} failed, {left} left", metric)
+        check = Check(
+            self.column,
+            f"{workers} workers",
+            len(ends) == len(ids) and failed == 0 and left == 0,
+            f"{len(ends)}/{len(ids)} finished, {failed} failed, {left} left",
+            metric,
+        )
         return (max(ends) - run.start if ends else None), [check]

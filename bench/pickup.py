@@ -33,7 +33,7 @@ from bench.worker_pool import PoolFailed, WorkerPool
 from bench.worker_report import PICKUP_PLACEMENTS
 from bench.worker_systems import WorkerSystem, wait_finished
 
-MIN_SAMPLES = 30   # the time budget never cuts a probe below this
+MIN_SAMPLES = 30  # the time budget never cuts a probe below this
 QUIET_S = 0.025
 
 
@@ -50,15 +50,16 @@ class Probe:
     index: int
     latencies: list[float] = field(default_factory=list)
     ids: list = field(default_factory=list)
-    timed_ids: list = field(default_factory=list)   # the job of each latency, in the same order
+    timed_ids: list = field(default_factory=list)  # the job of each latency, in the same order
     taken: int = 0
     next_due: float = 0.0
     done: bool = False
     failed: bool = False
 
 
-def probe_all(systems: list[WorkerSystem], pools: dict[str, WorkerPool], cfg: Config, metrics: dict,
-              checks: list[Check]) -> None:
+def probe_all(
+    systems: list[WorkerSystem], pools: dict[str, WorkerPool], cfg: Config, metrics: dict, checks: list[Check]
+) -> None:
     """Probe every system, taking turns; record p50/p99 and check every job ran exactly once."""
     probes = [Probe(system, i) for i, system in enumerate(systems)]
     deadline = time.monotonic() + cfg.pickup_budget_s
@@ -97,21 +98,29 @@ def _sample(probe: Probe, inbox: Inbox, cfg: Config) -> None:
         probe.timed_ids.append(probe.ids[-1])
 
 
-def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metrics: dict,
-            checks: list[Check]) -> None:
+def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metrics: dict, checks: list[Check]) -> None:
     system = probe.system
     what = f"pickup probe, {len(probe.ids)} jobs one at a time"
     check = wait_finished(system, pool, probe.ids, cfg.timeout, what, "pickup_p50").check
     if twice:
-        check = Check(check.target, what, False, f"{check.detail}; handler started twice for samples {twice}",
-                      check.metric)
+        check = Check(
+            check.target, what, False, f"{check.detail}; handler started twice for samples {twice}", check.metric
+        )
     checks.append(check)
     system.clear()
     column = metrics.setdefault(system.column, {})
-    column.update({"pickup_samples": len(probe.latencies), "pickup_p50": percentile(probe.latencies, 50),
-                   "pickup_p99": percentile(probe.latencies, 99)})
-    print(f"[bench] {system.column}: pickup p50 {column['pickup_p50']:.1f} ms, p99 {column['pickup_p99']:.1f} ms "
-          f"({len(probe.latencies)} samples)", flush=True)
+    column.update(
+        {
+            "pickup_samples": len(probe.latencies),
+            "pickup_p50": percentile(probe.latencies, 50),
+            "pickup_p99": percentile(probe.latencies, 99),
+        }
+    )
+    print(
+        f"[bench] {system.column}: pickup p50 {column['pickup_p50']:.1f} ms, p99 {column['pickup_p99']:.1f} ms "
+        f"({len(probe.latencies)} samples)",
+        flush=True,
+    )
     same = system.same_process(probe.timed_ids)
     for where in PICKUP_PLACEMENTS:
         wanted = where == "same_process"
@@ -119,12 +128,16 @@ def _record(probe: Probe, pool: WorkerPool, twice: list[int], cfg: Config, metri
         if same:
             column[f"pickup_samples_{where}"] = len(latencies)
         if latencies:
-            column.update({f"pickup_p50_{where}": percentile(latencies, 50),
-                           f"pickup_p99_{where}": percentile(latencies, 99)})
+            column.update(
+                {f"pickup_p50_{where}": percentile(latencies, 50), f"pickup_p99_{where}": percentile(latencies, 99)}
+            )
     if same:
-        print(f"[bench] {system.column}: the claim in the enqueue's server process for "
-              f"{column['pickup_samples_same_process']} samples, in another for "
-              f"{column['pickup_samples_other_process']}", flush=True)
+        print(
+            f"[bench] {system.column}: the claim in the enqueue's server process for "
+            f"{column['pickup_samples_same_process']} samples, in another for "
+            f"{column['pickup_samples_other_process']}",
+            flush=True,
+        )
 
 
 class Inbox:

@@ -26,6 +26,7 @@ between samples so its enqueues reach every server process), so the floor and th
 by side. A figure to read, not a test: it fails on nothing. ``--quick`` (a smoke test,
 tests/test_bench_pickup_floor.py) takes a few samples per chain, one round, with short idles.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,8 @@ from bench.targets import percentile
 IDLE_S = (0.3, 0.9)
 CHAINS = ("bare", "threads", "sqlite")
 QUEUELOG = "queuelog (SQLite, the production command)"
-REQUEST = b"POST /jobs HTTP/1.1\r\nContent-Length: 16\r\n\r\n{\"type\":\"noop\"}\n"
-ANSWER = b"HTTP/1.1 201 Created\r\nContent-Length: 12\r\n\r\n{\"id\": 1234}"
+REQUEST = b'POST /jobs HTTP/1.1\r\nContent-Length: 16\r\n\r\n{"type":"noop"}\n'
+ANSWER = b'HTTP/1.1 201 Created\r\nContent-Length: 12\r\n\r\n{"id": 1234}'
 CLAIM = b"POST /jobs/claim?wait=30 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
 
 
@@ -67,7 +68,7 @@ class DurableWrite:
     def __call__(self) -> None:
         if self._db is not None:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT INTO jobs (body) VALUES ('{\"type\":\"noop\"}')")
+            self._db.execute('INSERT INTO jobs (body) VALUES (\'{"type":"noop"}\')')
             self._db.execute("COMMIT")
         else:
             os.write(self._fd, b"x" * 200)
@@ -111,7 +112,7 @@ def claim_server(listener: socket.socket, wake_path: str, directory: Path, chain
     generation = [0]
 
     def wait_and_claim() -> None:
-        while worker.recv(4096):          # the long-poll arrives
+        while worker.recv(4096):  # the long-poll arrives
             with woken:
                 seen = generation[0]
                 woken.wait_for(lambda seen=seen: generation[0] != seen)
@@ -125,7 +126,7 @@ def claim_server(listener: socket.socket, wake_path: str, directory: Path, chain
             worker.sendall(ANSWER)
         return
     threading.Thread(target=wait_and_claim, daemon=True).start()
-    while wake.recv(16):                  # the wake-up listener thread
+    while wake.recv(16):  # the wake-up listener thread
         with woken:
             generation[0] += 1
             woken.notify_all()
@@ -177,9 +178,9 @@ def pickups(chain: str, samples: int, directory: Path, idle: tuple[float, float]
     try:
         while not os.path.exists(wake_path):
             time.sleep(0.01)
-        for n in range(samples + 5):      # the first five warm up
+        for n in range(samples + 5):  # the first five warm up
             time.sleep(random.uniform(*idle))
-            before = time.monotonic()   # system-wide on Linux, like the worker's reading
+            before = time.monotonic()  # system-wide on Linux, like the worker's reading
             producer.sendall(REQUEST)
             producer.recv(4096)
             started = float(inbox.recv(64))
@@ -214,7 +215,7 @@ def queuelog_probe(directory: Path, idle: tuple[float, float]):
                 before = time.monotonic()
                 job_id = system.enqueue_one({"report_to": inbox.port, "sample": [0, n]})
                 taken.append((inbox.wait_for((0, n), 10) - before) * 1000)
-                system.between_samples(job_id)   # the next enqueue may land on any server process
+                system.between_samples(job_id)  # the next enqueue may land on any server process
             return taken
 
         try:
@@ -230,11 +231,18 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=90, help="per chain, over all rounds")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--with-queuelog", action="store_true")
-    parser.add_argument("--idle", type=float, nargs=2, default=IDLE_S, metavar=("MIN_S", "MAX_S"),
-                        help="seconds of idle before each sample, drawn from this range (0.02 0.04: back to back, "
-                             "leaving the last job time to be acknowledged)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke test: 3 samples per chain in one round, 0.02-0.05 s idle")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        nargs=2,
+        default=IDLE_S,
+        metavar=("MIN_S", "MAX_S"),
+        help="seconds of idle before each sample, drawn from this range (0.02 0.04: back to back, "
+        "leaving the last job time to be acknowledged)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke test: 3 samples per chain in one round, 0.02-0.05 s idle"
+    )
     args = parser.parse_args()
     if args.quick:
         args.samples, args.rounds, args.idle = 3, 1, (0.02, 0.05)
@@ -244,13 +252,15 @@ def main() -> None:
     per_round = args.samples // args.rounds
     with tempfile.TemporaryDirectory(prefix="pickup-floor-") as directory, contextlib.ExitStack() as stack:
         queuelog = stack.enter_context(queuelog_probe(Path(directory), idle)) if args.with_queuelog else None
-        for _ in range(args.rounds):      # in turns: the machine's noise spreads over every chain alike
+        for _ in range(args.rounds):  # in turns: the machine's noise spreads over every chain alike
             for chain in CHAINS:
                 results[chain] += pickups(chain, per_round, Path(directory), idle)
             if queuelog is not None:
                 results[QUEUELOG] += queuelog(per_round)
-    print(f"pickup: ms from the producer's clock reading to the handler's, after {idle[0]}-{idle[1]} s idle, "
-          f"{args.rounds} rounds in turns")
+    print(
+        f"pickup: ms from the producer's clock reading to the handler's, after {idle[0]}-{idle[1]} s idle, "
+        f"{args.rounds} rounds in turns"
+    )
     print(f"  {'chain':<42} {'samples':>7} {'p50':>7} {'p90':>7} {'p99':>7}")
     for name, values in results.items():
         p50, p90, p99 = (percentile(values, pct) for pct in (50, 90, 99))

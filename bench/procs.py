@@ -53,8 +53,7 @@ def _child(fn: Callable, arg: Any, barrier, out) -> None:
     out.put(result)
 
 
-def run_processes(fn: Callable[[Any, Callable[[], float]], dict], args: list[Any],
-                  timeout: float) -> ProcRun:
+def run_processes(fn: Callable[[Any, Callable[[], float]], dict], args: list[Any], timeout: float) -> ProcRun:
     """Run ``fn(arg, go)`` once per ``arg``, each in its own process.
 
     ``fn`` must call ``go()`` exactly once when it is ready to start the
@@ -65,8 +64,7 @@ def run_processes(fn: Callable[[Any, Callable[[], float]], dict], args: list[Any
     out = _CTX.Queue()
     # Not daemonic: huey's consumer must be able to start its own worker
     # processes; the finally block below reaps every child either way.
-    procs = [_CTX.Process(target=_child, args=(fn, a, barrier, out))
-             for a in args]
+    procs = [_CTX.Process(target=_child, args=(fn, a, barrier, out)) for a in args]
     for p in procs:
         p.start()
     try:

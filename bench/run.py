@@ -94,8 +94,15 @@ class Runner:
                     schedule.latency(queuelogs, self.cfg, self.metrics, self.checks)
             if workers:
                 with self._phase("workers"):
-                    worker_rounds.run(workers, self.cfg, self.metrics, self.checks, self.log_dir / "workers",
-                                      drain="workers" in self.parts, probe="pickup" in self.parts)
+                    worker_rounds.run(
+                        workers,
+                        self.cfg,
+                        self.metrics,
+                        self.checks,
+                        self.log_dir / "workers",
+                        drain="workers" in self.parts,
+                        probe="pickup" in self.parts,
+                    )
 
     @contextlib.contextmanager
     def _phase(self, name: str):
@@ -121,9 +128,16 @@ class Runner:
                 # The documented faster option, side by side, so the price of FULL's fsync per commit is
                 # measured rather than guessed. Throughput only: the claim's index walk is the same.
                 relaxed = self.work_dir / "bench-normal.db"
-                yield "sqlite_normal", lambda: Queuelog(
-                    "sqlite_normal", f"sqlite:///{relaxed}", self.log_dir,
-                    settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"}, probe_latency=False)
+                yield (
+                    "sqlite_normal",
+                    lambda: Queuelog(
+                        "sqlite_normal",
+                        f"sqlite:///{relaxed}",
+                        self.log_dir,
+                        settings={"QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL"},
+                        probe_latency=False,
+                    ),
+                )
             url = self._postgresql_url(stack)
             if url is not None:
                 yield "postgresql", lambda: Queuelog("postgresql", url, self.log_dir)
@@ -145,16 +159,21 @@ class Runner:
             yield "ql_worker_sqlite", lambda: QueuelogWorkers(self._production("ql_worker_sqlite", sqlite_url))
             base = self._postgresql_url(stack)
             if base is not None:
-                yield "ql_worker_postgresql", lambda: QueuelogWorkers(self._production(
-                    "ql_worker_postgresql", create_database(base, "bench_workers")))
+                yield (
+                    "ql_worker_postgresql",
+                    lambda: QueuelogWorkers(
+                        self._production("ql_worker_postgresql", create_database(base, "bench_workers"))
+                    ),
+                )
         yield "huey_consumer", lambda: HueyConsumer(self.work_dir)
         if shutil.which("redis-server") is None:
             self.notes.append("rq worker rows skipped: redis-server is not installed.")
             return
         try:
             plain = stack.enter_context(RedisServer(self.work_dir, self.log_dir / "redis-workers.log").start())
-            durable = stack.enter_context(RedisServer(self.work_dir, self.log_dir / "redis-aof.log",
-                                                      durable=True).start())
+            durable = stack.enter_context(
+                RedisServer(self.work_dir, self.log_dir / "redis-aof.log", durable=True).start()
+            )
         except Exception as exc:
             traceback.print_exc()
             self.notes.append(f"rq worker rows skipped: redis-server failed: {exc!r}"[:300])
@@ -234,22 +253,33 @@ def create_database(url: str, name: str) -> str:
 
 
 def git_commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
-                         capture_output=True, text=True)
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     return out.stdout.strip() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="small counts (about a minute): for CI and smoke tests")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results",
-                        help="directory for bench.md, bench.json and server logs")
-    parser.add_argument("--only", type=_parts, default=PARTS, metavar="PART[,PART…]",
-                        help=f"run only these parts ({', '.join(PARTS)}; default: all); "
-                             "the table then leaves the others out")
-    parser.add_argument("--worker-levels", type=_levels, default=None, metavar="N[,N…]",
-                        help="the worker rows' levels instead of the mode's (full: 1,4,16; quick: 2)")
+    parser.add_argument("--quick", action="store_true", help="small counts (about a minute): for CI and smoke tests")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / "bench" / "results",
+        help="directory for bench.md, bench.json and server logs",
+    )
+    parser.add_argument(
+        "--only",
+        type=_parts,
+        default=PARTS,
+        metavar="PART[,PART…]",
+        help=f"run only these parts ({', '.join(PARTS)}; default: all); the table then leaves the others out",
+    )
+    parser.add_argument(
+        "--worker-levels",
+        type=_levels,
+        default=None,
+        metavar="N[,N…]",
+        help="the worker rows' levels instead of the mode's (full: 1,4,16; quick: 2)",
+    )
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args.worker_levels:
@@ -269,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{cfg.batch_path_enqueue}), then N workers claim and complete them. huey and RQ "
         "enqueue one job per call and have one figure per N, set against both queuelog paths. "
         "The ceiling's round is N processes each doing 3 no-op requests per job, so its "
-        "figure is its request rate ÷ 3. \"Claim + complete only\" rows time the drain alone "
+        'figure is its request rate ÷ 3. "Claim + complete only" rows time the drain alone '
         "and are in no ratio.",
         "Durability: queuelog SQLite at its default synchronous=FULL (an acknowledged job survives "
         "power loss: one fsync per commit) and, in its own column, at the documented option "
@@ -282,10 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         "others divide the medians. Per-round figures are in bench.json (*_repeats).",
         *worker_report.notes(cfg),
     ]
-    meta = {"mode": "quick" if args.quick else "full", "started": started.isoformat(timespec="seconds"),
-            "cpus": os.cpu_count(), "commit": git_commit(), "python": sys.version.split()[0],
-            "gunicorn_workers": GUNICORN_WORKERS, "production_threads": PRODUCTION_THREADS,
-            "parts": list(args.only), "phase_seconds": runner.phase_seconds, "seconds": time.monotonic() - t0}
+    meta = {
+        "mode": "quick" if args.quick else "full",
+        "started": started.isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "commit": git_commit(),
+        "python": sys.version.split()[0],
+        "gunicorn_workers": GUNICORN_WORKERS,
+        "production_threads": PRODUCTION_THREADS,
+        "parts": list(args.only),
+        "phase_seconds": runner.phase_seconds,
+        "seconds": time.monotonic() - t0,
+    }
     checks = [c.as_dict() for c in runner.checks]
     text = report.write(out_dir, cfg, meta, runner.metrics, checks, runner.notes)
     print()

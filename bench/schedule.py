@@ -42,14 +42,13 @@ def rounds(cfg: Config) -> list[Round]:
     return [*end_to_end_rounds(cfg), *(EnqueueRound(b) for b in cfg.enqueue_batches)]
 
 
-def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict],
-               checks: list[Check]) -> None:
+def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict], checks: list[Check]) -> None:
     """Run every round on every system; record median figures and checks."""
     samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     broken: set[str] = set()
     schedule = [r for _ in range(cfg.repeats) for r in rounds(cfg)]
     for idx, rnd in enumerate(schedule):
-        order = systems[idx % len(systems):] + systems[:idx % len(systems)]
+        order = systems[idx % len(systems) :] + systems[: idx % len(systems)]
         for system in order:
             if system.column in broken:
                 continue
@@ -70,26 +69,32 @@ def throughput(systems: list[System], cfg: Config, metrics: dict[str, dict],
             metrics[column][f"{key}_repeats"] = values
 
 
-def _end_to_end_round(system: System, rnd: EndToEndRound, cfg: Config,
-                      samples: dict[str, list], checks: list[Check]) -> None:
+def _end_to_end_round(
+    system: System, rnd: EndToEndRound, cfg: Config, samples: dict[str, list], checks: list[Check]
+) -> None:
     if rnd.path not in system.drain_paths:
         return
     jobs = cfg.end_to_end_jobs(rnd.path, rnd.workers)
     result = system.end_to_end(rnd.path, rnd.workers, jobs, cfg, rnd.end_to_end)
     checks.extend(result.checks)
     samples[rnd.end_to_end].append(rate(result.jobs, result.seconds))
-    line = (f"[bench] {system.column}: {rnd.path} path, {result.jobs} jobs, workers={rnd.workers}"
-            f": end-to-end {fmt_rate(rate(result.jobs, result.seconds))} jobs/s")
+    line = (
+        f"[bench] {system.column}: {rnd.path} path, {result.jobs} jobs, workers={rnd.workers}"
+        f": end-to-end {fmt_rate(rate(result.jobs, result.seconds))} jobs/s"
+    )
     if result.drain_s is not None:
         samples[rnd.drain].append(rate(result.jobs, result.drain_s))
         samples[rnd.enqueue].append(rate(result.jobs, result.enqueue_s))
-        line += (f" (enqueue {fmt_rate(rate(result.jobs, result.enqueue_s))}, "
-                 f"drain {fmt_rate(rate(result.jobs, result.drain_s))})")
+        line += (
+            f" (enqueue {fmt_rate(rate(result.jobs, result.enqueue_s))}, "
+            f"drain {fmt_rate(rate(result.jobs, result.drain_s))})"
+        )
     print(line, flush=True)
 
 
-def _enqueue_round(system: System, rnd: EnqueueRound, cfg: Config,
-                   samples: dict[str, list], checks: list[Check]) -> None:
+def _enqueue_round(
+    system: System, rnd: EnqueueRound, cfg: Config, samples: dict[str, list], checks: list[Check]
+) -> None:
     if rnd.batch not in system.enqueue_batches:
         return
     # At least one whole batch per enqueue client, or a "batch of 500"
@@ -97,8 +102,10 @@ def _enqueue_round(system: System, rnd: EnqueueRound, cfg: Config,
     jobs = max(cfg.jobs, cfg.enqueue_clients * rnd.batch)
     seconds, ids = system.enqueue(jobs, rnd.batch, cfg.enqueue_clients, cfg)
     samples[f"enqueue_{rnd.batch}"].append(rate(jobs, seconds))
-    print(f"[bench] {system.column}: enqueue {jobs} in batches of {rnd.batch}: "
-          f"{fmt_rate(rate(jobs, seconds))} jobs/s", flush=True)
+    print(
+        f"[bench] {system.column}: enqueue {jobs} in batches of {rnd.batch}: {fmt_rate(rate(jobs, seconds))} jobs/s",
+        flush=True,
+    )
     if system.discard_untimed:
         return  # the next enqueue starts from an empty queue anyway
     # Every job still has to be completed (and checked), just untimed.
@@ -114,5 +121,4 @@ def latency(systems: list, cfg: Config, metrics: dict[str, dict], checks: list[C
             system.latency(cfg, metrics.setdefault(system.column, {}))
         except Exception as exc:
             traceback.print_exc()
-            checks.append(Check(system.column, "claim latency probe", False,
-                                f"aborted: {exc!r}"[:500]))
+            checks.append(Check(system.column, "claim latency probe", False, f"aborted: {exc!r}"[:500]))

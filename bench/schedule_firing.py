@@ -8,6 +8,7 @@ Prints the jobs fired per second, how late each tick's job was enqueued (p50/p99
     python -m bench.schedule_firing --no-postgresql
     python -m bench.schedule_firing --quick            # a smoke test: 20 schedules for 3 s, SQLite only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,15 +47,23 @@ def probe(app, secret: str, stop: threading.Event, latencies: list[float]) -> No
 
 
 def measure(name: str, url: str, count: int, seconds: float) -> None:
-    app = create_app({"DATABASE_URL": url, "JOB_TYPES": ["email", "noop"], "SECRET_KEY": "measure",
-                      "LOG_FORMAT": "text", "MAX_SCHEDULES": max(count, 1000)})
+    app = create_app(
+        {
+            "DATABASE_URL": url,
+            "JOB_TYPES": ["email", "noop"],
+            "SECRET_KEY": "measure",
+            "LOG_FORMAT": "text",
+            "MAX_SCHEDULES": max(count, 1000),
+        }
+    )
     for logger in ("queuelog.jobs", "queuelog.request"):
-        logging.getLogger(logger).setLevel(logging.WARNING)   # a line per job would drown the figures
+        logging.getLogger(logger).setLevel(logging.WARNING)  # a line per job would drown the figures
     table = Schedule.__table__
     with app.app_context():
         for index in range(count):
-            schedules.create_schedule({"name": f"every-second-{index:04d}", "every_seconds": 1,
-                                       "job": {"type": "noop"}, "paused": True})
+            schedules.create_schedule(
+                {"name": f"every-second-{index:04d}", "every_seconds": 1, "job": {"type": "noop"}, "paused": True}
+            )
         secret = create_key("probe", "producer")
         # Resumed at once, all due on the same whole second: the ticker's worst case.
         first = utcnow().replace(microsecond=0) + timedelta(seconds=2)
@@ -73,19 +82,24 @@ def measure(name: str, url: str, count: int, seconds: float) -> None:
         stop_ticker.set()
         time.sleep(ticker.TICK_SECONDS * 4)
         with db.engine.connect() as conn:
-            jobs = conn.execute(select(Job.schedule, Job.scheduled_for, Job.created_at)
-                                .where(Job.schedule.is_not(None))).all()
+            jobs = conn.execute(
+                select(Job.schedule, Job.scheduled_for, Job.created_at).where(Job.schedule.is_not(None))
+            ).all()
     late = [(job.created_at - job.scheduled_for).total_seconds() for job in jobs]
     fired = {(job.schedule, job.scheduled_for) for job in jobs}
     # Skipped: a tick with no job, up to 2 s before the pause (later ones may still have been in flight).
     span = (stopped - first).total_seconds()
     ticks = [first + timedelta(seconds=second) for second in range(int(span) - 1)]
     skipped = sum((f"every-second-{index:04d}", tick) not in fired for index in range(count) for tick in ticks)
-    print(f"{name}: {count} every-second schedules, {span:.1f} s: {len(jobs)} jobs, {len(jobs) / span:.0f} jobs/s; "
-          f"lateness p50 {statistics.median(late):.3f} s, p99 {percentile(late, 99):.3f} s, "
-          f"max {max(late):.3f} s; ticks skipped {skipped}")
-    print(f"enqueue beside the ticker ({len(latencies)} requests): p50 {statistics.median(latencies) * 1000:.1f} ms, "
-          f"p99 {percentile(latencies, 99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
+    print(
+        f"{name}: {count} every-second schedules, {span:.1f} s: {len(jobs)} jobs, {len(jobs) / span:.0f} jobs/s; "
+        f"lateness p50 {statistics.median(late):.3f} s, p99 {percentile(late, 99):.3f} s, "
+        f"max {max(late):.3f} s; ticks skipped {skipped}"
+    )
+    print(
+        f"enqueue beside the ticker ({len(latencies)} requests): p50 {statistics.median(latencies) * 1000:.1f} ms, "
+        f"p99 {percentile(latencies, 99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms"
+    )
 
 
 def main() -> None:

@@ -87,8 +87,7 @@ class GunicornServer:
     gthread workers of the README's production command.
     """
 
-    def __init__(self, app_spec: str, env: dict[str, str] | None, log_path: Path,
-                 threads: int | None = None):
+    def __init__(self, app_spec: str, env: dict[str, str] | None, log_path: Path, threads: int | None = None):
         self.app_spec = app_spec
         self.threads = threads
         self.port = free_port()
@@ -100,13 +99,20 @@ class GunicornServer:
     # Generous: the runner boots every server at once, and 20 gunicorn workers importing the app on a
     # busy 2-core machine have taken over a minute.
     def start(self, ready_path: str = "/", timeout: float = 180.0) -> GunicornServer:
-        cmd = [sys.executable, "-m", "gunicorn", "-w", str(GUNICORN_WORKERS),
-               *(["--threads", str(self.threads)] if self.threads else []),
-               "-b", f"127.0.0.1:{self.port}", self.app_spec]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(GUNICORN_WORKERS),
+            *(["--threads", str(self.threads)] if self.threads else []),
+            "-b",
+            f"127.0.0.1:{self.port}",
+            self.app_spec,
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
-            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self.env,
-                                         stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready(ready_path, timeout)
         return self
 
@@ -187,8 +193,16 @@ class RedisServer:
     def start(self, timeout: float = 20.0) -> RedisServer:
         import redis  # imported here: only the RQ peer needs it
 
-        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-               *self._persistence_args(), "--daemonize", "no"]
+        cmd = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            *self._persistence_args(),
+            "--daemonize",
+            "no",
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -227,8 +241,7 @@ def postgres_cluster():
     try:
         from tests.support.pg_cluster import throwaway_cluster
     except ImportError as exc:
-        print(f"[bench] PostgreSQL skipped: tests.support.pg_cluster unavailable ({exc})",
-              file=sys.stderr)
+        print(f"[bench] PostgreSQL skipped: tests.support.pg_cluster unavailable ({exc})", file=sys.stderr)
         yield None
         return
     with throwaway_cluster() as cluster:

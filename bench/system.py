@@ -20,7 +20,7 @@ class EndToEnd:
     """What one end-to-end round measured."""
 
     jobs: int
-    seconds: float | None          # enqueue + drain; None when nothing completed
+    seconds: float | None  # enqueue + drain; None when nothing completed
     checks: list[Check]
     # The two timed parts, when the system has them (the ceiling does not:
     # its three requests per job run as one cycle).
@@ -36,7 +36,7 @@ def rate(jobs: int, seconds: float | None) -> float | None:
 class System:
     """Base class: a queue (or the ceiling) that can be filled and drained."""
 
-    column = ""                                  # report column key
+    column = ""  # report column key
     enqueue_batches: frozenset[int] = frozenset({1})  # jobs per enqueue call it supports
     drain_paths: frozenset[str] = frozenset({"single"})
     # True when the jobs of an enqueue-only round may simply be dropped (the
@@ -54,14 +54,14 @@ class System:
         per call; returns (seconds, job ids)."""
         raise NotImplementedError
 
-    def drain(self, path: str, workers: int, ids: list, cfg: Config,
-              metric: str | None) -> tuple[float | None, list[Check]]:
+    def drain(
+        self, path: str, workers: int, ids: list, cfg: Config, metric: str | None
+    ) -> tuple[float | None, list[Check]]:
         """Complete every job in ``ids`` with ``workers`` workers; returns
         (seconds to the last completion or None, correctness checks)."""
         raise NotImplementedError
 
-    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config,
-                   metric: str) -> EndToEnd:
+    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config, metric: str) -> EndToEnd:
         """Enqueue ``jobs`` from ``workers`` clients, then drain them with
         ``workers`` workers, timing both.
 
@@ -77,8 +77,7 @@ class System:
         return EndToEnd(len(ids), total, checks, enqueue_s, drain_s)
 
 
-def verify_once(target: str, what: str, enqueued: list, runs: list[dict],
-                metric: str | None = None) -> Check:
+def verify_once(target: str, what: str, enqueued: list, runs: list[dict], metric: str | None = None) -> Check:
     """Compare what was enqueued with what workers report completed."""
     done = [i for r in runs for i in r["ids"]]
     dupes = [i for i, n in Counter(done).items() if n > 1]
@@ -86,8 +85,10 @@ def verify_once(target: str, what: str, enqueued: list, runs: list[dict],
     errors = sum(r.get("errors", 0) for r in runs)
     samples = [s for r in runs for s in r.get("error_samples", [])][:3]
     ok = not dupes and not missing and len(done) == len(enqueued)
-    detail = (f"{len(done)} completions for {len(enqueued)} jobs, {len(dupes)} duplicated, "
-              f"{len(missing)} missing, {errors} retried/unexpected responses")
+    detail = (
+        f"{len(done)} completions for {len(enqueued)} jobs, {len(dupes)} duplicated, "
+        f"{len(missing)} missing, {errors} retried/unexpected responses"
+    )
     if samples:
         detail += f"; e.g. {samples}"
     return Check(target, what, ok, detail, metric)

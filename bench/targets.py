@@ -23,11 +23,13 @@ from bench.system import EndToEnd, System, verify_once
 COMPLETED = "completed"
 
 
-def _enqueue_args(base_url: str, token: str | None, kind: str, jobs: int, batch: int,
-                  clients_n: int) -> list[dict]:
+def _enqueue_args(base_url: str, token: str | None, kind: str, jobs: int, batch: int, clients_n: int) -> list[dict]:
     parts = split(jobs, clients_n)
-    return [{"kind": kind, "base_url": base_url, "token": token, "count": c, "batch": batch,
-             "first": sum(parts[:i])} for i, c in enumerate(parts) if c]
+    return [
+        {"kind": kind, "base_url": base_url, "token": token, "count": c, "batch": batch, "first": sum(parts[:i])}
+        for i, c in enumerate(parts)
+        if c
+    ]
 
 
 # --------------------------------------------------------------------------
@@ -40,13 +42,24 @@ class Queuelog(System):
     enqueue_batches = frozenset({1, 50, 100, 500})
     drain_paths = frozenset({"single", "batch"})
 
-    def __init__(self, column: str, db_url: str, log_dir: Path, settings: dict[str, str] | None = None,
-                 probe_latency: bool = True, threads: int | None = None):
+    def __init__(
+        self,
+        column: str,
+        db_url: str,
+        log_dir: Path,
+        settings: dict[str, str] | None = None,
+        probe_latency: bool = True,
+        threads: int | None = None,
+    ):
         self.column = column
         self.db_url = db_url
         # Text log lines, whatever the caller's environment says: the pickup probe reads them.
-        self.env = {"QUEUELOG_DATABASE_URL": db_url, "QUEUELOG_JOB_TYPES": "noop", "QUEUELOG_LOG_FORMAT": "text",
-                    **(settings or {})}
+        self.env = {
+            "QUEUELOG_DATABASE_URL": db_url,
+            "QUEUELOG_JOB_TYPES": "noop",
+            "QUEUELOG_LOG_FORMAT": "text",
+            **(settings or {}),
+        }
         self.probe_latency = probe_latency
         # threads: gunicorn's gthread workers, as the README's production command runs them.
         self.server = GunicornServer("app:app", self.env, log_dir / f"gunicorn-{column}.log", threads)
@@ -70,7 +83,12 @@ class Queuelog(System):
     def _create_key(self, name: str, role: str) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "flask", "--app", "app", "keys", "create", name, "--role", role],
-            cwd=REPO_ROOT, env={**os.environ, **self.env}, capture_output=True, text=True, timeout=120)
+            cwd=REPO_ROOT,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if out.returncode != 0 or not out.stdout.strip():
             raise RuntimeError(f"flask keys create {role} failed: {out.stderr.strip()[-500:]}")
         return out.stdout.strip().splitlines()[-1].strip()
@@ -81,32 +99,45 @@ class Queuelog(System):
         ids = [i for r in run.results for i in r["ids"]]
         self.total_enqueued += len(ids)
         if len(ids) != jobs:
-            raise WorkerFailed(f"enqueue made {len(ids)} of {jobs} jobs: "
-                               f"{[s for r in run.results for s in r['error_samples']][:3]}")
+            raise WorkerFailed(
+                f"enqueue made {len(ids)} of {jobs} jobs: {[s for r in run.results for s in r['error_samples']][:3]}"
+            )
         return run.elapsed, ids
 
-    def drain(self, path: str, workers: int, ids: list, cfg: Config,
-              metric: str | None) -> tuple[float | None, list[Check]]:
+    def drain(
+        self, path: str, workers: int, ids: list, cfg: Config, metric: str | None
+    ) -> tuple[float | None, list[Check]]:
         fn = clients.drain_single_worker if path == "single" else clients.drain_batch_worker
-        args = [{"base_url": self.server.url, "token": self.worker, "total_jobs": len(ids),
-                 "limit": cfg.claim_limit}] * workers
+        args = [
+            {"base_url": self.server.url, "token": self.worker, "total_jobs": len(ids), "limit": cfg.claim_limit}
+        ] * workers
         run = run_processes(fn, args, cfg.timeout)
         what = f"{path} drain, {workers} workers"
         # Two views of exactly-once: what the workers saw, and what the
         # database says about every job ever enqueued in this run.
         counts = fill.status_counts(self.db_url)
-        checks = [verify_once(self.column, what, ids, run.results, metric),
-                  Check(self.column, f"database after {what}",
-                        counts == {COMPLETED: self.total_enqueued},
-                        f"status counts {counts}, expected {self.total_enqueued} {COMPLETED}", metric)]
+        checks = [
+            verify_once(self.column, what, ids, run.results, metric),
+            Check(
+                self.column,
+                f"database after {what}",
+                counts == {COMPLETED: self.total_enqueued},
+                f"status counts {counts}, expected {self.total_enqueued} {COMPLETED}",
+                metric,
+            ),
+        ]
         return run.elapsed or None, checks
 
     # -- claim latency -----------------------------------------------------
 
     def template_job(self):
         """One job made by the app itself, to be copied by the bulk fill."""
-        resp = requests.post(self.server.url + "/jobs", json=clients.job_body(-1), timeout=30,
-                             headers={"Authorization": f"Bearer {self.producer}"})
+        resp = requests.post(
+            self.server.url + "/jobs",
+            json=clients.job_body(-1),
+            timeout=30,
+            headers={"Authorization": f"Bearer {self.producer}"},
+        )
         resp.raise_for_status()
         return resp.json()["id"]
 
@@ -121,13 +152,17 @@ class Queuelog(System):
             pending = fill.status_counts(self.db_url).get("pending", 0)
             seconds = fill.fill_pending(self.db_url, template, target - pending)
             print(f"[bench] {self.column}: filled to {target:,} pending in {seconds:.1f}s", flush=True)
-            lat = clients.claim_latencies(self.server.url, self.worker, cfg.latency_samples,
-                                          cfg.latency_warmup, cfg.latency_budget_s)
+            lat = clients.claim_latencies(
+                self.server.url, self.worker, cfg.latency_samples, cfg.latency_warmup, cfg.latency_budget_s
+            )
             metrics[f"claim_samples_{target}"] = len(lat)
             metrics[f"claim_p50_{target}"] = percentile(lat, 50)
             metrics[f"claim_p99_{target}"] = percentile(lat, 99)
-            print(f"[bench] {self.column}: claim @{target:,}: p50 {percentile(lat, 50):.1f} ms, "
-                  f"p99 {percentile(lat, 99):.1f} ms ({len(lat)} samples)", flush=True)
+            print(
+                f"[bench] {self.column}: claim @{target:,}: p50 {percentile(lat, 50):.1f} ms, "
+                f"p99 {percentile(lat, 99):.1f} ms ({len(lat)} samples)",
+                flush=True,
+            )
             if is_largest:
                 metrics["rss_after_mib"] = self.server.rss_bytes() / 2**20
 
@@ -171,14 +206,11 @@ class Ceiling(System):
         run = run_processes(clients.enqueue_worker, args, cfg.timeout)
         return run.elapsed, [i for r in run.results for i in r["ids"]]
 
-    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config,
-                   metric: str) -> EndToEnd:
+    def end_to_end(self, path: str, workers: int, jobs: int, cfg: Config, metric: str) -> EndToEnd:
         parts = split(jobs, workers)
-        args = [{"base_url": self.server.url, "count": c, "first": sum(parts[:i])}
-                for i, c in enumerate(parts) if c]
+        args = [{"base_url": self.server.url, "count": c, "first": sum(parts[:i])} for i, c in enumerate(parts) if c]
         run = run_processes(clients.ceiling_cycle_worker, args, cfg.timeout)
-        check = verify_once(self.column, f"3-request cycles, {workers} workers",
-                            list(range(jobs)), run.results, metric)
+        check = verify_once(self.column, f"3-request cycles, {workers} workers", list(range(jobs)), run.results, metric)
         return EndToEnd(jobs, run.elapsed or None, [check])
 
 

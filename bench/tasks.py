@@ -25,7 +25,7 @@ JOB_TYPE = "noop"
 def noop(payload: dict | None = None) -> dict:
     """The job: returns the wall-clock time it ran at, which a drain round reads back from the results."""
     started = time.monotonic()  # CLOCK_MONOTONIC: system-wide, so the probe's readings compare
-    ran_at = time.time()        # wall clock: what the queues record their completions in
+    ran_at = time.time()  # wall clock: what the queues record their completions in
     if payload and "report_to" in payload:
         _report(payload["report_to"], payload.get("sample"), started)
     return {"ran_at": ran_at}

@@ -34,8 +34,15 @@ class PoolFailed(RuntimeError):
 class WorkerPool:
     """The processes of one system at one level."""
 
-    def __init__(self, name: str, argvs: list[list[str]], env: dict[str, str], log_dir: Path,
-                 ready_marker: str, stop_signal: int = signal.SIGTERM):
+    def __init__(
+        self,
+        name: str,
+        argvs: list[list[str]],
+        env: dict[str, str],
+        log_dir: Path,
+        ready_marker: str,
+        stop_signal: int = signal.SIGTERM,
+    ):
         self.name = name
         self.argvs = argvs
         # The repository root first on PYTHONPATH: the task modules (bench.tasks) and this checkout's
@@ -55,8 +62,9 @@ class WorkerPool:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "ab") as log:  # closed here: the child holds its own descriptor
                 self.log_starts.append(log.tell())
-                self.procs.append(subprocess.Popen(argv, cwd=REPO_ROOT, env=self.env, stdout=log,
-                                                   stderr=subprocess.STDOUT))
+                self.procs.append(
+                    subprocess.Popen(argv, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                )
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until every process has logged ``ready_marker``."""
@@ -66,8 +74,10 @@ class WorkerPool:
             self.check_alive()
             waiting = [i for i in waiting if self.ready_marker not in self.log(i)]
             if waiting and time.monotonic() > deadline:
-                raise PoolFailed(f"{self.name}: {len(waiting)} process(es) not listening after {timeout:.0f}s; "
-                                 f"log: {self.log(waiting[0])[-800:]}")
+                raise PoolFailed(
+                    f"{self.name}: {len(waiting)} process(es) not listening after {timeout:.0f}s; "
+                    f"log: {self.log(waiting[0])[-800:]}"
+                )
             time.sleep(0.05)
 
     def restart(self, timeout: float) -> None:
@@ -89,8 +99,9 @@ class WorkerPool:
         """Raise when any process of the pool has exited."""
         for i, proc in enumerate(self.procs):
             if proc.poll() is not None:
-                raise PoolFailed(f"{self.name}: process {proc.pid} exited with {proc.returncode}; "
-                                 f"log: {self.log(i)[-800:]}")
+                raise PoolFailed(
+                    f"{self.name}: process {proc.pid} exited with {proc.returncode}; log: {self.log(i)[-800:]}"
+                )
 
     def pause(self) -> None:
         self._signal_all(signal.SIGSTOP)

@@ -22,31 +22,39 @@ HUEY = "huey_consumer"
 TOP_LEVEL = 16
 
 # The issue's targets.
-VS_DURABLE_RQ = 2.0    # ≥ 2× RQ's durable SimpleWorker at each level
-VS_HUEY = 1.0          # ≥ huey's consumer at each level
-VS_BATCH_PATH = 0.8    # at 16, ≥ 0.8× the batch path's end-to-end figure
+VS_DURABLE_RQ = 2.0  # ≥ 2× RQ's durable SimpleWorker at each level
+VS_HUEY = 1.0  # ≥ huey's consumer at each level
+VS_BATCH_PATH = 0.8  # at 16, ≥ 0.8× the batch path's end-to-end figure
 PICKUP_P50_MS = 5.0
 PICKUP_P99_MS = 25.0
 # The pickup samples split by where the job's claim ran (bench.pickup): metric suffix → row label.
-PICKUP_PLACEMENTS = {"other_process": "the claim in another server process than the enqueue's",
-                     "same_process": "the claim in the enqueue's own server process"}
+PICKUP_PLACEMENTS = {
+    "other_process": "the claim in another server process than the enqueue's",
+    "same_process": "the claim in the enqueue's own server process",
+}
 
 
 def rows(cfg: Config) -> list[tuple[str, str, str]]:
     """(metric key, label, unit) for every row of the worker table."""
     out = []
     for level in cfg.worker_levels:
-        out += [(f"drain_c{level}", f"Drain pre-enqueued no-op jobs, {level} at once", "jobs/s"),
-                (f"drain_jobs_c{level}", f"Jobs per drain round, {level} at once", "jobs")]
+        out += [
+            (f"drain_c{level}", f"Drain pre-enqueued no-op jobs, {level} at once", "jobs/s"),
+            (f"drain_jobs_c{level}", f"Jobs per drain round, {level} at once", "jobs"),
+        ]
     lowest = min(cfg.worker_levels)
     idle = "one idle worker" if lowest == 1 else f"{lowest} idle workers"
-    out += [("pickup_p50", f"Pickup p50, {idle} (enqueue request start → handler start)", "ms"),
-            ("pickup_p99", f"Pickup p99, {idle} (enqueue request start → handler start)", "ms"),
-            ("pickup_samples", "Pickup samples", "jobs")]
+    out += [
+        ("pickup_p50", f"Pickup p50, {idle} (enqueue request start → handler start)", "ms"),
+        ("pickup_p99", f"Pickup p99, {idle} (enqueue request start → handler start)", "ms"),
+        ("pickup_samples", "Pickup samples", "jobs"),
+    ]
     for where, label in PICKUP_PLACEMENTS.items():
-        out += [(f"pickup_p50_{where}", f"Pickup p50, {label}", "ms"),
-                (f"pickup_p99_{where}", f"Pickup p99, {label}", "ms"),
-                (f"pickup_samples_{where}", f"Pickup samples, {label}", "jobs")]
+        out += [
+            (f"pickup_p50_{where}", f"Pickup p50, {label}", "ms"),
+            (f"pickup_p99_{where}", f"Pickup p99, {label}", "ms"),
+            (f"pickup_samples_{where}", f"Pickup samples, {label}", "jobs"),
+        ]
     return out
 
 
@@ -55,8 +63,8 @@ class Target:
     """One target of the issue and where this run stands against it."""
 
     label: str
-    value: float | str | None    # None: not measured in this run; "✗": from a failed round
-    goal: str                    # e.g. "≥ 2×", "≤ 5 ms"
+    value: float | str | None  # None: not measured in this run; "✗": from a failed round
+    goal: str  # e.g. "≥ 2×", "≤ 5 ms"
     met: bool | None
 
     def line(self) -> str:
@@ -76,16 +84,34 @@ def targets(cfg: Config, metrics: dict[str, dict], failed: set[tuple[str, str]],
     for column, (throughput_column, name) in SHIPPED.items():
         for level in cfg.worker_levels:
             key = f"drain_c{level}"
-            out.append(_at_least(f"queuelog-worker ({name}) ÷ rq SimpleWorker on durable Redis, {level} at once",
-                                 ratio(metrics, failed, (column, key), (DURABLE_RQ, key)), VS_DURABLE_RQ))
-            out.append(_at_least(f"queuelog-worker ({name}) ÷ huey_consumer, {level} at once",
-                                 ratio(metrics, failed, (column, key), (HUEY, key)), VS_HUEY))
-        out.append(_at_least(f"queuelog-worker ({name}) at {TOP_LEVEL} ÷ batch path end-to-end, {TOP_LEVEL} workers",
-                             _median_ratio(metrics, failed, (column, f"drain_c{TOP_LEVEL}"),
-                                           (throughput_column, f"e2e_batch_w{TOP_LEVEL}")), VS_BATCH_PATH))
+            out.append(
+                _at_least(
+                    f"queuelog-worker ({name}) ÷ rq SimpleWorker on durable Redis, {level} at once",
+                    ratio(metrics, failed, (column, key), (DURABLE_RQ, key)),
+                    VS_DURABLE_RQ,
+                )
+            )
+            out.append(
+                _at_least(
+                    f"queuelog-worker ({name}) ÷ huey_consumer, {level} at once",
+                    ratio(metrics, failed, (column, key), (HUEY, key)),
+                    VS_HUEY,
+                )
+            )
+        out.append(
+            _at_least(
+                f"queuelog-worker ({name}) at {TOP_LEVEL} ÷ batch path end-to-end, {TOP_LEVEL} workers",
+                _median_ratio(
+                    metrics, failed, (column, f"drain_c{TOP_LEVEL}"), (throughput_column, f"e2e_batch_w{TOP_LEVEL}")
+                ),
+                VS_BATCH_PATH,
+            )
+        )
         for pct, bound in (("p50", PICKUP_P50_MS), ("p99", PICKUP_P99_MS)):
-            for key, which in ((f"pickup_{pct}", ""),
-                               (f"pickup_{pct}_other_process", ", the claim in another server process")):
+            for key, which in (
+                (f"pickup_{pct}", ""),
+                (f"pickup_{pct}_other_process", ", the claim in another server process"),
+            ):
                 value = "✗" if (column, "pickup_p50") in failed else metrics.get(column, {}).get(key)
                 met = value <= bound if isinstance(value, float | int) else None
                 out.append(Target(f"pickup {pct}, queuelog-worker ({name}){which}", value, f"≤ {bound:g} ms", met))

@@ -39,8 +39,15 @@ def drain_jobs_key(level: int) -> str:
     return f"drain_jobs_c{level}"
 
 
-def run(systems: list[WorkerSystem], cfg: Config, metrics: dict[str, dict], checks: list[Check],
-        log_dir: Path, drain: bool = True, probe: bool = True) -> None:
+def run(
+    systems: list[WorkerSystem],
+    cfg: Config,
+    metrics: dict[str, dict],
+    checks: list[Check],
+    log_dir: Path,
+    drain: bool = True,
+    probe: bool = True,
+) -> None:
     """Every level's drain rounds (``drain``) and the pickup probes (``probe``)."""
     levels = sorted(set(cfg.worker_levels if drain else ()) | ({pickup.level(cfg)} if probe else set()))
     samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -62,8 +69,9 @@ def run(systems: list[WorkerSystem], cfg: Config, metrics: dict[str, dict], chec
             metrics[column][f"{key}_repeats"] = values
 
 
-def _guarded(system: WorkerSystem, broken: set[str], checks: list[Check], what: str,
-             action: Callable[[], None]) -> None:
+def _guarded(
+    system: WorkerSystem, broken: set[str], checks: list[Check], what: str, action: Callable[[], None]
+) -> None:
     """Run one part for one system; a failure marks the system broken and is a failed check."""
     try:
         action()
@@ -73,8 +81,9 @@ def _guarded(system: WorkerSystem, broken: set[str], checks: list[Check], what: 
         checks.append(Check(system.column, what, False, f"aborted: {exc!r}"[:500]))
 
 
-def _start_pools(systems: list[WorkerSystem], level: int, log_dir: Path, broken: set[str],
-                 checks: list[Check]) -> dict[str, WorkerPool]:
+def _start_pools(
+    systems: list[WorkerSystem], level: int, log_dir: Path, broken: set[str], checks: list[Check]
+) -> dict[str, WorkerPool]:
     """Launch every system's workers at once, then wait for each to listen."""
     pools = {}
     for system in systems:
@@ -83,21 +92,36 @@ def _start_pools(systems: list[WorkerSystem], level: int, log_dir: Path, broken:
             _guarded(system, broken, checks, f"start {level} worker(s)", pools[system.column].launch)
     for system in systems:
         if system.column in pools and system.column not in broken:
-            _guarded(system, broken, checks, f"start {level} worker(s)",
-                     lambda p=pools[system.column]: p.wait_ready(READY_TIMEOUT_S))
+            _guarded(
+                system,
+                broken,
+                checks,
+                f"start {level} worker(s)",
+                lambda p=pools[system.column]: p.wait_ready(READY_TIMEOUT_S),
+            )
     for column in [c for c in pools if c in broken]:
         pools.pop(column).stop()
     print(f"[bench] workers at level {level} listening: {', '.join(pools)}", flush=True)
     return pools
 
 
-def _drain_level(systems: list[WorkerSystem], pools: dict[str, WorkerPool], level: int, cfg: Config,
-                 samples: dict, metrics: dict, broken: set[str], checks: list[Check]) -> None:
+def _drain_level(
+    systems: list[WorkerSystem],
+    pools: dict[str, WorkerPool],
+    level: int,
+    cfg: Config,
+    samples: dict,
+    metrics: dict,
+    broken: set[str],
+    checks: list[Check],
+) -> None:
     sizes: dict[str, int] = {}
     for system in systems:
+
         def warm_up(s=system):
             sizes[s.column] = _round_size(s, pools[s.column], level, cfg, checks)
             metrics.setdefault(s.column, {})[drain_jobs_key(level)] = sizes[s.column]
+
         _guarded(system, broken, checks, f"warm-up, {level} worker(s)", warm_up)
     for repeat in range(cfg.repeats):
         shift = (repeat + level) % len(systems)
@@ -107,12 +131,17 @@ def _drain_level(systems: list[WorkerSystem], pools: dict[str, WorkerPool], leve
 
             def timed(s=system):
                 jobs = sizes[s.column]
-                seconds = drain(s, pools[s.column], jobs, cfg, drain_key(level), checks,
-                                f"drain {jobs} jobs, {level} worker(s)")
+                seconds = drain(
+                    s, pools[s.column], jobs, cfg, drain_key(level), checks, f"drain {jobs} jobs, {level} worker(s)"
+                )
                 if seconds:
                     samples[s.column][drain_key(level)].append(jobs / seconds)
-                print(f"[bench] {s.column}: {jobs} jobs, level {level}: "
-                      f"{fmt_rate(jobs / seconds if seconds else None)} jobs/s", flush=True)
+                print(
+                    f"[bench] {s.column}: {jobs} jobs, level {level}: "
+                    f"{fmt_rate(jobs / seconds if seconds else None)} jobs/s",
+                    flush=True,
+                )
+
             _guarded(system, broken, checks, f"drain round, {level} worker(s)", timed)
 
 
@@ -120,14 +149,22 @@ def _round_size(system: WorkerSystem, pool: WorkerPool, level: int, cfg: Config,
     """Jobs per timed round: ``worker_round_s`` of the pace a warm-up round shows, within bounds."""
     if not cfg.worker_warmup_jobs:
         return cfg.worker_jobs_max
-    seconds = drain(system, pool, cfg.worker_warmup_jobs, cfg, None, checks,
-                    f"warm-up {cfg.worker_warmup_jobs} jobs, {level} worker(s)")
+    seconds = drain(
+        system,
+        pool,
+        cfg.worker_warmup_jobs,
+        cfg,
+        None,
+        checks,
+        f"warm-up {cfg.worker_warmup_jobs} jobs, {level} worker(s)",
+    )
     pace = cfg.worker_warmup_jobs / seconds if seconds else 0
     return int(min(max(pace * cfg.worker_round_s, cfg.worker_jobs_min), cfg.worker_jobs_max))
 
 
-def drain(system: WorkerSystem, pool: WorkerPool, jobs: int, cfg: Config, metric: str | None,
-          checks: list[Check], what: str) -> float | None:
+def drain(
+    system: WorkerSystem, pool: WorkerPool, jobs: int, cfg: Config, metric: str | None, checks: list[Check], what: str
+) -> float | None:
     """One drain round; returns seconds from the first job's start to the last completion."""
     if system.fresh_workers_each_round:
         pool.restart(READY_TIMEOUT_S)

@@ -34,8 +34,10 @@ from bench.targets import Queuelog
 from bench.worker_pool import PoolFailed, WorkerPool
 
 POLL_S = 0.05  # how often a round asks the queue whether it is done
-_CHANGE_LINE = re.compile(r" job_changed job_id=(?P<job>\d+) .*\bevent=(?P<event>enqueued|claimed)\b"
-                          r".* pid=(?P<pid>\d+)$")
+_CHANGE_LINE = re.compile(
+    r" job_changed job_id=(?P<job>\d+) .*\bevent=(?P<event>enqueued|claimed)\b"
+    r".* pid=(?P<pid>\d+)$"
+)
 BIN = Path(sys.executable).parent
 DB_ENV = "BENCH_HUEY_DB"  # read by bench/huey_tasks.py
 ENQUEUE_BATCH = 500  # queuelog's largest POST /jobs/batch; RQ's enqueue_many gets the same
@@ -47,7 +49,7 @@ class Verdict:
 
     check: Check
     first_start: float | None = None  # the first job's handler began (its own clock reading; RQ: started_at)
-    last_done: float | None = None    # the queue recorded the last completion
+    last_done: float | None = None  # the queue recorded the last completion
 
     @property
     def seconds(self) -> float | None:
@@ -73,14 +75,15 @@ class WorkerSystem:
     """What the worker rounds ask of a queue and its worker command."""
 
     column = ""
-    ready_marker = ""                # a line each worker process logs once it is listening
-    stop_signal = signal.SIGTERM     # what asks the workers to finish and exit
+    ready_marker = ""  # a line each worker process logs once it is listening
+    stop_signal = signal.SIGTERM  # what asks the workers to finish and exit
     # Start the workers afresh for every drain round (see HueyConsumer).
     fresh_workers_each_round = False
 
     def pool(self, level: int, log_dir: Path) -> WorkerPool:
-        return WorkerPool(f"{self.column}-{level}", self.argvs(level), self.worker_env(), log_dir,
-                          self.ready_marker, self.stop_signal)
+        return WorkerPool(
+            f"{self.column}-{level}", self.argvs(level), self.worker_env(), log_dir, self.ready_marker, self.stop_signal
+        )
 
     def argvs(self, level: int) -> list[list[str]]:
         """One command line per worker process at ``level``."""
@@ -125,15 +128,17 @@ class WorkerSystem:
         """Release connections (and stop the server a system owns)."""
 
 
-def wait_finished(system: WorkerSystem, pool: WorkerPool, ids: list, timeout: float, what: str,
-                  metric: str | None) -> Verdict:
+def wait_finished(
+    system: WorkerSystem, pool: WorkerPool, ids: list, timeout: float, what: str, metric: str | None
+) -> Verdict:
     """Once no job of ``ids`` waits or runs (within ``timeout``), the system's verdict on them."""
     deadline = time.monotonic() + timeout
     while system.unfinished(ids) > 0:
         pool.check_alive()
         if time.monotonic() > deadline:
-            raise PoolFailed(f"{system.column}: {system.unfinished(ids)} of {len(ids)} jobs "
-                             f"unfinished after {timeout:.0f}s")
+            raise PoolFailed(
+                f"{system.column}: {system.unfinished(ids)} of {len(ids)} jobs unfinished after {timeout:.0f}s"
+            )
         time.sleep(POLL_S)
     return system.verify(ids, what, metric)
 
@@ -191,35 +196,59 @@ class QueuelogWorkers(WorkerSystem):
                 found = _CHANGE_LINE.search(line)
                 if found and found["job"] in wanted:
                     pids.setdefault(found["job"], {})[found["event"]] = found["pid"]
-        return {int(job): seen["enqueued"] == seen["claimed"] for job, seen in pids.items()
-                if "enqueued" in seen and "claimed" in seen}
+        return {
+            int(job): seen["enqueued"] == seen["claimed"]
+            for job, seen in pids.items()
+            if "enqueued" in seen and "claimed" in seen
+        }
 
     def unfinished(self, ids: list) -> int:
         with self.engine.connect() as conn:
-            return conn.execute(text("SELECT COUNT(*) FROM jobs WHERE id BETWEEN :lo AND :hi "
-                                     "AND status IN ('pending', 'running')"),
-                                {"lo": min(ids), "hi": max(ids)}).scalar_one()
+            return conn.execute(
+                text("SELECT COUNT(*) FROM jobs WHERE id BETWEEN :lo AND :hi AND status IN ('pending', 'running')"),
+                {"lo": min(ids), "hi": max(ids)},
+            ).scalar_one()
 
     def verify(self, ids: list, what: str, metric: str | None) -> Verdict:
         # One producer enqueues into this database, so a round's ids are one contiguous range.
         span = {"lo": min(ids), "hi": max(ids)}
         with self.engine.connect() as conn:
-            statuses = dict(conn.execute(text("SELECT status, COUNT(*) FROM jobs WHERE id BETWEEN :lo AND :hi "
-                                              "GROUP BY status"), span).all())
+            statuses = dict(
+                conn.execute(
+                    text("SELECT status, COUNT(*) FROM jobs WHERE id BETWEEN :lo AND :hi GROUP BY status"), span
+                ).all()
+            )
             # The event log is the queue's own record of every claim and completion: a job run twice
             # would have two "claimed" events.
-            events = {event: (n, distinct) for event, n, distinct in conn.execute(text(
-                "SELECT event, COUNT(*), COUNT(DISTINCT job_id) FROM job_events "
-                "WHERE job_id BETWEEN :lo AND :hi GROUP BY event"), span).all()}
-            last = conn.execute(text("SELECT MAX(completed_at) AS last FROM jobs WHERE id BETWEEN :lo AND :hi")
-                                .columns(last=DateTime()), span).scalar_one()
+            events = {
+                event: (n, distinct)
+                for event, n, distinct in conn.execute(
+                    text(
+                        "SELECT event, COUNT(*), COUNT(DISTINCT job_id) FROM job_events "
+                        "WHERE job_id BETWEEN :lo AND :hi GROUP BY event"
+                    ),
+                    span,
+                ).all()
+            }
+            last = conn.execute(
+                text("SELECT MAX(completed_at) AS last FROM jobs WHERE id BETWEEN :lo AND :hi").columns(
+                    last=DateTime()
+                ),
+                span,
+            ).scalar_one()
             results = conn.execute(text("SELECT result FROM jobs WHERE id BETWEEN :lo AND :hi"), span).scalars()
             starts = [json.loads(r)["ran_at"] for r in results if r]
         n = len(ids)
-        ok = (len(set(ids)) == n == span["hi"] - span["lo"] + 1 and statuses == {"completed": n}
-              and events.get("claimed") == (n, n) and events.get("completed") == (n, n))
-        detail = (f"{n} jobs: status counts {statuses}, claimed/completed events (all, jobs) "
-                  f"{events.get('claimed')}/{events.get('completed')}")
+        ok = (
+            len(set(ids)) == n == span["hi"] - span["lo"] + 1
+            and statuses == {"completed": n}
+            and events.get("claimed") == (n, n)
+            and events.get("completed") == (n, n)
+        )
+        detail = (
+            f"{n} jobs: status counts {statuses}, claimed/completed events (all, jobs) "
+            f"{events.get('claimed')}/{events.get('completed')}"
+        )
         return Verdict(Check(self.column, what, ok, detail, metric), min(starts, default=None), wall(last))
 
     def __exit__(self, *exc) -> None:
@@ -265,8 +294,10 @@ class RqWorkers(WorkerSystem):
     def _ended(self) -> int:
         from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
-        return sum(registry(queue=self.queue).get_job_count(cleanup=False)
-                   for registry in (FinishedJobRegistry, FailedJobRegistry))
+        return sum(
+            registry(queue=self.queue).get_job_count(cleanup=False)
+            for registry in (FinishedJobRegistry, FailedJobRegistry)
+        )
 
     def unfinished(self, ids: list) -> int:
         return len(ids) - self._ended()
@@ -277,7 +308,7 @@ class RqWorkers(WorkerSystem):
 
         starts, ends = [], []
         for chunk in range(0, len(ids), ENQUEUE_BATCH):
-            for job in Job.fetch_many(ids[chunk:chunk + ENQUEUE_BATCH], connection=self.queue.connection):
+            for job in Job.fetch_many(ids[chunk : chunk + ENQUEUE_BATCH], connection=self.queue.connection):
                 if job is not None and job.get_status(refresh=False) == "finished" and job.ended_at:
                     starts.append(wall(job.started_at))
                     ends.append(wall(job.ended_at))
@@ -286,8 +317,11 @@ class RqWorkers(WorkerSystem):
         left = len(self.queue)
         ok = len(ends) == len(ids) == len(set(ids)) and failed == started == left == 0
         detail = f"{len(ends)}/{len(ids)} finished, {failed} failed, {started} still started, {left} left"
-        return Verdict(Check(self.column, what, ok, detail, metric),
-                       min(filter(None, starts), default=None), max(ends, default=None))
+        return Verdict(
+            Check(self.column, what, ok, detail, metric),
+            min(filter(None, starts), default=None),
+            max(ends, default=None),
+        )
 
     def clear(self) -> None:
         # Delete the round's jobs, results and registries; keep the workers' own keys
@@ -295,7 +329,7 @@ class RqWorkers(WorkerSystem):
         conn = self.queue.connection
         doomed = [key for key in conn.scan_iter(match="rq:*", count=1000) if not key.startswith(b"rq:worker")]
         for start in range(0, len(doomed), 1000):
-            conn.delete(*doomed[start:start + 1000])
+            conn.delete(*doomed[start : start + 1000])
 
     def __exit__(self, *exc) -> None:
         self.queue.connection.close()
@@ -332,8 +366,7 @@ class HueyConsumer(WorkerSystem):
         return huey_tasks
 
     def argvs(self, level: int) -> list[list[str]]:
-        return [[command("huey_consumer"), "bench.huey_tasks.huey", "--worker-type", "thread",
-                 "--workers", str(level)]]
+        return [[command("huey_consumer"), "bench.huey_tasks.huey", "--worker-type", "thread", "--workers", str(level)]]
 
     def worker_env(self) -> dict[str, str]:
         return {DB_ENV: self.db_path}

@@ -1,4 +1,5 @@
 """queuelog: a persistent background job queue served by Flask."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +36,7 @@ def create_app(config: dict | None = None) -> Flask:
     ops.init_app(app)
     from .database import turns
 
-    turns.init_app(app)   # before any hook that may touch the database
+    turns.init_app(app)  # before any hook that may touch the database
 
     from .database.engine import configure_engine
     from .database.schema_upgrade import MIGRATIONS_DIR, ensure_schema

@@ -7,6 +7,7 @@ and refuses a bad one at start-up with an error that names its ``QUEUELOG_`` var
 
 A setting left unset, set to None or to an empty string takes its default.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,6 +50,7 @@ class Setting:
 
 
 # --- kinds ----------------------------------------------------------------------------------------
+
 
 def whole(low: int = 0) -> Kind:
     """A whole number of at least ``low``: 5, 5.0 or "5" (bool is not a number here)."""
@@ -322,7 +324,7 @@ def _normalise_url(url: str) -> str:
     # Plain postgres URLs would pick psycopg2, which we do not ship; psycopg 3 is the driver.
     for plain in ("postgres://", "postgresql://"):
         if url.startswith(plain):
-            return "postgresql+psycopg://" + url[len(plain):]
+            return "postgresql+psycopg://" + url[len(plain) :]
     return url
 
 

@@ -1,4 +1,5 @@
 """Flask extensions, created unbound here and bound to the app in ``create_app``."""
+
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy

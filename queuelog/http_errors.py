@@ -1,4 +1,5 @@
 """App-wide HTTP errors: problem+json for API clients, a readable page for people."""
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,9 @@ def register_error_handlers(app: Flask) -> None:
         if error.code == 413:
             _discard_unread_body()
         if wants_page():
-            return render_template("error.html", code=error.code, title=error.name,
-                                   detail=error.description), error.code
+            return render_template(
+                "error.html", code=error.code, title=error.name, detail=error.description
+            ), error.code
         headers = {}
         if error.code == 405 and error.valid_methods:
             headers["Allow"] = ", ".join(sorted(error.valid_methods))
@@ -71,16 +73,22 @@ def register_error_handlers(app: Flask) -> None:
         # temporary condition: 503, try again.
         log.warning("database error on %s %s: %s", request.method, request.path, error.__class__.__name__)
         if wants_page():
-            return render_template("error.html", code=503, title="Database unavailable",
-                                   detail="The database is not answering. Try again shortly."), 503
-        return problem(503, "Service unavailable", "the database is not answering; retry shortly",
-                       headers={"Retry-After": "2"})
+            return render_template(
+                "error.html",
+                code=503,
+                title="Database unavailable",
+                detail="The database is not answering. Try again shortly.",
+            ), 503
+        return problem(
+            503, "Service unavailable", "the database is not answering; retry shortly", headers={"Retry-After": "2"}
+        )
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):
         # Log the traceback here, never in a response body.
         log.exception("unhandled error on %s %s", request.method, request.path)
         if wants_page():
-            return render_template("error.html", code=500, title="Internal error",
-                                   detail="Something went wrong on our side."), 500
+            return render_template(
+                "error.html", code=500, title="Internal error", detail="Something went wrong on our side."
+            ), 500
         return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")

@@ -17,6 +17,7 @@ gunicorn picks its gthread class by itself when ``--threads`` is above 1, and a 
 setting would also replace the sync worker where it is 1; so the worker becomes ours here, where
 we can see which class gunicorn chose.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -122,8 +123,8 @@ class HeadFirstThreadWorker(ThreadWorker):
             return super().handle_request(req, conn)
         finally:
             unreader.sock = reads_from
-            with contextlib.suppress(OSError):   # closed already, after a failed response
-                reads_from.settimeout(None)   # blocking again, as gunicorn left it
+            with contextlib.suppress(OSError):  # closed already, after a failed response
+                reads_from.settimeout(None)  # blocking again, as gunicorn left it
 
     def handle_error(self, req, client, addr, exc):
         """A request line over gunicorn's ``limit_request_line`` (4094 bytes: a long URL) is answered 414 as every
@@ -131,20 +132,32 @@ class HeadFirstThreadWorker(ThreadWorker):
         if not isinstance(exc, LimitRequestLine):
             return super().handle_error(req, client, addr, exc)
         self.log.warning("Invalid request from ip=%s: %s", (addr or ("", -1))[0], exc)
-        body = json.dumps({"type": PROBLEM_TYPE_BASE + "uri-too-long", "title": "URI Too Long", "status": 414,
-                           "detail": f"the request line (method and URL) is longer than "
-                                     f"{self.cfg.limit_request_line} bytes"}).encode()
-        with contextlib.suppress(OSError):   # it is gone already
-            util.write_nonblock(client, b"HTTP/1.1 414 URI Too Long\r\nConnection: close\r\n"
-                                        b"Content-Type: application/problem+json\r\n"
-                                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        body = json.dumps(
+            {
+                "type": PROBLEM_TYPE_BASE + "uri-too-long",
+                "title": "URI Too Long",
+                "status": 414,
+                "detail": f"the request line (method and URL) is longer than {self.cfg.limit_request_line} bytes",
+            }
+        ).encode()
+        with contextlib.suppress(OSError):  # it is gone already
+            util.write_nonblock(
+                client,
+                b"HTTP/1.1 414 URI Too Long\r\nConnection: close\r\n"
+                b"Content-Type: application/problem+json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
+            )
         return None
 
     def _collects_heads(self, conn) -> bool:
         cfg = self.cfg
-        return (not cfg.is_ssl and not conn.is_http2 and getattr(cfg, "protocol", "http") == "http"
-                and cfg.proxy_protocol in ("off", False, None)
-                and not negotiation.prior_knowledge_allowed(cfg, conn.client))
+        return (
+            not cfg.is_ssl
+            and not conn.is_http2
+            and getattr(cfg, "protocol", "http") == "http"
+            and cfg.proxy_protocol in ("off", False, None)
+            and not negotiation.prior_knowledge_allowed(cfg, conn.client)
+        )
 
     def _collect_head(self, conn):
         """Take the bytes that have arrived. None: the head is complete, the thread may go on to
@@ -163,7 +176,7 @@ class HeadFirstThreadWorker(ThreadWorker):
             except OSError:
                 return False
             if not chunk:
-                return False   # the client closed the connection: nobody to answer
+                return False  # the client closed the connection: nobody to answer
             head += chunk
         end = _end_of_head(head)
         if end > MAX_HEAD_BYTES or (end < 0 and len(head) > MAX_HEAD_BYTES):
@@ -173,7 +186,7 @@ class HeadFirstThreadWorker(ThreadWorker):
             if head and time.monotonic() - since > HEAD_TIMEOUT_SECONDS:
                 return _refuse(conn, b"408 Request Timeout")
             conn.queuelog_partial_head = _PartialHead(head, since) if head else None
-            return gthread._DEFER   # gthread's own "wait in the poller, no thread" answer
+            return gthread._DEFER  # gthread's own "wait in the poller, no thread" answer
         # Complete: the parser reads it as if it had just come off the socket.
         conn.queuelog_partial_head = None
         conn.init()
@@ -216,11 +229,12 @@ class _PartialHead:
 def _refuse(conn, status: bytes) -> bool:
     """Answer a head we will not read further, and close (False tells gunicorn to)."""
     try:
-        conn.sock.send(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-                       socket.MSG_DONTWAIT)
+        conn.sock.send(
+            b"HTTP/1.1 " + status + b"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", socket.MSG_DONTWAIT
+        )
         # Shut both ways now: gunicorn's graceful close, which runs on the worker's main thread,
         # would otherwise linger up to 2 s reading whatever this client still trickles in.
         conn.sock.shutdown(socket.SHUT_RDWR)
     except OSError:
-        pass   # it is gone already
+        pass  # it is gone already
     return False

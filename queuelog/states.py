@@ -7,6 +7,7 @@ names from here, so a new status or event is added in one place.
 
 Each status's comment says who moves a job out of it; TRANSITIONS says exactly how.
 """
+
 from __future__ import annotations
 
 import enum
@@ -19,14 +20,14 @@ class JobStatus(enum.StrEnum):
     A StrEnum, so f-strings and templates show the plain name (``pending``).
     """
 
-    WAITING = "waiting"      # left by: the server, when its parents finish (→ pending, or → cancelled when one
+    WAITING = "waiting"  # left by: the server, when its parents finish (→ pending, or → cancelled when one
     #                          failed and it runs only after all completed); a producer's or admin's cancel
-    PENDING = "pending"      # left by: a worker's claim; a producer's or admin's cancel; the reaper's expiry
-    RUNNING = "running"      # left by: the holding worker (complete, fail, release), an admin's give-back,
+    PENDING = "pending"  # left by: a worker's claim; a producer's or admin's cancel; the reaper's expiry
+    RUNNING = "running"  # left by: the holding worker (complete, fail, release), an admin's give-back,
     #                          the server giving back a claim nobody received, the reaper (`flask reap`, Reap now):
     #                          a lease that ran out, or a run past its timeout
     COMPLETED = "completed"  # final; only purging removes it
-    FAILED = "failed"        # left by: an admin's retry
+    FAILED = "failed"  # left by: an admin's retry
     CANCELLED = "cancelled"  # left by: an admin's retry
 
 
@@ -36,32 +37,38 @@ class Event(enum.StrEnum):
     ENQUEUED = "enqueued"
     CLAIMED = "claimed"
     COMPLETED = "completed"
-    REQUEUED = "requeued"    # a failed attempt that goes back for another try
+    REQUEUED = "requeued"  # a failed attempt that goes back for another try
     FAILED = "failed"
-    RELEASED = "released"    # given back without counting a failure
-    REAPED = "reaped"        # taken back from a worker whose lease ran out
+    RELEASED = "released"  # given back without counting a failure
+    REAPED = "reaped"  # taken back from a worker whose lease ran out
     CANCELLED = "cancelled"
     RETRIED = "retried"
-    EXPIRED = "expired"          # never claimed before its expires_at: cancelled
-    TIMED_OUT = "timed_out"      # a run outlived its timeout_seconds: taken back even while heartbeating
+    EXPIRED = "expired"  # never claimed before its expires_at: cancelled
+    TIMED_OUT = "timed_out"  # a run outlived its timeout_seconds: taken back even while heartbeating
     RESCHEDULED = "rescheduled"  # an admin made a scheduled (or backing-off) job due now
-    DEPENDENCIES_MET = "dependencies_met"      # its parents finished as its run_when asks: it may run
-    DEPENDENCY_FAILED = "dependency_failed"    # a parent failed or was cancelled: it will not run
+    DEPENDENCIES_MET = "dependencies_met"  # its parents finished as its run_when asks: it may run
+    DEPENDENCY_FAILED = "dependency_failed"  # a parent failed or was cancelled: it will not run
     DEPENDENCY_RETRIED = "dependency_retried"  # an admin retried the parent that cancelled it: it waits again
 
 
 class Actor(enum.StrEnum):
     """Who may ask for a transition."""
 
-    PRODUCER = "producer"       # the key that enqueued the job
-    HOLDER = "holding worker"   # the worker key holding the current claim, with its claim token
-    ADMIN = "admin"             # an admin key or a signed-in admin
-    SERVER = "server"           # the server itself (a claim whose client hung up)
-    REAPER = "reaper"           # `flask reap` from cron, or an admin's "Reap now"
+    PRODUCER = "producer"  # the key that enqueued the job
+    HOLDER = "holding worker"  # the worker key holding the current claim, with its claim token
+    ADMIN = "admin"  # an admin key or a signed-in admin
+    SERVER = "server"  # the server itself (a claim whose client hung up)
+    REAPER = "reaper"  # `flask reap` from cron, or an admin's "Reap now"
 
 
-W, P, R, C, F, X = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED,
-                    JobStatus.FAILED, JobStatus.CANCELLED)
+W, P, R, C, F, X = (
+    JobStatus.WAITING,
+    JobStatus.PENDING,
+    JobStatus.RUNNING,
+    JobStatus.COMPLETED,
+    JobStatus.FAILED,
+    JobStatus.CANCELLED,
+)
 
 #: Statuses a job never leaves by itself: only people act on them (or purging removes them).
 FINAL = frozenset({C, F, X})
@@ -83,8 +90,9 @@ BACKLOG = frozenset({W, P})
 class RunWhen(enum.StrEnum):
     """When a job with dependencies may run."""
 
-    COMPLETED = "completed"   # every parent completed; a parent failed or cancelled cancels it
-    FINISHED = "finished"     # every parent reached a final state, whichever (cleanups, callbacks)
+    COMPLETED = "completed"  # every parent completed; a parent failed or cancelled cancels it
+    FINISHED = "finished"  # every parent reached a final state, whichever (cleanups, callbacks)
+
 
 #: Statuses an admin may delete a job in (with its event log): nothing will happen to it any more, so
 #: nothing in flight is lost. A pending or running job is cancelled first, or left to finish.
@@ -98,50 +106,152 @@ class Transition:
     action: str
     from_statuses: frozenset[JobStatus]
     to_status: JobStatus
-    event: Event | None     # None: the job's status does not change and nothing is logged (heartbeat)
+    event: Event | None  # None: the job's status does not change and nothing is logged (heartbeat)
     actors: tuple[Actor, ...]
     description: str
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("enqueue", frozenset(), P, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN),
-               "a new job, due at its run_at"),
-    Transition("enqueue_waiting", frozenset(), W, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN),
-               "a new job whose parents (depends_on) have not all finished"),
-    Transition("dependencies_met", frozenset({W}), P, Event.DEPENDENCIES_MET, (Actor.SERVER,),
-               "its last parent finished as its run_when asks, in that parent's transaction"),
-    Transition("dependency_failed", frozenset({W}), X, Event.DEPENDENCY_FAILED, (Actor.SERVER,),
-               "a parent failed for good or was cancelled and its run_when is completed; so on down the graph"),
-    Transition("dependency_retried", frozenset({X}), W, Event.DEPENDENCY_RETRIED, (Actor.ADMIN,),
-               "an admin retried the parent whose failure cancelled it (dependency_failed): it waits again"),
-    Transition("claim", frozenset({P}), R, Event.CLAIMED, (Actor.HOLDER,),
-               "a worker takes the next due job under a fresh claim token and lease"),
-    Transition("heartbeat", HELD, R, None, (Actor.HOLDER,),
-               "the holding worker extends its lease"),
-    Transition("complete", HELD, C, Event.COMPLETED, (Actor.HOLDER,),
-               "the holding worker finished the job, with an optional result"),
-    Transition("fail_retry", HELD, P, Event.REQUEUED, (Actor.HOLDER,),
-               "the holding worker failed a retryable attempt with retries left: back after a backoff"),
-    Transition("fail_final", HELD, F, Event.FAILED, (Actor.HOLDER,),
-               "the holding worker failed the job for good (not retryable, or retries spent)"),
-    Transition("release", HELD, P, Event.RELEASED, (Actor.HOLDER, Actor.ADMIN, Actor.SERVER),
-               "given back to the queue without counting a failure"),
-    Transition("reap_retry", HELD, P, Event.REAPED, (Actor.REAPER,),
-               "the lease ran out and retries remain: back to pending, one retry counted"),
-    Transition("reap_final", HELD, F, Event.REAPED, (Actor.REAPER,),
-               "the lease ran out with no retries left, or its workers died MAX_STALLS times (quarantine)"),
-    Transition("timeout_retry", HELD, P, Event.TIMED_OUT, (Actor.REAPER,),
-               "the run outlived its timeout_seconds and retries remain: back to pending, one retry counted"),
-    Transition("timeout_final", HELD, F, Event.TIMED_OUT, (Actor.REAPER,),
-               "the run outlived its timeout_seconds with no retries left"),
-    Transition("cancel", CANCELLABLE, X, Event.CANCELLED, (Actor.PRODUCER, Actor.ADMIN),
-               "a waiting or pending job will not run"),
-    Transition("expire", frozenset({P}), X, Event.EXPIRED, (Actor.REAPER,),
-               "no worker claimed it before its expires_at: it will never run"),
-    Transition("run_now", frozenset({P}), P, Event.RESCHEDULED, (Actor.ADMIN,),
-               "an admin makes a job scheduled for later (or waiting out a backoff) due now"),
-    Transition("retry", RETRYABLE, P, Event.RETRIED, (Actor.ADMIN,),
-               "an admin puts a failed or cancelled job back, retries reset"),
+    Transition(
+        "enqueue", frozenset(), P, Event.ENQUEUED, (Actor.PRODUCER, Actor.ADMIN), "a new job, due at its run_at"
+    ),
+    Transition(
+        "enqueue_waiting",
+        frozenset(),
+        W,
+        Event.ENQUEUED,
+        (Actor.PRODUCER, Actor.ADMIN),
+        "a new job whose parents (depends_on) have not all finished",
+    ),
+    Transition(
+        "dependencies_met",
+        frozenset({W}),
+        P,
+        Event.DEPENDENCIES_MET,
+        (Actor.SERVER,),
+        "its last parent finished as its run_when asks, in that parent's transaction",
+    ),
+    Transition(
+        "dependency_failed",
+        frozenset({W}),
+        X,
+        Event.DEPENDENCY_FAILED,
+        (Actor.SERVER,),
+        "a parent failed for good or was cancelled and its run_when is completed; so on down the graph",
+    ),
+    Transition(
+        "dependency_retried",
+        frozenset({X}),
+        W,
+        Event.DEPENDENCY_RETRIED,
+        (Actor.ADMIN,),
+        "an admin retried the parent whose failure cancelled it (dependency_failed): it waits again",
+    ),
+    Transition(
+        "claim",
+        frozenset({P}),
+        R,
+        Event.CLAIMED,
+        (Actor.HOLDER,),
+        "a worker takes the next due job under a fresh claim token and lease",
+    ),
+    Transition("heartbeat", HELD, R, None, (Actor.HOLDER,), "the holding worker extends its lease"),
+    Transition(
+        "complete",
+        HELD,
+        C,
+        Event.COMPLETED,
+        (Actor.HOLDER,),
+        "the holding worker finished the job, with an optional result",
+    ),
+    Transition(
+        "fail_retry",
+        HELD,
+        P,
+        Event.REQUEUED,
+        (Actor.HOLDER,),
+        "the holding worker failed a retryable attempt with retries left: back after a backoff",
+    ),
+    Transition(
+        "fail_final",
+        HELD,
+        F,
+        Event.FAILED,
+        (Actor.HOLDER,),
+        "the holding worker failed the job for good (not retryable, or retries spent)",
+    ),
+    Transition(
+        "release",
+        HELD,
+        P,
+        Event.RELEASED,
+        (Actor.HOLDER, Actor.ADMIN, Actor.SERVER),
+        "given back to the queue without counting a failure",
+    ),
+    Transition(
+        "reap_retry",
+        HELD,
+        P,
+        Event.REAPED,
+        (Actor.REAPER,),
+        "the lease ran out and retries remain: back to pending, one retry counted",
+    ),
+    Transition(
+        "reap_final",
+        HELD,
+        F,
+        Event.REAPED,
+        (Actor.REAPER,),
+        "the lease ran out with no retries left, or its workers died MAX_STALLS times (quarantine)",
+    ),
+    Transition(
+        "timeout_retry",
+        HELD,
+        P,
+        Event.TIMED_OUT,
+        (Actor.REAPER,),
+        "the run outlived its timeout_seconds and retries remain: back to pending, one retry counted",
+    ),
+    Transition(
+        "timeout_final",
+        HELD,
+        F,
+        Event.TIMED_OUT,
+        (Actor.REAPER,),
+        "the run outlived its timeout_seconds with no retries left",
+    ),
+    Transition(
+        "cancel",
+        CANCELLABLE,
+        X,
+        Event.CANCELLED,
+        (Actor.PRODUCER, Actor.ADMIN),
+        "a waiting or pending job will not run",
+    ),
+    Transition(
+        "expire",
+        frozenset({P}),
+        X,
+        Event.EXPIRED,
+        (Actor.REAPER,),
+        "no worker claimed it before its expires_at: it will never run",
+    ),
+    Transition(
+        "run_now",
+        frozenset({P}),
+        P,
+        Event.RESCHEDULED,
+        (Actor.ADMIN,),
+        "an admin makes a job scheduled for later (or waiting out a backoff) due now",
+    ),
+    Transition(
+        "retry",
+        RETRYABLE,
+        P,
+        Event.RETRIED,
+        (Actor.ADMIN,),
+        "an admin puts a failed or cancelled job back, retries reset",
+    ),
 )
 
 BY_ACTION: dict[str, Transition] = {transition.action: transition for transition in TRANSITIONS}

@@ -8,6 +8,7 @@ The seeded hour goes through the queue's own operations (enqueue, claim, complet
 its times are spread back over the last hour so the chart has a shape: a steady load, a dip, and a
 burst of SMTP failures twenty minutes ago — the kind of night the dashboard is for.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,21 +41,30 @@ from queuelog.queue.rollups import HOUR, MINUTE, period_of  # noqa: E402
 ADMIN, PASSWORD = "night-owl", "correct horse battery staple"
 JOB_TYPES = ["send-email", "render-report", "resize-image", "sync-crm", "deliver-webhook"]
 TYPE_WEIGHTS = [50, 8, 18, 12, 12]
-WORKER_FOR = {"send-email": ["mailer-1", "mailer-2"], "render-report": ["reports-1"], "resize-image": ["media-1"],
-              "sync-crm": ["integrations-1"], "deliver-webhook": ["integrations-1"]}
+WORKER_FOR = {
+    "send-email": ["mailer-1", "mailer-2"],
+    "render-report": ["reports-1"],
+    "resize-image": ["media-1"],
+    "sync-crm": ["integrations-1"],
+    "deliver-webhook": ["integrations-1"],
+}
 ERRORS = {
     "send-email": "SMTPRecipientsRefused: 550 5.1.1 <billing@example.org>: Recipient address rejected: "
-                  "mailbox unavailable",
-    "deliver-webhook": "HTTPError: 503 Service Unavailable from https://hooks.example.com/orders "
-                       "(after 30.0 s)",
+    "mailbox unavailable",
+    "deliver-webhook": "HTTPError: 503 Service Unavailable from https://hooks.example.com/orders (after 30.0 s)",
     "render-report": "KeyError: 'fiscal_year'\n  File \"reports/render.py\", line 88, in build_totals\n"
-                     "    year = params['fiscal_year']",
+    "    year = params['fiscal_year']",
     "sync-crm": "crm.RateLimited: 429 Too Many Requests (retry after 60 s)",
     "resize-image": "PIL.UnidentifiedImageError: cannot identify image file 'uploads/7f3a.heic'",
 }
 #: Typical wait and run of each type, medians in ms (the seed claims and finishes each job at once).
-TYPICAL_MS = {"send-email": (180, 420), "render-report": (2_400, 9_000), "resize-image": (350, 1_600),
-              "sync-crm": (900, 700), "deliver-webhook": (120, 260)}
+TYPICAL_MS = {
+    "send-email": (180, 420),
+    "render-report": (2_400, 9_000),
+    "resize-image": (350, 1_600),
+    "sync-crm": (900, 700),
+    "deliver-webhook": (120, 260),
+}
 jobs_t, events_t, rollups_t = Job.__table__, JobEvent.__table__, TypeRollup.__table__
 
 
@@ -65,18 +75,21 @@ def payload_for(job_type: str, n: int) -> dict:
         "render-report": {"report": "monthly-revenue", "account_id": 1200 + n % 40, "format": "pdf"},
         "resize-image": {"upload": f"uploads/{n:05x}.jpg", "sizes": [64, 256, 1024]},
         "sync-crm": {"contact_id": 88000 + n, "fields": ["email", "plan"]},
-        "deliver-webhook": {"endpoint": "https://hooks.example.com/orders", "event": "order.paid",
-                            "order_id": 51000 + n},
+        "deliver-webhook": {
+            "endpoint": "https://hooks.example.com/orders",
+            "event": "order.paid",
+            "order_id": 51000 + n,
+        },
     }[job_type]
 
 
 def per_minute_load(minutes_ago: int, rng: random.Random) -> tuple[int, int]:
     """How many jobs completed and finally failed in a given minute of the last hour."""
     base = 26 + 9 * math.sin(minutes_ago / 9.0) + rng.randint(-4, 4)
-    if 34 <= minutes_ago <= 38:      # a quiet patch: a deploy drained the workers
+    if 34 <= minutes_ago <= 38:  # a quiet patch: a deploy drained the workers
         base *= 0.35
     failed = 1 if rng.random() < 0.25 else 0
-    if 18 <= minutes_ago <= 23:      # the SMTP provider refused mail for a few minutes
+    if 18 <= minutes_ago <= 23:  # the SMTP provider refused mail for a few minutes
         failed += rng.randint(5, 9)
     return max(0, int(base)), failed
 
@@ -97,9 +110,13 @@ def _seed_keys() -> tuple[dict, object]:
     keys.create_key("web-signup", "producer")
     keys.create_key("ops-cli", "admin")
     workers = {}
-    for name, types in (("mailer-1", ["send-email"]), ("mailer-2", ["send-email"]),
-                        ("reports-1", ["render-report"]), ("media-1", ["resize-image"]),
-                        ("integrations-1", ["sync-crm", "deliver-webhook"])):
+    for name, types in (
+        ("mailer-1", ["send-email"]),
+        ("mailer-2", ["send-email"]),
+        ("reports-1", ["render-report"]),
+        ("media-1", ["resize-image"]),
+        ("integrations-1", ["sync-crm", "deliver-webhook"]),
+    ):
         secret = keys.create_key(name, "worker", types=types)
         workers[name] = keys.authenticate(secret)
     producer = keys.authenticate(keys.create_key("storefront", "producer", "critical"))
@@ -117,16 +134,24 @@ class _Scene:
     producer: object
     now: datetime = field(default_factory=utcnow)
     counter: Iterator[int] = field(default_factory=lambda: iter(range(1, 1_000_000)))
-    shifts: list[tuple[int, timedelta]] = field(default_factory=list)   # (job id, how far back)
+    shifts: list[tuple[int, timedelta]] = field(default_factory=list)  # (job id, how far back)
 
     def new_jobs(self, count: int, **extra) -> list:
         batch = []
         for _ in range(count):
             job_type = self.rng.choices(JOB_TYPES, TYPE_WEIGHTS)[0]
-            priority = self.rng.choices([Priority.LOW, Priority.MEDIUM, Priority.HIGH, Priority.CRITICAL],
-                                        [40, 40, 15, 5])[0]
-            batch.append(NewJob(type=job_type, payload=payload_for(job_type, next(self.counter)),
-                                priority=int(priority), max_retries=3, **extra))
+            priority = self.rng.choices(
+                [Priority.LOW, Priority.MEDIUM, Priority.HIGH, Priority.CRITICAL], [40, 40, 15, 5]
+            )[0]
+            batch.append(
+                NewJob(
+                    type=job_type,
+                    payload=payload_for(job_type, next(self.counter)),
+                    priority=int(priority),
+                    max_retries=3,
+                    **extra,
+                )
+            )
         return [answer.job for answer in queue.enqueue(self.producer, batch)]
 
     def worker_for(self, row):
@@ -169,14 +194,19 @@ def _seed_the_present(scene: _Scene) -> tuple[list, list]:
     _claim_exact(scene.workers["media-1"], _retype(poison, "resize-image"))
     expired = scene.now - timedelta(minutes=7)
     with write_transaction() as conn:
-        conn.execute(update(jobs_t).where(jobs_t.c.id == poison.id).values(
-            lease_expires_at=expired, stall_count=2))
+        conn.execute(update(jobs_t).where(jobs_t.c.id == poison.id).values(lease_expires_at=expired, stall_count=2))
     queue.reap(now=scene.now)  # its workers died three times holding it: quarantined
     with write_transaction() as conn:
         # mailer-2 stopped heartbeating seven minutes ago; nobody has reaped its jobs yet.
-        conn.execute(update(jobs_t).where(jobs_t.c.id.in_([r.id for r in stalled]))
-                     .values(lease_expires_at=expired, heartbeat_at=expired - timedelta(minutes=5),
-                             claimed_at=expired - timedelta(minutes=6)))
+        conn.execute(
+            update(jobs_t)
+            .where(jobs_t.c.id.in_([r.id for r in stalled]))
+            .values(
+                lease_expires_at=expired,
+                heartbeat_at=expired - timedelta(minutes=5),
+                claimed_at=expired - timedelta(minutes=6),
+            )
+        )
     return backlog, stalled
 
 
@@ -188,8 +218,12 @@ def _spread_over_the_hour(scene: _Scene, backlog: list, stalled: list) -> None:
             _shift(conn, job_id, age)
         for index, row in enumerate(backlog):
             if row.id not in stalled_ids:
-                _shift(conn, row.id, timedelta(seconds=scene.rng.randint(5, 400) if index > 20 else 300 + index * 30),
-                       events=("enqueued",))
+                _shift(
+                    conn,
+                    row.id,
+                    timedelta(seconds=scene.rng.randint(5, 400) if index > 20 else 300 + index * 30),
+                    events=("enqueued",),
+                )
 
 
 def _restate_rollups(rng: random.Random) -> None:
@@ -205,7 +239,7 @@ def _restate_rollups(rng: random.Random) -> None:
     through = rollups.closed_before(utcnow())
 
     def count(metric: str, at: datetime, job_type: str, bucket: int = 0, hours: bool = True) -> None:
-        if period_of(at, MINUTE) >= through:   # not rolled up yet: read live
+        if period_of(at, MINUTE) >= through:  # not rolled up yet: read live
             return
         counts[(MINUTE, metric, period_of(at, MINUTE), job_type, bucket)] += 1
         if hours:
@@ -232,11 +266,12 @@ def _restate_rollups(rng: random.Random) -> None:
                 counts[(HOUR, "enqueued", start, job_type, 0)] += done
                 counts[(HOUR, "completed", start, job_type, 0)] += done
                 counts[(HOUR, "failed", start, job_type, 0)] += rng.choice([0, 0, 0, 1, 2]) + (
-                    rng.randint(40, 90) if job_type == "send-email" and hours_ago in (30, 31) else 0)
+                    rng.randint(40, 90) if job_type == "send-email" and hours_ago in (30, 31) else 0
+                )
         names = ("span", "metric", "period", "type", "bucket", "shard", "n")
         rows = [dict(zip(names, key + (0, n), strict=True)) for key, n in sorted(counts.items()) if n]
         for start in range(0, len(rows), 1000):
-            conn.execute(insert(rollups_t), rows[start:start + 1000])
+            conn.execute(insert(rollups_t), rows[start : start + 1000])
         conn.execute(delete(RollupMark.__table__))
         conn.execute(insert(RollupMark.__table__).values(name=rollups.MARK, through=through))
 
@@ -245,8 +280,11 @@ def _shift(conn, job_id: int, age: timedelta, events: tuple[str, ...] | None = N
     """Move a job's times (and its events' times) ``age`` into the past."""
     columns = ("created_at", "run_at", "claimed_at", "completed_at", "updated_at", "heartbeat_at")
     row = conn.execute(jobs_t.select().where(jobs_t.c.id == job_id)).one()
-    conn.execute(update(jobs_t).where(jobs_t.c.id == job_id).values(
-        **{c: getattr(row, c) - age for c in columns if getattr(row, c) is not None}))
+    conn.execute(
+        update(jobs_t)
+        .where(jobs_t.c.id == job_id)
+        .values(**{c: getattr(row, c) - age for c in columns if getattr(row, c) is not None})
+    )
     query = events_t.select().where(events_t.c.job_id == job_id)
     if events:
         query = query.where(events_t.c.event.in_(events))
@@ -257,8 +295,12 @@ def _shift(conn, job_id: int, age: timedelta, events: tuple[str, ...] | None = N
 def _retype(row, job_type: str):
     """Give a seeded job the type a scene needs (the payload follows)."""
     with write_transaction() as conn:
-        return conn.execute(update(jobs_t).where(jobs_t.c.id == row.id).values(
-            type=job_type, payload=json.dumps(payload_for(job_type, row.id))).returning(*jobs_t.c)).one()
+        return conn.execute(
+            update(jobs_t)
+            .where(jobs_t.c.id == row.id)
+            .values(type=job_type, payload=json.dumps(payload_for(job_type, row.id)))
+            .returning(*jobs_t.c)
+        ).one()
 
 
 def _claim_exact(worker, row):
@@ -277,8 +319,12 @@ def _gallery(page, url: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     page.goto(url + "/admin")
     quarantined = page.locator(".failures li:has(.badge.quarantined) a.job-link").first.get_attribute("href")
-    for name, path in (("jobs", "/admin/jobs?status=failed"), ("job", quarantined), ("workers", "/admin/workers"),
-                       ("keys", "/admin/keys")):
+    for name, path in (
+        ("jobs", "/admin/jobs?status=failed"),
+        ("job", quarantined),
+        ("workers", "/admin/workers"),
+        ("keys", "/admin/keys"),
+    ):
         page.goto(url + path)
         page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
     page.click("button:has-text('Sign out')")
@@ -295,11 +341,22 @@ def seeded_server(also=None):
 
     with tempfile.TemporaryDirectory(prefix="queuelog-shot-") as tmp:
         url = f"sqlite:///{tmp}/queuelog.db"
-        env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "screenshot-only",
-               "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES), "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
-               "QUEUELOG_UI_REFRESH_SECONDS": "30"}
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "screenshot-only", "JOB_TYPES": JOB_TYPES,
-                          "SQLITE_SYNCHRONOUS": "NORMAL", "RETRY_BACKOFF_BASE": 0})
+        env = {
+            "QUEUELOG_DATABASE_URL": url,
+            "QUEUELOG_SECRET_KEY": "screenshot-only",
+            "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+            "QUEUELOG_SQLITE_SYNCHRONOUS": "NORMAL",
+            "QUEUELOG_UI_REFRESH_SECONDS": "30",
+        }
+        app = create_app(
+            {
+                "DATABASE_URL": url,
+                "SECRET_KEY": "screenshot-only",
+                "JOB_TYPES": JOB_TYPES,
+                "SQLITE_SYNCHRONOUS": "NORMAL",
+                "RETRY_BACKOFF_BASE": 0,
+            }
+        )
         with app.app_context():
             seed(app, random.Random(7))
             if also is not None:
@@ -313,8 +370,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "dashboard.png"))
     parser.add_argument("--page", default="/admin", help="page to capture after signing in")
     parser.add_argument("--light", action="store_true", help="capture the light colour scheme")
-    parser.add_argument("--gallery", metavar="DIR",
-                        help="also capture the jobs, job, workers, keys and sign-in pages into DIR (for review)")
+    parser.add_argument(
+        "--gallery",
+        metavar="DIR",
+        help="also capture the jobs, job, workers, keys and sign-in pages into DIR (for review)",
+    )
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -324,8 +384,11 @@ def main(argv: list[str]) -> int:
     with seeded_server() as server, sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900}, device_scale_factor=1,
-                                    color_scheme="light" if args.light else "dark")
+            page = browser.new_page(
+                viewport={"width": 1360, "height": 900},
+                device_scale_factor=1,
+                color_scheme="light" if args.light else "dark",
+            )
             page.goto(server.url + "/admin/login?next=" + args.page)
             page.fill("input[name=username]", ADMIN)
             page.fill("input[name=password]", PASSWORD)

@@ -7,6 +7,7 @@ Seeds the same busy night as scripts/screenshot_dashboard.py (in a temporary dir
 instance/), serves it with gunicorn and signs in with Chromium. Each page is saved as
 ``<out>/<width>/<page>.png``, the whole page, so a review sees what scrolls as well as what fits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,19 @@ def _pages(page, url: str) -> dict[str, str]:
     """The pages to capture, by file name; a failed job's page is found through the dashboard."""
     page.goto(url + "/admin")
     failed = page.locator(".failures li a.job-link").first.get_attribute("href")
-    return {"dashboard": "/admin", "dashboard-7d": "/admin?range=7d", "jobs": "/admin/jobs", "job-failed": failed,
-            "workers": "/admin/workers",
-            "keys": "/admin/keys", "types": "/admin/types", "type": f"/admin/types/{JOB_TYPES[0]}",
-            "errors": "/admin/errors", "scheduled": "/admin/scheduled", "schedules": "/admin/schedules"}
+    return {
+        "dashboard": "/admin",
+        "dashboard-7d": "/admin?range=7d",
+        "jobs": "/admin/jobs",
+        "job-failed": failed,
+        "workers": "/admin/workers",
+        "keys": "/admin/keys",
+        "types": "/admin/types",
+        "type": f"/admin/types/{JOB_TYPES[0]}",
+        "errors": "/admin/errors",
+        "scheduled": "/admin/scheduled",
+        "schedules": "/admin/schedules",
+    }
 
 
 def _seed_flow_control() -> None:
@@ -48,8 +58,9 @@ def capture(url: str, out: Path, scheme: str, playwright) -> list[Path]:
     browser = launch_chromium(playwright)
     try:
         for width, height in WIDTHS.items():
-            context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1,
-                                          color_scheme=scheme)
+            context = browser.new_context(
+                viewport={"width": width, "height": height}, device_scale_factor=1, color_scheme=scheme
+            )
             page = context.new_page()
             page.goto(url + "/admin/login")
             folder = out / str(width)

@@ -4,6 +4,7 @@ QUEUELOG_TEST_DB picks the database for the whole run: ``sqlite`` (default) or `
 For PostgreSQL, QUEUELOG_TEST_PG_URL names a server; without it a throwaway cluster is started
 from the machine's /usr/lib/postgresql/*/bin for the session.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,9 +31,25 @@ from tests.support.strict_json import StrictJSONAnswers
 pytest_plugins = ["tests.support.server", "tests.support.ui", "tests.worker_apps.harness"]
 
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
-TABLES = ["job_dependencies", "job_events", "jobs", "enqueue_ledger", "api_keys", "admin_sessions", "users",
-          "login_attempts", "type_settings", "type_changes", "type_claims", "unique_slots", "schedules",
-          "worker_processes", "type_rollups", "rollup_marks", "type_settings_version"]
+TABLES = [
+    "job_dependencies",
+    "job_events",
+    "jobs",
+    "enqueue_ledger",
+    "api_keys",
+    "admin_sessions",
+    "users",
+    "login_attempts",
+    "type_settings",
+    "type_changes",
+    "type_claims",
+    "unique_slots",
+    "schedules",
+    "worker_processes",
+    "type_rollups",
+    "rollup_marks",
+    "type_settings_version",
+]
 
 
 def pytest_report_header(config):
@@ -69,7 +86,7 @@ def migrated_sqlite_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("migrated") / "queuelog.db"
     made = create_app(app_config(f"sqlite:///{path}"))
     with made.app_context():
-        db.engine.dispose()   # the last connection to close checkpoints the WAL into the file
+        db.engine.dispose()  # the last connection to close checkpoints the WAL into the file
     leftovers = [p.name for p in path.parent.iterdir() if p.name.endswith(("-wal", "-journal"))]
     assert not leftovers, f"the migrated SQLite file left {leftovers} beside it: a copy of the file would miss them"
     return path
@@ -110,8 +127,9 @@ def _wipe_postgres(url: str) -> None:
     plan tests (100,000 jobs and more) TRUNCATE is the faster one.
     """
     with _wiping_engine(url).begin() as conn:
-        present = set(conn.execute(text(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")).scalars())
+        present = set(
+            conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")).scalars()
+        )
         present.discard("alembic_version")
         # Children before parents: the models' foreign keys give the order.
         tables = [t.name for t in reversed(db.metadata.sorted_tables) if t.name in present]
@@ -123,21 +141,33 @@ def _wipe_postgres(url: str) -> None:
         for table in tables:
             conn.execute(text(f"DELETE FROM {table}"))
         # setval, not ALTER SEQUENCE … RESTART: that one gives the sequence a new file, as TRUNCATE does.
-        conn.execute(text("SELECT setval(format('%I', sequencename)::regclass, 1, false) FROM pg_sequences "
-                          "WHERE schemaname = current_schema()"))
+        conn.execute(
+            text(
+                "SELECT setval(format('%I', sequencename)::regclass, 1, false) FROM pg_sequences "
+                "WHERE schemaname = current_schema()"
+            )
+        )
 
 
 @functools.cache
 def _wiping_engine(url: str):
     """One engine (and pooled connection) per server for the run's wipes: a new connection each time cost a
     PostgreSQL backend start per test."""
-    return create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True,   # a test may restart the server
-                         connect_args={"application_name": WIPING_CONNECTION})
+    return create_engine(
+        url,
+        pool_size=1,
+        max_overflow=0,
+        pool_pre_ping=True,  # a test may restart the server
+        connect_args={"application_name": WIPING_CONNECTION},
+    )
 
 
 def _many_rows(conn, tables: list[str]) -> bool:
-    return any(conn.execute(text(f"SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT {_DELETE_AT_MOST + 1}) t"))
-               .scalar() > _DELETE_AT_MOST for table in tables)
+    return any(
+        conn.execute(text(f"SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT {_DELETE_AT_MOST + 1}) t")).scalar()
+        > _DELETE_AT_MOST
+        for table in tables
+    )
 
 
 def app_config(database_url: str, **overrides) -> dict:
@@ -190,8 +220,9 @@ def make_key(app):
     """make_key(role, name=None, max_priority=None, types=None) → the secret of a new key."""
     counter = iter(range(1, 10_000))
 
-    def _make(role: str, name: str | None = None, max_priority: str | None = None,
-              types: list[str] | None = None) -> str:
+    def _make(
+        role: str, name: str | None = None, max_priority: str | None = None, types: list[str] | None = None
+    ) -> str:
         return create_key(name or f"{role}-{next(counter)}", role, max_priority, types)
 
     return _make
@@ -231,18 +262,33 @@ def make_job(app):
         now = utcnow()
         status = fields.pop("status", "pending")
         values = {
-            "type": "email", "payload": json.dumps(fields.pop("payload", {})), "priority": 0,
-            "status": status, "retry_count": 0, "max_retries": 3, "stall_count": 0,
-            "run_at": now, "created_at": now, "updated_at": now,
+            "type": "email",
+            "payload": json.dumps(fields.pop("payload", {})),
+            "priority": 0,
+            "status": status,
+            "retry_count": 0,
+            "max_retries": 3,
+            "stall_count": 0,
+            "run_at": now,
+            "created_at": now,
+            "updated_at": now,
         }
         if status == "running":
-            values.update(worker_id="worker-a", claim_token="token-a", claimed_at=now,
-                          heartbeat_at=now, lease_expires_at=now + timedelta(seconds=300))
+            values.update(
+                worker_id="worker-a",
+                claim_token="token-a",
+                claimed_at=now,
+                heartbeat_at=now,
+                lease_expires_at=now + timedelta(seconds=300),
+            )
         values.update(fields)
         with db.engine.begin() as conn:
             job_id = conn.execute(insert(Job.__table__).values(**values).returning(Job.__table__.c.id)).scalar_one()
-            conn.execute(insert(JobEvent.__table__).values(
-                job_id=job_id, event="enqueued", to_status=status, actor="test", attempt=0, at=now))
+            conn.execute(
+                insert(JobEvent.__table__).values(
+                    job_id=job_id, event="enqueued", to_status=status, actor="test", attempt=0, at=now
+                )
+            )
         return job_id
 
     return _make
@@ -293,11 +339,15 @@ def run(client, claim, worker):
         job = claim()
         assert job["id"] == job_id, job
         if fail:
-            response = client.post(f"/jobs/{job_id}/fail", json={"claim_token": job["claim_token"], "error": "boom",
-                                                                  "retryable": False}, headers=worker)
+            response = client.post(
+                f"/jobs/{job_id}/fail",
+                json={"claim_token": job["claim_token"], "error": "boom", "retryable": False},
+                headers=worker,
+            )
         else:
-            response = client.post(f"/jobs/{job_id}/complete", json={"claim_token": job["claim_token"],
-                                                                      "result": result}, headers=worker)
+            response = client.post(
+                f"/jobs/{job_id}/complete", json={"claim_token": job["claim_token"], "result": result}, headers=worker
+            )
         assert response.status_code == 200, response.get_json()
         return job
 

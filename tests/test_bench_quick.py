@@ -5,6 +5,7 @@ The benchmark starts its own servers (gunicorn over SQLite and over a throwaway 
 a private redis-server, the Flask ceiling) and the worker commands users run (queuelog-worker, rq worker,
 huey_consumer), so it runs once per CI run, in the SQLite pass.
 """
+
 from __future__ import annotations
 
 import glob
@@ -22,16 +23,22 @@ REPO = Path(__file__).resolve().parent.parent
 HAS_POSTGRESQL = bool(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 HAS_REDIS = shutil.which("redis-server") is not None
 
-pytestmark = pytest.mark.skipif(test_db_kind() != "sqlite",
-                                reason="the benchmark starts its own databases; it runs once, in the SQLite pass")
+pytestmark = pytest.mark.skipif(
+    test_db_kind() != "sqlite", reason="the benchmark starts its own databases; it runs once, in the SQLite pass"
+)
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     """(the finished process, bench.json, bench.md) of one quick run."""
     out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads((out / "bench.json").read_text()) if (out / "bench.json").exists() else None
     table = (out / "bench.md").read_text() if (out / "bench.md").exists() else None
     return done, report, table

@@ -5,6 +5,7 @@ whole body, so a chunked body of 1 MiB and a bit used to be cut at 1 MiB and its
 These tests send real chunked requests to the servers the README names: gunicorn as Production runs it
 (gthread workers), and Werkzeug's development server behind ``flask run``.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -17,7 +18,7 @@ from werkzeug.serving import make_server
 from tests.support.factories import count_jobs
 from tests.support.pg_cluster import free_port
 
-pytestmark = pytest.mark.shared_server   # one gunicorn for the module: starting one per test took ~7 s
+pytestmark = pytest.mark.shared_server  # one gunicorn for the module: starting one per test took ~7 s
 
 MIB = 1024 * 1024
 # "ok": a type of the shared server (tests/worker_apps/harness.py JOB_TYPES)
@@ -28,10 +29,18 @@ def chunked_post(port: int, secret: str, body: bytes, chunk_size: int = 64 * 102
     """POST /jobs with ``body`` sent in chunks; returns (status, content type, parsed answer)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        chunks = (body[start:start + chunk_size] for start in range(0, len(body), chunk_size))
-        connection.request("POST", "/jobs", body=chunks, encode_chunked=True, headers={
-            "Authorization": f"Bearer {secret}", "Content-Type": "application/json",
-            "Transfer-Encoding": "chunked"})
+        chunks = (body[start : start + chunk_size] for start in range(0, len(body), chunk_size))
+        connection.request(
+            "POST",
+            "/jobs",
+            body=chunks,
+            encode_chunked=True,
+            headers={
+                "Authorization": f"Bearer {secret}",
+                "Content-Type": "application/json",
+                "Transfer-Encoding": "chunked",
+            },
+        )
         response = connection.getresponse()
         return response.status, response.getheader("Content-Type"), json.loads(response.read())
     finally:
@@ -42,8 +51,12 @@ def sized_post(port: int, secret: str, body: bytes) -> tuple[int, str, dict]:
     """POST /jobs with ``body`` and its Content-Length, all sent before the answer is read."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        connection.request("POST", "/jobs", body=body, headers={
-            "Authorization": f"Bearer {secret}", "Content-Type": "application/json"})
+        connection.request(
+            "POST",
+            "/jobs",
+            body=body,
+            headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
+        )
         response = connection.getresponse()
         return response.status, response.getheader("Content-Type"), json.loads(response.read())
     finally:

@@ -1,4 +1,5 @@
 """POST /jobs/claim: order, due time, type filters, leases, batches, and many claimers at once (V-06)."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -58,8 +59,14 @@ def test_claim_answers_204_with_no_body_when_nothing_is_claimable(client, worker
 
 def test_claim_order_is_priority_first_then_oldest(client, any_priority, enqueue, claim):
     ids = {}
-    for name, priority in [("low-1", "low"), ("high-1", "high"), ("medium-1", "medium"), ("high-2", "high"),
-                           ("critical-1", "critical"), ("low-2", "low")]:
+    for name, priority in [
+        ("low-1", "low"),
+        ("high-1", "high"),
+        ("medium-1", "medium"),
+        ("high-2", "high"),
+        ("critical-1", "critical"),
+        ("low-2", "low"),
+    ]:
         ids[enqueue(headers=any_priority, priority=priority)["id"]] = name
     order = [ids[claim()["id"]] for _ in range(len(ids))]
     assert order == ["critical-1", "high-1", "high-2", "medium-1", "low-1", "low-2"]
@@ -166,6 +173,7 @@ def test_batch_claim_limit_out_of_bounds_is_422(client, worker, limit):
 
 # --- V-06: many claimers at once ------------------------------------------------------------------
 
+
 def _fill_queue(client, headers, count: int) -> set[int]:
     ids: set[int] = set()
     for start in range(0, count, 500):
@@ -179,8 +187,9 @@ def _fill_queue(client, headers, count: int) -> set[int]:
 def _claimed_events_per_job() -> Counter:
     events = JobEvent.__table__
     with db.engine.connect() as conn:
-        rows = conn.execute(select(events.c.job_id, func.count()).where(events.c.event == "claimed")
-                            .group_by(events.c.job_id)).all()
+        rows = conn.execute(
+            select(events.c.job_id, func.count()).where(events.c.event == "claimed").group_by(events.c.job_id)
+        ).all()
     return Counter({job_id: count for job_id, count in rows})
 
 
@@ -237,8 +246,7 @@ def test_v06_many_processes_claim_every_job_exactly_once(app, client, producer, 
     context = multiprocessing.get_context("spawn")
     start, results = context.Barrier(len(secrets)), context.Queue()
     config = app_config(database_url)
-    processes = [context.Process(target=claim_until_empty, args=(config, secret, start, results))
-                 for secret in secrets]
+    processes = [context.Process(target=claim_until_empty, args=(config, secret, start, results)) for secret in secrets]
     for process in processes:
         process.start()
     try:

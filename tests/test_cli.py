@@ -1,4 +1,5 @@
 """The operator commands: keys, users, reap. Script-friendly output and exit codes."""
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ def _create(runner, *args):
 
 # --- keys ----------------------------------------------------------------------------------------
 
+
 def test_keys_create_prints_the_secret_alone_and_it_works_as_a_bearer_key(runner, client):
     result = _create(runner, "billing", "--role", "producer")
     assert result.exit_code == 0, result.output
@@ -44,21 +46,25 @@ def test_keys_create_gives_the_key_its_role(runner, client, role, path, method):
 
 
 def test_keys_create_with_max_priority_and_types(runner, client):
-    secret = _create(runner, "urgent-reports", "--role", "producer", "--max-priority", "critical",
-                     "--types", "report,noop").stdout.strip()
+    secret = _create(
+        runner, "urgent-reports", "--role", "producer", "--max-priority", "critical", "--types", "report,noop"
+    ).stdout.strip()
     headers = bearer(secret)
     assert client.post("/jobs", json={"type": "report", "priority": "critical"}, headers=headers).status_code == 201
     assert_problem(client.post("/jobs", json={"type": "email"}, headers=headers), 403)
 
 
-@pytest.mark.parametrize("args, mentions", [
-    (["x", "--role", "superuser"], "--role"),
-    (["x"], "--role"),
-    (["x", "--role", "producer", "--max-priority", "extreme"], "--max-priority"),
-    (["bad name!", "--role", "producer"], "name"),
-    (["x", "--role", "producer", "--types", ""], "types"),  # an empty limit must not mean "any type"
-    (["x", "--role", "worker", "--types", " , "], "types"),
-])
+@pytest.mark.parametrize(
+    "args, mentions",
+    [
+        (["x", "--role", "superuser"], "--role"),
+        (["x"], "--role"),
+        (["x", "--role", "producer", "--max-priority", "extreme"], "--max-priority"),
+        (["bad name!", "--role", "producer"], "name"),
+        (["x", "--role", "producer", "--types", ""], "types"),  # an empty limit must not mean "any type"
+        (["x", "--role", "worker", "--types", " , "], "types"),
+    ],
+)
 def test_keys_create_with_bad_options_fails_with_a_clear_message(runner, args, mentions):
     result = _create(runner, *args)
     assert result.exit_code != 0
@@ -87,8 +93,18 @@ def test_keys_list_shows_the_prefix_and_never_the_secret(runner):
 def test_keys_list_starts_with_a_header_row(runner):
     _create(runner, "listed", "--role", "worker")
     header = runner.invoke(args=["keys", "list"]).stdout.splitlines()[0]
-    assert header.split("\t") == ["name", "role", "max_priority", "types", "enqueue_rate", "max_pending",
-                                   "prefix", "created", "last_used", "state"]
+    assert header.split("\t") == [
+        "name",
+        "role",
+        "max_priority",
+        "types",
+        "enqueue_rate",
+        "max_pending",
+        "prefix",
+        "created",
+        "last_used",
+        "state",
+    ]
 
 
 @pytest.mark.parametrize("role, ceiling", [("producer", "medium"), ("worker", "-"), ("admin", "-")])
@@ -115,6 +131,7 @@ def test_keys_revoke_of_an_unknown_key_fails(runner):
 
 
 # --- users ---------------------------------------------------------------------------------------
+
 
 def test_users_create_reads_the_password_from_stdin(runner, app):
     result = runner.invoke(args=["users", "create", "ops", "--password-stdin"], input="a long passphrase\n")
@@ -170,8 +187,9 @@ def test_users_delete_removes_the_user(runner, app):
 
 
 def test_users_delete_names_a_viewer_as_a_viewer(runner):
-    result = runner.invoke(args=["users", "create", "auditor", "--role", "viewer", "--password-stdin"],
-                           input="a long passphrase\n")
+    result = runner.invoke(
+        args=["users", "create", "auditor", "--role", "viewer", "--password-stdin"], input="a long passphrase\n"
+    )
     assert result.exit_code == 0, result.output
     result = runner.invoke(args=["users", "delete", "auditor"])
     assert result.exit_code == 0, result.output
@@ -207,8 +225,9 @@ def test_users_unlock_clears_the_failed_sign_ins_of_that_user(runner, client):
     assert runner.invoke(args=["users", "list"]).stdout.splitlines()[1].endswith("\t0")
 
 
-@pytest.mark.parametrize("args", [["delete", "nobody"], ["unlock", "nobody"],
-                                  ["set-password", "nobody", "--password-stdin"]])
+@pytest.mark.parametrize(
+    "args", [["delete", "nobody"], ["unlock", "nobody"], ["set-password", "nobody", "--password-stdin"]]
+)
 def test_users_commands_on_an_unknown_user_fail_with_a_clear_message(runner, args):
     result = runner.invoke(args=["users", *args], input="a long passphrase\n")
     assert result.exit_code == 1
@@ -217,6 +236,7 @@ def test_users_commands_on_an_unknown_user_fail_with_a_clear_message(runner, arg
 
 
 # --- reap ----------------------------------------------------------------------------------------
+
 
 def test_reap_prints_one_line_and_exits_0(runner, make_job, read_job):
     stuck = make_job(status="running")
@@ -272,13 +292,20 @@ def test_reap_refuses_a_bad_older_than(runner, value):
 
 # --- the real command line -----------------------------------------------------------------------
 
+
 def test_flask_keys_create_from_the_repo_root_creates_the_schema_and_prints_only_the_key(tmp_path):
     database = tmp_path / "fresh.db"
     env = {name: value for name, value in os.environ.items() if not name.startswith("QUEUELOG_")}
     env.update(QUEUELOG_DATABASE_URL=f"sqlite:///{database}", QUEUELOG_JOB_TYPES="email,report")
     flask = Path(sys.executable).with_name("flask")
-    completed = subprocess.run([str(flask), "--app", "app", "keys", "create", "ci-producer", "--role", "producer"],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    completed = subprocess.run(
+        [str(flask), "--app", "app", "keys", "create", "ci-producer", "--role", "producer"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert completed.returncode == 0, completed.stderr
     assert KEY_LINE.fullmatch(completed.stdout), completed.stdout
     engine = create_engine(f"sqlite:///{database}")

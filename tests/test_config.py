@@ -1,5 +1,6 @@
 """Settings: one table (queuelog/config.py DEFAULTS) with a default and a kind each, one parse that
 converts every value and stops the start with the QUEUELOG_ variable's name on a bad one."""
+
 from __future__ import annotations
 
 import re
@@ -36,51 +37,76 @@ def test_every_setting_the_code_reads_is_in_the_table_and_read_without_a_default
     assert not with_default
 
 
-@pytest.mark.parametrize("name, raw, value", [
-    ("LEASE_SECONDS", "45", 45),                  # QUEUELOG_LEASE_SECONDS=45 read as text
-    ("LEASE_SECONDS", 45.0, 45),                  # … or as JSON
-    ("RETRY_BACKOFF_BASE", 0, 0.0),
-    ("SESSION_IDLE_MINUTES", "0.02", 0.02),
-    ("AUTO_MIGRATE", "false", False),
-    ("AUTO_MIGRATE", "No", False),
-    ("SESSION_COOKIE_SECURE", True, True),
-    ("SQLITE_SYNCHRONOUS", "normal", "NORMAL"),
-    ("LOG_FORMAT", "JSON", "json"),
-    ("JOB_TYPES", "send-invoice, resize-image", ["send-invoice", "resize-image"]),
-    ("JOB_TYPES", '["a", "b"]', ["a", "b"]),
-    ("LONGPOLL_MAX_WAITING", "auto", None),
-    ("LONGPOLL_MAX_WAITING", 0, 0),
-    ("TRUSTED_PROXIES", "", 0),                   # empty: the default
-    ("TRUSTED_PROXIES", None, 0),
-    ("LOGIN_MAX_FAILURES_PER_ADDRESS", 20, 20),
-    ("METRICS_TOKEN", "", None),
-    ("SECRET_KEY", 12345, "12345"),               # QUEUELOG_SECRET_KEY=12345 arrives as a JSON number
-    ("RETENTION", "12h", "12h"),
-    ("UI_REFRESH_SECONDS", "1", 1),
-    ("MAX_SCHEDULES", "3", 3),
-    ("MAX_WORKER_PROCESSES_PER_KEY", 2.0, 2),
-])
+@pytest.mark.parametrize(
+    "name, raw, value",
+    [
+        ("LEASE_SECONDS", "45", 45),  # QUEUELOG_LEASE_SECONDS=45 read as text
+        ("LEASE_SECONDS", 45.0, 45),  # … or as JSON
+        ("RETRY_BACKOFF_BASE", 0, 0.0),
+        ("SESSION_IDLE_MINUTES", "0.02", 0.02),
+        ("AUTO_MIGRATE", "false", False),
+        ("AUTO_MIGRATE", "No", False),
+        ("SESSION_COOKIE_SECURE", True, True),
+        ("SQLITE_SYNCHRONOUS", "normal", "NORMAL"),
+        ("LOG_FORMAT", "JSON", "json"),
+        ("JOB_TYPES", "send-invoice, resize-image", ["send-invoice", "resize-image"]),
+        ("JOB_TYPES", '["a", "b"]', ["a", "b"]),
+        ("LONGPOLL_MAX_WAITING", "auto", None),
+        ("LONGPOLL_MAX_WAITING", 0, 0),
+        ("TRUSTED_PROXIES", "", 0),  # empty: the default
+        ("TRUSTED_PROXIES", None, 0),
+        ("LOGIN_MAX_FAILURES_PER_ADDRESS", 20, 20),
+        ("METRICS_TOKEN", "", None),
+        ("SECRET_KEY", 12345, "12345"),  # QUEUELOG_SECRET_KEY=12345 arrives as a JSON number
+        ("RETENTION", "12h", "12h"),
+        ("UI_REFRESH_SECONDS", "1", 1),
+        ("MAX_SCHEDULES", "3", 3),
+        ("MAX_WORKER_PROCESSES_PER_KEY", 2.0, 2),
+    ],
+)
 def test_a_value_is_converted_to_its_kind(name, raw, value):
     assert parse_settings({name: raw})[name] == value
 
 
 def test_the_per_address_limit_follows_the_per_pair_limit_unless_set():
     assert parse_settings({"LOGIN_MAX_FAILURES": 2})["LOGIN_MAX_FAILURES_PER_ADDRESS"] == 2
-    assert parse_settings({"LOGIN_MAX_FAILURES": 2, "LOGIN_MAX_FAILURES_PER_ADDRESS": 9})[
-        "LOGIN_MAX_FAILURES_PER_ADDRESS"] == 9
+    assert (
+        parse_settings({"LOGIN_MAX_FAILURES": 2, "LOGIN_MAX_FAILURES_PER_ADDRESS": 9})["LOGIN_MAX_FAILURES_PER_ADDRESS"]
+        == 9
+    )
 
 
-@pytest.mark.parametrize("name, raw", [
-    ("LEASE_SECONDS", "soon"), ("LEASE_SECONDS", 0), ("LEASE_SECONDS", 2.5), ("LEASE_SECONDS", True),
-    ("MAX_PAYLOAD_BYTES", -1), ("RETRY_BACKOFF_MAX", "nan"), ("RETRY_BACKOFF_BASE", -1),
-    ("SESSION_MAX_HOURS", "inf"), ("AUTO_MIGRATE", "maybe"), ("AUTO_MIGRATE", 2),
-    ("SQLITE_SYNCHRONOUS", "OFF"), ("LOG_FORMAT", "xml"), ("JOB_TYPES", {"a": 1}), ("RETENTION", "forever"),
-    ("LONGPOLL_MAX_WAITING", "lots"), ("TRUSTED_PROXIES", -1), ("LOGIN_MAX_FAILURES", "five"),
-    ("LOGIN_WINDOW_SECONDS", 0), ("LOGIN_SLOWDOWN_SECONDS", "a while"), ("UI_REFRESH_SECONDS", 0),
-    ("SQLALCHEMY_ENGINE_OPTIONS", "pool_size=3"), ("SESSION_COOKIE_SAMESITE", "sometimes"),
-    ("MAX_SCHEDULES", 0), ("MAX_SCHEDULES", "lots"), ("MAX_WORKER_PROCESSES_PER_KEY", -1),
-    ("MAX_WORKER_PROCESSES_PER_KEY", "1.5"),
-])
+@pytest.mark.parametrize(
+    "name, raw",
+    [
+        ("LEASE_SECONDS", "soon"),
+        ("LEASE_SECONDS", 0),
+        ("LEASE_SECONDS", 2.5),
+        ("LEASE_SECONDS", True),
+        ("MAX_PAYLOAD_BYTES", -1),
+        ("RETRY_BACKOFF_MAX", "nan"),
+        ("RETRY_BACKOFF_BASE", -1),
+        ("SESSION_MAX_HOURS", "inf"),
+        ("AUTO_MIGRATE", "maybe"),
+        ("AUTO_MIGRATE", 2),
+        ("SQLITE_SYNCHRONOUS", "OFF"),
+        ("LOG_FORMAT", "xml"),
+        ("JOB_TYPES", {"a": 1}),
+        ("RETENTION", "forever"),
+        ("LONGPOLL_MAX_WAITING", "lots"),
+        ("TRUSTED_PROXIES", -1),
+        ("LOGIN_MAX_FAILURES", "five"),
+        ("LOGIN_WINDOW_SECONDS", 0),
+        ("LOGIN_SLOWDOWN_SECONDS", "a while"),
+        ("UI_REFRESH_SECONDS", 0),
+        ("SQLALCHEMY_ENGINE_OPTIONS", "pool_size=3"),
+        ("SESSION_COOKIE_SAMESITE", "sometimes"),
+        ("MAX_SCHEDULES", 0),
+        ("MAX_SCHEDULES", "lots"),
+        ("MAX_WORKER_PROCESSES_PER_KEY", -1),
+        ("MAX_WORKER_PROCESSES_PER_KEY", "1.5"),
+    ],
+)
 def test_a_bad_value_is_refused_naming_its_variable_and_what_it_must_be(name, raw):
     with pytest.raises(SettingError, match=rf"^QUEUELOG_{name} must be .+, not {re.escape(repr(raw))}$"):
         parse_settings({name: raw})
@@ -92,10 +118,14 @@ def test_settings_from_the_environment_reach_their_users_converted(database_url,
     monkeypatch.setenv("QUEUELOG_TRUSTED_PROXIES", "1")
     app = create_app(app_config(database_url))
     try:
-        assert (app.config["LOGIN_WINDOW_SECONDS"], app.config["UI_REFRESH_SECONDS"],
-                app.config["TRUSTED_PROXIES"]) == (60, 3, 1)
+        assert (
+            app.config["LOGIN_WINDOW_SECONDS"],
+            app.config["UI_REFRESH_SECONDS"],
+            app.config["TRUSTED_PROXIES"],
+        ) == (60, 3, 1)
         with app.test_request_context():
             from queuelog.auth.login_throttle import limits
+
             assert limits().window.total_seconds() == 60
     finally:
         with app.app_context():

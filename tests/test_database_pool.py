@@ -1,4 +1,5 @@
 """The connection pool of a server process: which of its idle connections the next request gets."""
+
 from __future__ import annotations
 
 from queuelog import create_app
@@ -8,7 +9,7 @@ from tests.conftest import app_config
 
 def _two_returned_then_one_taken() -> tuple[object, object, object]:
     """(the connection returned first, the one returned last, the one the next checkout gets)."""
-    with db.engine.connect() as first, db.engine.connect() as second:   # "second" goes back first
+    with db.engine.connect() as first, db.engine.connect() as second:  # "second" goes back first
         returned_first, returned_last = second.connection.driver_connection, first.connection.driver_connection
     with db.engine.connect() as next_one:
         return returned_first, returned_last, next_one.connection.driver_connection

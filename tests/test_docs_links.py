@@ -6,6 +6,7 @@ Links are read from the Markdown outside code (fenced blocks and inline code are
 lowercased, markup and punctuation other than ``-`` and ``_`` dropped, spaces turned into hyphens, and a
 repeated heading numbered ``-1``, ``-2``, … in its order.
 """
+
 from __future__ import annotations
 
 import re
@@ -105,10 +106,11 @@ def test_every_relative_link_names_an_existing_file():
 
 
 def test_every_anchor_names_a_heading_of_its_file():
-    broken = [f"{link}: no heading #{link.anchor} in {link.file.relative_to(ROOT)}"
-              for link in all_links()
-              if link.anchor and link.file.exists()
-              and (link.file.suffix != ".md" or link.anchor not in anchors(link.file))]
+    broken = [
+        f"{link}: no heading #{link.anchor} in {link.file.relative_to(ROOT)}"
+        for link in all_links()
+        if link.anchor and link.file.exists() and (link.file.suffix != ".md" or link.anchor not in anchors(link.file))
+    ]
 
     assert broken == [], "anchors that name no heading:\n" + "\n".join(broken)
 
@@ -120,15 +122,18 @@ def test_the_readme_links_every_docs_page():
     assert sorted(str(page.relative_to(ROOT)) for page in pages - linked) == []
 
 
-@pytest.mark.parametrize(("heading", "anchor"), [
-    ("Quick start", "quick-start"),
-    ("Retention: `flask purge`", "retention-flask-purge"),
-    ("The same worker in any language (curl + jq)", "the-same-worker-in-any-language-curl--jq"),
-    ("Flow control's cost to a claim", "flow-controls-cost-to-a-claim"),
-    ("A **bold** word and a [link](api.md)", "a-bold-word-and-a-link"),
-    ("QUEUELOG_JOB_TYPES and _emphasis_", "queuelog_job_types-and-emphasis"),
-    ("Dedupe windows, expiry and run timeouts", "dedupe-windows-expiry-and-run-timeouts"),
-])
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        ("Quick start", "quick-start"),
+        ("Retention: `flask purge`", "retention-flask-purge"),
+        ("The same worker in any language (curl + jq)", "the-same-worker-in-any-language-curl--jq"),
+        ("Flow control's cost to a claim", "flow-controls-cost-to-a-claim"),
+        ("A **bold** word and a [link](api.md)", "a-bold-word-and-a-link"),
+        ("QUEUELOG_JOB_TYPES and _emphasis_", "queuelog_job_types-and-emphasis"),
+        ("Dedupe windows, expiry and run timeouts", "dedupe-windows-expiry-and-run-timeouts"),
+    ],
+)
 def test_a_heading_gets_githubs_anchor(heading, anchor):
     assert slug(heading) == anchor
 

@@ -1,4 +1,5 @@
 """POST /jobs and POST /jobs/batch: validation, defaults, priorities, run_at, idempotency, all-or-nothing."""
+
 from __future__ import annotations
 
 import threading
@@ -11,9 +12,23 @@ from tests.support.api import bearer
 from tests.support.factories import assert_problem, count_jobs, key_id, pointers, when
 
 SCHEMA_FIELDS = {
-    "id", "type", "payload", "priority", "status", "retry_count", "max_retries", "idempotency_key",
-    "claimed_at", "worker_id", "error", "created_at", "updated_at", "run_at", "lease_expires_at",
-    "completed_at", "result",
+    "id",
+    "type",
+    "payload",
+    "priority",
+    "status",
+    "retry_count",
+    "max_retries",
+    "idempotency_key",
+    "claimed_at",
+    "worker_id",
+    "error",
+    "created_at",
+    "updated_at",
+    "run_at",
+    "lease_expires_at",
+    "completed_at",
+    "result",
 }
 
 
@@ -24,6 +39,7 @@ def any_priority(make_key):
 
 
 # --- defaults and the job JSON -------------------------------------------------------------------
+
 
 def test_enqueue_answers_201_with_the_job_and_its_location(client, producer):
     response = client.post("/jobs", json={"type": "email", "payload": {"to": "a@example.com"}}, headers=producer)
@@ -63,10 +79,19 @@ def test_the_stored_row_records_payload_priority_and_producer(enqueue, read_job)
     assert job["payload"] == {"to": "a@example.com", "n": [1, 2]}
 
 
-@pytest.mark.parametrize("label, stored", [
-    ("low", 0), ("LOW", 0), ("Medium", 10), ("medium", 10), ("HIGH", 20), ("hIgH", 20),
-    ("critical", 30), ("CRITICAL", 30),
-])
+@pytest.mark.parametrize(
+    "label, stored",
+    [
+        ("low", 0),
+        ("LOW", 0),
+        ("Medium", 10),
+        ("medium", 10),
+        ("HIGH", 20),
+        ("hIgH", 20),
+        ("critical", 30),
+        ("CRITICAL", 30),
+    ],
+)
 def test_priority_labels_are_case_insensitive(client, any_priority, read_job, label, stored):
     response = client.post("/jobs", json={"type": "email", "priority": label}, headers=any_priority)
     assert response.status_code == 201
@@ -103,13 +128,15 @@ def test_payload_must_be_an_object(client, producer, payload):
 
 
 def test_every_problem_is_reported_at_once(client, producer):
-    response = client.post("/jobs", json={"type": 5, "payload": [], "priority": "x", "max_retries": -2,
-                                           "run_at": "soon"}, headers=producer)
+    response = client.post(
+        "/jobs", json={"type": 5, "payload": [], "priority": "x", "max_retries": -2, "run_at": "soon"}, headers=producer
+    )
     assert pointers(response) == {"/type", "/payload", "/priority", "/max_retries", "/run_at"}
     assert count_jobs() == 0
 
 
 # --- run_at --------------------------------------------------------------------------------------
+
 
 def test_run_at_is_stored_in_utc(enqueue):
     job = enqueue(run_at="2030-06-01T14:00:00+02:00")
@@ -121,16 +148,25 @@ def test_run_at_in_the_past_is_accepted_as_due(enqueue):
     assert enqueue(run_at=past)["run_at"] == past
 
 
-@pytest.mark.parametrize("run_at", [
-    "tomorrow", "2030-06-01T14:00:00", "2030-06-01", "2030-13-01T00:00:00Z", 1700000000,
-    "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-])
+@pytest.mark.parametrize(
+    "run_at",
+    [
+        "tomorrow",
+        "2030-06-01T14:00:00",
+        "2030-06-01",
+        "2030-13-01T00:00:00Z",
+        1700000000,
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
 def test_bad_run_at_is_422(client, producer, run_at):
     response = client.post("/jobs", json={"type": "email", "run_at": run_at}, headers=producer)
     assert pointers(response) == {"/run_at"}
 
 
 # --- payload limit -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("config_overrides", [{"MAX_PAYLOAD_BYTES": 100}])
 def test_payload_at_the_limit_is_accepted_and_one_byte_more_is_not(client, producer, config_overrides):
@@ -144,6 +180,7 @@ def test_payload_at_the_limit_is_accepted_and_one_byte_more_is_not(client, produ
 
 
 # --- idempotency ---------------------------------------------------------------------------------
+
 
 def test_same_idempotency_key_and_request_replays_the_job_with_200(client, producer):
     body = {"type": "email", "payload": {"to": "a"}, "idempotency_key": "order-42"}
@@ -172,16 +209,23 @@ def test_header_and_body_key_are_one_key(client, producer):
 
 
 def test_header_and_body_keys_that_differ_are_422(client, producer):
-    response = client.post("/jobs", json={"type": "email", "idempotency_key": "a"},
-                           headers=dict(producer, **{"Idempotency-Key": "b"}))
+    response = client.post(
+        "/jobs", json={"type": "email", "idempotency_key": "a"}, headers=dict(producer, **{"Idempotency-Key": "b"})
+    )
     assert pointers(response) == {"/idempotency_key"}
     assert count_jobs() == 0
 
 
-@pytest.mark.parametrize("change", [
-    {"payload": {"to": "b"}}, {"type": "report"}, {"priority": "medium"}, {"max_retries": 1},
-    {"run_at": "2030-01-01T00:00:00Z"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"payload": {"to": "b"}},
+        {"type": "report"},
+        {"priority": "medium"},
+        {"max_retries": 1},
+        {"run_at": "2030-01-01T00:00:00Z"},
+    ],
+)
 def test_same_idempotency_key_with_a_different_request_is_422(client, producer, change):
     body = {"type": "email", "payload": {"to": "a"}, "idempotency_key": "order-42"}
     assert client.post("/jobs", json=body, headers=producer).status_code == 201
@@ -237,10 +281,19 @@ def test_concurrent_requests_with_one_key_create_exactly_one_job(app, producer):
 
 # --- batch ---------------------------------------------------------------------------------------
 
+
 def test_batch_enqueue_creates_every_job(client, producer):
-    response = client.post("/jobs/batch", json={"jobs": [
-        {"type": "email", "payload": {"n": 1}}, {"type": "report", "priority": "medium"}, {"type": "noop"},
-    ]}, headers=producer)
+    response = client.post(
+        "/jobs/batch",
+        json={
+            "jobs": [
+                {"type": "email", "payload": {"n": 1}},
+                {"type": "report", "priority": "medium"},
+                {"type": "noop"},
+            ]
+        },
+        headers=producer,
+    )
     assert response.status_code == 201
     jobs = response.get_json()["jobs"]
     assert [job["type"] for job in jobs] == ["email", "report", "noop"]
@@ -248,15 +301,19 @@ def test_batch_enqueue_creates_every_job(client, producer):
     assert count_jobs() == 3
 
 
-@pytest.mark.parametrize("bad_item, pointer", [
-    ({"type": "not-allowed"}, "/jobs/1/type"),
-    ({"type": "email", "priority": "urgent"}, "/jobs/1/priority"),
-    ({"type": "email", "status": "completed"}, "/jobs/1/status"),
-    ("email", "/jobs/1"),
-])
+@pytest.mark.parametrize(
+    "bad_item, pointer",
+    [
+        ({"type": "not-allowed"}, "/jobs/1/type"),
+        ({"type": "email", "priority": "urgent"}, "/jobs/1/priority"),
+        ({"type": "email", "status": "completed"}, "/jobs/1/status"),
+        ("email", "/jobs/1"),
+    ],
+)
 def test_batch_with_a_bad_item_is_422_and_creates_nothing(client, producer, bad_item, pointer):
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, bad_item, {"type": "noop"}]},
-                           headers=producer)
+    response = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email"}, bad_item, {"type": "noop"}]}, headers=producer
+    )
     assert pointer in pointers(response)
     assert count_jobs() == 0
 
@@ -274,8 +331,9 @@ def test_batch_needs_a_list_of_1_to_500_jobs(client, producer, jobs):
 
 
 def test_batch_item_above_the_ceiling_is_403_and_creates_nothing(client, producer):
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "priority": "high"}]},
-                           headers=producer)
+    response = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "priority": "high"}]}, headers=producer
+    )
     assert_problem(response, 403)
     assert count_jobs() == 0
 
@@ -292,17 +350,31 @@ def test_batch_replay_with_idempotency_keys_answers_200_without_new_rows(client,
 
 def test_batch_conflicting_idempotency_key_rolls_back_the_whole_batch(client, producer):
     assert client.post("/jobs", json={"type": "email", "idempotency_key": "taken"}, headers=producer).status_code == 201
-    response = client.post("/jobs/batch", json={"jobs": [
-        {"type": "email", "idempotency_key": "fresh"}, {"type": "report", "idempotency_key": "taken"},
-    ]}, headers=producer)
+    response = client.post(
+        "/jobs/batch",
+        json={
+            "jobs": [
+                {"type": "email", "idempotency_key": "fresh"},
+                {"type": "report", "idempotency_key": "taken"},
+            ]
+        },
+        headers=producer,
+    )
     assert pointers(response) == {"/jobs/1/idempotency_key"}
     assert count_jobs() == 1
 
 
 def test_one_key_for_two_different_jobs_in_a_batch_is_422(client, producer):
-    response = client.post("/jobs/batch", json={"jobs": [
-        {"type": "email", "idempotency_key": "twice"}, {"type": "report", "idempotency_key": "twice"},
-    ]}, headers=producer)
+    response = client.post(
+        "/jobs/batch",
+        json={
+            "jobs": [
+                {"type": "email", "idempotency_key": "twice"},
+                {"type": "report", "idempotency_key": "twice"},
+            ]
+        },
+        headers=producer,
+    )
     assert pointers(response) == {"/jobs/1/idempotency_key"}
     assert count_jobs() == 0
 

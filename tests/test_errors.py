@@ -1,4 +1,5 @@
 """Every API error is RFC 9457 problem+json: type, title, status (= HTTP status), detail; never a traceback."""
+
 from __future__ import annotations
 
 import json
@@ -7,12 +8,33 @@ import pytest
 
 from tests.support.factories import assert_problem, count_jobs, pointers
 
-MASS_ASSIGNABLE = ["status", "retry_count", "worker_id", "id", "claim_token", "error", "result", "producer",
-                   "stall_count", "created_at", "claimed_at", "lease_expires_at"]
+MASS_ASSIGNABLE = [
+    "status",
+    "retry_count",
+    "worker_id",
+    "id",
+    "claim_token",
+    "error",
+    "result",
+    "producer",
+    "stall_count",
+    "created_at",
+    "claimed_at",
+    "lease_expires_at",
+]
 
 
-@pytest.mark.parametrize("body", [b"{bad json", b'{"type": "email",}', b"\xff\xfe\x00", b"{'type': 'email'}",
-                                  b'{"type": "email", "payload": {"x": NaN}}', b"[" * 100_000])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{bad json",
+        b'{"type": "email",}',
+        b"\xff\xfe\x00",
+        b"{'type': 'email'}",
+        b'{"type": "email", "payload": {"x": NaN}}',
+        b"[" * 100_000,
+    ],
+)
 def test_malformed_json_is_400(client, producer, body):
     response = client.post("/jobs", data=body, content_type="application/json", headers=producer)
     problem = assert_problem(response, 400)
@@ -29,8 +51,17 @@ def test_403_is_a_problem(client, worker):
     assert "worker" in problem["detail"]
 
 
-@pytest.mark.parametrize("path", ["/nope", "/jobs/abc", "/jobs/1/nope", "/jobs/2147483648",
-                                  "/jobs/99999999999999999999999", "/jobs/99999999999999999999999/events"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nope",
+        "/jobs/abc",
+        "/jobs/1/nope",
+        "/jobs/2147483648",
+        "/jobs/99999999999999999999999",
+        "/jobs/99999999999999999999999/events",
+    ],
+)
 def test_unknown_paths_are_404_problems(client, admin, path):
     assert_problem(client.get(path, headers=admin), 404)
 
@@ -46,8 +77,16 @@ def test_get_jobs_claim_is_405_not_a_job_id(client, worker):
     assert "POST" in response.headers["Allow"]
 
 
-@pytest.mark.parametrize("method, path", [("DELETE", "/jobs/1"), ("PUT", "/jobs"), ("PATCH", "/jobs/1"),
-                                          ("GET", "/jobs/1/complete"), ("GET", "/jobs/batch")])
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("DELETE", "/jobs/1"),
+        ("PUT", "/jobs"),
+        ("PATCH", "/jobs/1"),
+        ("GET", "/jobs/1/complete"),
+        ("GET", "/jobs/batch"),
+    ],
+)
 def test_wrong_methods_are_405_problems(client, admin, method, path):
     response = client.open(path, method=method, headers=admin)
     assert_problem(response, 405)
@@ -66,40 +105,55 @@ def test_413_is_a_problem(client, producer):
 
 
 def test_422_lists_each_wrong_type_with_a_pointer(client, producer):
-    response = client.post("/jobs", json={"type": 7, "payload": "x", "priority": 3, "max_retries": "many",
-                                          "idempotency_key": 5, "run_at": False}, headers=producer)
+    response = client.post(
+        "/jobs",
+        json={"type": 7, "payload": "x", "priority": 3, "max_retries": "many", "idempotency_key": 5, "run_at": False},
+        headers=producer,
+    )
     problem = assert_problem(response, 422)
     assert {e["pointer"] for e in problem["errors"]} == {
-        "/type", "/payload", "/priority", "/max_retries", "/idempotency_key", "/run_at"}
+        "/type",
+        "/payload",
+        "/priority",
+        "/max_retries",
+        "/idempotency_key",
+        "/run_at",
+    }
     assert all(isinstance(e["detail"], str) and e["detail"] for e in problem["errors"])
 
 
 def test_422_for_a_missing_field(client, producer, worker, make_job):
     assert assert_problem(client.post("/jobs", json={}, headers=producer), 422)["errors"] == [
-        {"pointer": "/type", "detail": "is required"}]
+        {"pointer": "/type", "detail": "is required"}
+    ]
     job_id = make_job(status="running")
     assert pointers(client.post(f"/jobs/{job_id}/complete", json={}, headers=worker)) == {"/claim_token"}
 
 
 @pytest.mark.parametrize("field", MASS_ASSIGNABLE)
 def test_unknown_fields_are_422_so_nothing_can_be_mass_assigned(client, producer, field):
-    response = client.post("/jobs", json={"type": "email", field: "completed" if field == "status" else 1},
-                           headers=producer)
+    response = client.post(
+        "/jobs", json={"type": "email", field: "completed" if field == "status" else 1}, headers=producer
+    )
     assert assert_problem(response, 422)["errors"] == [{"pointer": f"/{field}", "detail": "unknown field"}]
     assert count_jobs() == 0
 
 
-@pytest.mark.parametrize("who, action, body", [
-    ("worker", "claim", {"status": "running"}),
-    ("worker", "complete", {"claim_token": "token-a", "status": "failed"}),
-    ("worker", "fail", {"claim_token": "token-a", "retry_count": 0}),
-    ("worker", "heartbeat", {"claim_token": "token-a", "lease_expires_at": "2099-01-01T00:00:00Z"}),
-    ("producer", "cancel", {"status": "completed"}),
-    ("admin", "retry", {"max_retries": 99}),
-])
+@pytest.mark.parametrize(
+    "who, action, body",
+    [
+        ("worker", "claim", {"status": "running"}),
+        ("worker", "complete", {"claim_token": "token-a", "status": "failed"}),
+        ("worker", "fail", {"claim_token": "token-a", "retry_count": 0}),
+        ("worker", "heartbeat", {"claim_token": "token-a", "lease_expires_at": "2099-01-01T00:00:00Z"}),
+        ("producer", "cancel", {"status": "completed"}),
+        ("admin", "retry", {"max_retries": 99}),
+    ],
+)
 def test_action_bodies_refuse_unknown_fields_and_change_nothing(request, client, make_job, read_job, who, action, body):
-    job_id = make_job(status="pending" if action in {"claim", "cancel"} else
-                      "failed" if action == "retry" else "running")
+    job_id = make_job(
+        status="pending" if action in {"claim", "cancel"} else "failed" if action == "retry" else "running"
+    )
     before = read_job(job_id)
     path = "/jobs/claim" if action == "claim" else f"/jobs/{job_id}/{action}"
     response = client.post(path, json=body, headers=request.getfixturevalue(who))
@@ -130,8 +184,12 @@ def test_no_error_body_ever_holds_a_traceback(client, producer, worker, admin, m
     odd = [
         (client.post("/jobs", data=b"\x00\x01", content_type="application/json", headers=producer), 400),
         (client.post("/jobs", data=b"\x00\x01", headers=producer), 415),
-        (client.post("/jobs", json={"type": "email", "payload": {"a": "\x00"}, "max_retries": 10**30},
-                     headers=producer), 422),
+        (
+            client.post(
+                "/jobs", json={"type": "email", "payload": {"a": "\x00"}, "max_retries": 10**30}, headers=producer
+            ),
+            422,
+        ),
         (client.post("/jobs/claim", json={"types": ["email"], "limit": -1}, headers=worker), 422),
         (client.post(f"/jobs/{job_id}/fail", json={"claim_token": 5}, headers=worker), 422),
         (client.get("/jobs", query_string={"limit": "many", "status": "done"}, headers=admin), 422),

@@ -2,6 +2,7 @@
 
 Requests through the app, on the test database; the claim statements are the real ones.
 """
+
 from __future__ import annotations
 
 import threading
@@ -63,6 +64,7 @@ def complete(client, headers, job):
 
 # --- pause and resume --------------------------------------------------------------------------------
 
+
 def test_a_paused_types_jobs_are_not_claimed_and_other_types_still_are(client, worker, enqueue, set_type):
     enqueue(type="email")
     report = enqueue(type="report")
@@ -89,6 +91,7 @@ def test_resuming_makes_the_jobs_claimable_at_once(client, worker, enqueue, set_
 
 
 # --- the concurrency limit ---------------------------------------------------------------------------
+
 
 def test_no_more_than_the_limit_run_at_once(client, worker, other_worker, enqueue, set_type):
     set_type("email", concurrency_limit=3)
@@ -149,6 +152,7 @@ def test_raising_the_limit_makes_room_at_once(client, worker, enqueue, set_type)
 
 # --- the rate limit ----------------------------------------------------------------------------------
 
+
 def test_no_more_than_n_claims_in_the_window_then_more_once_it_passed(client, worker, enqueue, set_type):
     set_type("email", rate_limit={"jobs": 3, "per_seconds": 1})
     for _ in range(5):
@@ -180,6 +184,7 @@ def test_completing_jobs_does_not_make_room_under_a_rate_limit(client, worker, e
 
 
 # --- the per-key limit -------------------------------------------------------------------------------
+
 
 def test_no_more_than_the_limit_run_per_key_and_other_keys_go_on(client, worker, enqueue, set_type):
     set_type("email", key_concurrency_limit=2)
@@ -225,10 +230,10 @@ def test_all_limits_hold_together(client, worker, enqueue, set_type):
 
 # --- fair turns between concurrency keys ----------------------------------------------------------------
 
+
 def test_a_small_tenant_is_not_stuck_behind_a_big_ones_backlog(client, producer, worker):
     client.post("/jobs/batch", json={"jobs": [{"type": "email", "concurrency_key": "big"}] * 200}, headers=producer)
-    client.post("/jobs/batch", json={"jobs": [{"type": "email", "concurrency_key": "small"}] * 10},
-                headers=producer)
+    client.post("/jobs/batch", json={"jobs": [{"type": "email", "concurrency_key": "small"}] * 10}, headers=producer)
     first = [claim_once(client, worker)["concurrency_key"] for _ in range(4)]
     assert first.count("small") == 2 and first.count("big") == 2
 
@@ -250,16 +255,21 @@ def test_jobs_without_a_key_take_turns_with_keyed_ones_as_one_group(client, prod
 
 
 def test_within_a_key_jobs_go_oldest_first(client, producer, worker):
-    ids = [job["id"] for job in client.post("/jobs/batch", json={"jobs": [
-        {"type": "email", "concurrency_key": "a"}] * 5}, headers=producer).get_json()["jobs"]]
+    ids = [
+        job["id"]
+        for job in client.post(
+            "/jobs/batch", json={"jobs": [{"type": "email", "concurrency_key": "a"}] * 5}, headers=producer
+        ).get_json()["jobs"]
+    ]
     assert [job["id"] for job in claim_all(client, worker)] == ids
 
 
 def test_a_higher_priority_still_goes_first_whatever_the_keys(client, make_key, worker):
     producer = bearer(make_key("producer", "high-producer", max_priority="critical"))
     client.post("/jobs/batch", json={"jobs": [{"type": "email", "concurrency_key": "a"}] * 3}, headers=producer)
-    urgent = client.post("/jobs", json={"type": "email", "concurrency_key": "a", "priority": "high"},
-                         headers=producer).get_json()
+    urgent = client.post(
+        "/jobs", json={"type": "email", "concurrency_key": "a", "priority": "high"}, headers=producer
+    ).get_json()
     assert claim_once(client, worker)["id"] == urgent["id"]
 
 
@@ -275,14 +285,15 @@ def test_a_key_that_comes_back_later_joins_at_the_head_not_behind_its_old_turns(
 
 # --- a copy of the settings that is out of date ---------------------------------------------------------
 
+
 def test_a_limit_this_process_has_not_seen_yet_stops_claims_rather_than_being_exceeded(client, worker, enqueue):
     for _ in range(3):
         enqueue(type="email")
-    assert claim_once(client, worker) is not None   # the process now holds a copy: nothing is limited
-    with db.engine.begin() as conn:   # another server sets a limit of 1
+    assert claim_once(client, worker) is not None  # the process now holds a copy: nothing is limited
+    with db.engine.begin() as conn:  # another server sets a limit of 1
         conn.execute(insert(TypeSettings.__table__).values(type="email", concurrency_limit=1, updated_at=utcnow()))
     assert claim_once(client, worker) is None
-    flow.forget_cached()   # what the copy's age does within a second
+    flow.forget_cached()  # what the copy's age does within a second
     assert claim_once(client, worker) is None
     with db.engine.begin() as conn:
         conn.execute(update(TypeSettings.__table__).values(concurrency_limit=2))
@@ -290,15 +301,15 @@ def test_a_limit_this_process_has_not_seen_yet_stops_claims_rather_than_being_ex
     assert claim_once(client, worker) is not None
 
 
-
 def test_a_limit_lifted_elsewhere_never_lets_a_claim_take_more_jobs_than_it_asked_for(
-        client, worker, enqueue, set_type, monkeypatch):
-    monkeypatch.setattr(flow, "CACHE_SECONDS", 60)   # the copy stays as old as the test needs
+    client, worker, enqueue, set_type, monkeypatch
+):
+    monkeypatch.setattr(flow, "CACHE_SECONDS", 60)  # the copy stays as old as the test needs
     for _ in range(6):
         enqueue(type="email")
     set_type("email", concurrency_limit=10)
-    assert claim_once(client, worker) is not None   # the process's copy now says email is limited
-    with db.engine.begin() as conn:   # another server lifts the limit
+    assert claim_once(client, worker) is not None  # the process's copy now says email is limited
+    with db.engine.begin() as conn:  # another server lifts the limit
         conn.execute(delete(TypeSettings.__table__))
 
     assert claim_once(client, worker) is not None
@@ -308,16 +319,19 @@ def test_a_limit_lifted_elsewhere_never_lets_a_claim_take_more_jobs_than_it_aske
     assert count_jobs(status="running") == 4
 
 
-@pytest.mark.skipif(test_db_kind() != "postgresql",
-                    reason="on SQLite a claim reads its time holding the write lock, which a change takes too")
+@pytest.mark.skipif(
+    test_db_kind() != "postgresql",
+    reason="on SQLite a claim reads its time holding the write lock, which a change takes too",
+)
 @pytest.mark.parametrize("copy", ["knows of the pause", "has not seen the pause"])
 def test_a_claim_timed_during_a_pause_is_made_again_after_the_resume_if_it_lands_before_its_statement(
-        client, worker, enqueue, set_type, monkeypatch, copy):
+    client, worker, enqueue, set_type, monkeypatch, copy
+):
     if copy == "knows of the pause":
         set_type("email", paused=True)
     else:
-        assert claim_once(client, worker) is None   # the copy: nothing is paused
-        with db.engine.begin() as conn:   # another server pauses email
+        assert claim_once(client, worker) is None  # the copy: nothing is paused
+        with db.engine.begin() as conn:  # another server pauses email
             conn.execute(insert(TypeSettings.__table__).values(type="email", paused=True, updated_at=utcnow()))
     job = enqueue(type="email")
     the_claim = sql.claim
@@ -338,6 +352,7 @@ def test_a_claim_timed_during_a_pause_is_made_again_after_the_resume_if_it_lands
 
 
 # --- waiting claims ---------------------------------------------------------------------------------------
+
 
 class Waiter(threading.Thread):
     """A claim with ``wait`` running in the background."""
@@ -411,10 +426,14 @@ def test_a_waiting_claim_wakes_when_the_rate_window_passes(client, worker, enque
 
 # --- what operators see -------------------------------------------------------------------------------------
 
+
 def scrape(client, admin) -> dict:
     text = client.get("/metrics", headers=admin).get_data(as_text=True)
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_the_pause_and_the_concurrency_limit_are_gauges(client, admin, set_type):
@@ -426,9 +445,15 @@ def test_the_pause_and_the_concurrency_limit_are_gauges(client, admin, set_type)
     assert ("queuelog_type_concurrency_limit", frozenset({("type", "report")})) not in samples
 
 
-@pytest.mark.parametrize("settings, reason", [
-    ({"paused": True}, "paused"), ({"concurrency_limit": 1}, "concurrency"),
-    ({"rate_limit": {"jobs": 1, "per_seconds": 60}}, "rate"), ({"key_concurrency_limit": 1}, "key_concurrency")])
+@pytest.mark.parametrize(
+    "settings, reason",
+    [
+        ({"paused": True}, "paused"),
+        ({"concurrency_limit": 1}, "concurrency"),
+        ({"rate_limit": {"jobs": 1, "per_seconds": 60}}, "rate"),
+        ({"key_concurrency_limit": 1}, "key_concurrency"),
+    ],
+)
 def test_a_claim_held_back_is_counted_by_type_and_reason(client, admin, worker, enqueue, set_type, settings, reason):
     enqueue(type="report", concurrency_key="a")
     enqueue(type="report", concurrency_key="a")
@@ -448,4 +473,6 @@ def test_a_claim_of_a_limited_type_is_logged_like_any_other(client, worker, enqu
     job = enqueue(type="email")
     claim_once(client, worker)
     assert [(row.event, row.from_status, row.to_status) for row in event_rows(job["id"])] == [
-        ("enqueued", None, "pending"), ("claimed", "pending", "running")]
+        ("enqueued", None, "pending"),
+        ("claimed", "pending", "running"),
+    ]

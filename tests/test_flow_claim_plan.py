@@ -8,6 +8,7 @@ The statements checked are the ones the app really sends (captured while ``queue
 - the flow-controlled claim walks each type along ix_jobs_type_claim_order, one seek per type;
 - enqueue finds a key's next turn with seeks, not by reading the key's pending jobs.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,7 +76,7 @@ def _captured(run, marker: str) -> tuple[str, object, float]:
 
 def _plan(statement: str, parameters) -> str:
     explain = "EXPLAIN " if dialect_name() == "postgresql" else "EXPLAIN QUERY PLAN "
-    if isinstance(parameters, list):   # SQLite's INSERT of new jobs binds by position
+    if isinstance(parameters, list):  # SQLite's INSERT of new jobs binds by position
         parameters = tuple(parameters)
     with db.engine.connect() as conn:
         rows = conn.exec_driver_sql(explain + statement, parameters).all()
@@ -85,18 +86,21 @@ def _plan(statement: str, parameters) -> str:
 def _scans_of_jobs(plan: str) -> list[str]:
     """Lines of the plan that read jobs other than by seeking an index (or walking the claim order)."""
     if dialect_name() == "postgresql":
-        return [line for line in plan.splitlines()
-                if re.search(r"(Seq Scan|Bitmap Heap Scan) on jobs", line)]
-    return [line for line in plan.splitlines()
-            if re.match(r"\s*SCAN (jobs|j|p|r)\b", line) and "ix_jobs_claim_order" not in line]
+        return [line for line in plan.splitlines() if re.search(r"(Seq Scan|Bitmap Heap Scan) on jobs", line)]
+    return [
+        line
+        for line in plan.splitlines()
+        if re.match(r"\s*SCAN (jobs|j|p|r)\b", line) and "ix_jobs_claim_order" not in line
+    ]
 
 
 def _claim_plan(make_key, types=None) -> str:
     caller = authenticate(make_key("worker", "plan-worker"))
     statement, parameters, took = _captured(lambda: queue.claim(caller, types=types), PICK)
     plan = _plan(statement, parameters)
-    print(f"\n[flow plan, {dialect_name()}, {PENDING:,} pending, types={types}] claim took "
-          f"{took * 1000:.1f} ms\n{plan}")
+    print(
+        f"\n[flow plan, {dialect_name()}, {PENDING:,} pending, types={types}] claim took {took * 1000:.1f} ms\n{plan}"
+    )
     return plan
 
 
@@ -139,11 +143,23 @@ def test_a_connection_plans_its_claim_once_and_reuses_the_plan(deep_queue):
     now = utcnow()
     with db.engine.connect() as conn:
         for _ in range(12):
-            sql.claim(conn, now=now, lease_until=now, worker="plan-worker", token="t", limit=1, types=None,
-                      flow=False, locked_types=[], version=0, log=sql.Log("claimed", "pending", "test", now))
+            sql.claim(
+                conn,
+                now=now,
+                lease_until=now,
+                worker="plan-worker",
+                token="t",
+                limit=1,
+                types=None,
+                flow=False,
+                locked_types=[],
+                version=0,
+                log=sql.Log("claimed", "pending", "test", now),
+            )
             conn.rollback()
-        plans = conn.exec_driver_sql("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-                                     " WHERE strpos(statement, 'picked') > 0").all()
+        plans = conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE strpos(statement, 'picked') > 0"
+        ).all()
     assert plans, "the claim was not prepared"
     [(generic, custom)] = plans
     assert generic >= 1 and custom <= 5
@@ -198,8 +214,8 @@ def test_a_claim_reads_a_few_entries_not_the_pending_jobs(deep_queue, make_key, 
 
 def test_a_claim_with_a_stale_copy_of_the_settings_reads_a_few_entries_too(deep_queue, make_key):
     caller = authenticate(make_key("worker", "plan-worker"))
-    queue.claim(caller)   # this process's copy of the settings now says: nothing is paused or limited
-    with db.engine.begin() as conn:   # another server pauses a type
+    queue.claim(caller)  # this process's copy of the settings now says: nothing is paused or limited
+    with db.engine.begin() as conn:  # another server pauses a type
         conn.execute(insert(TypeSettings.__table__).values(type="report", paused=True, updated_at=utcnow()))
     statement, parameters, _took = _captured(lambda: queue.claim(caller), PICK)
     work = _work_done(statement, parameters)

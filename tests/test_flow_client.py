@@ -1,5 +1,6 @@
 """The Python Client and flow control, against a real gunicorn: jobs carry a concurrency key, one by one and in
 batches, and a key the server refuses is an ApiError with its pointer."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,9 @@ def test_enqueue_without_a_concurrency_key_sends_none(producer_client):
 
 
 def test_a_batch_item_carries_its_own_concurrency_key(producer_client):
-    jobs = producer_client.enqueue_batch([{"type": "ok", "concurrency_key": "a"}, {"type": "ok"},
-                                          {"type": "ok", "concurrency_key": "b"}])
+    jobs = producer_client.enqueue_batch(
+        [{"type": "ok", "concurrency_key": "a"}, {"type": "ok"}, {"type": "ok", "concurrency_key": "b"}]
+    )
     assert [job["concurrency_key"] for job in jobs] == ["a", None, "b"]
 
 

@@ -10,6 +10,7 @@
 Runs on the database QUEUELOG_TEST_DB selects (CI runs it on both). One server for the module; each test
 uses a job type of its own, and the settings it sets are cleared after it.
 """
+
 from __future__ import annotations
 
 import queue as stdlib_queue
@@ -62,18 +63,30 @@ def fleet(request, tmp_path_factory):
     """The server, its database URL, and keys: a producer, an admin and 16 workers."""
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("flow"))
     producer, admin, *workers = create_keys(
-        database_url, ("flow-producer", "producer", "critical"), ("flow-admin", "admin", None),
-        *[(f"flow-worker-{n:02d}", "worker", None) for n in range(WORKERS)])
+        database_url,
+        ("flow-producer", "producer", "critical"),
+        ("flow-admin", "admin", None),
+        *[(f"flow-worker-{n:02d}", "worker", None) for n in range(WORKERS)],
+    )
     env = server_env(database_url, QUEUELOG_SQLITE_SYNCHRONOUS="NORMAL")
     # Threads, so that claims may wait (long-polls) while others are served.
     with running_server(env, workers=4, extra_args=("--threads", "8")) as server:
-        yield {"url": server.url, "database_url": database_url, "producer": producer, "admin": admin,
-               "workers": workers}
+        yield {
+            "url": server.url,
+            "database_url": database_url,
+            "producer": producer,
+            "admin": admin,
+            "workers": workers,
+        }
 
 
 def set_type(fleet, job_type: str, **fields) -> dict:
-    response = requests.patch(f"{fleet['url']}/types/{job_type}", json=fields, timeout=HTTP_TIMEOUT,
-                              headers={"Authorization": f"Bearer {fleet['admin']}"})
+    response = requests.patch(
+        f"{fleet['url']}/types/{job_type}",
+        json=fields,
+        timeout=HTTP_TIMEOUT,
+        headers={"Authorization": f"Bearer {fleet['admin']}"},
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -96,11 +109,14 @@ class Claimed(NamedTuple):
 
 def claimed_events(database_url: str, job_type: str) -> list[Claimed]:
     """The claimed events of a type's jobs, in the order they were written (event id)."""
-    rows = read_rows(database_url, "SELECT e.job_id, e.at FROM job_events e JOIN jobs j ON j.id = e.job_id"
-                                   " WHERE j.type = :type AND e.event = 'claimed' ORDER BY e.id", type=job_type)
+    rows = read_rows(
+        database_url,
+        "SELECT e.job_id, e.at FROM job_events e JOIN jobs j ON j.id = e.job_id"
+        " WHERE j.type = :type AND e.event = 'claimed' ORDER BY e.id",
+        type=job_type,
+    )
     # SQLite hands back the stored text, PostgreSQL a datetime.
-    return [Claimed(row.job_id, datetime.fromisoformat(row.at) if isinstance(row.at, str) else row.at)
-            for row in rows]
+    return [Claimed(row.job_id, datetime.fromisoformat(row.at) if isinstance(row.at, str) else row.at) for row in rows]
 
 
 def naive_utcnow() -> datetime:
@@ -109,6 +125,7 @@ def naive_utcnow() -> datetime:
 
 
 # --- a concurrency limit of 3 against 16 workers ---------------------------------------------------------
+
 
 class RunningSampler(threading.Thread):
     """Counts the running jobs of a type every few milliseconds, with its own connection; keeps the most."""
@@ -125,7 +142,7 @@ class RunningSampler(threading.Thread):
         with self.engine.connect() as conn:
             while not self.stop.is_set():
                 self.most = max(self.most, conn.execute(query, {"type": self.job_type}).scalar_one())
-                conn.rollback()   # a fresh snapshot for the next sample
+                conn.rollback()  # a fresh snapshot for the next sample
                 self.samples += 1
                 time.sleep(0.003)
         self.engine.dispose()
@@ -140,8 +157,11 @@ def most_running_by_the_event_log(database_url: str, job_type: str) -> int:
     makes the change; a job that stopped running before a claim counted has the lower id, and a claim
     counted by a later one too. So replaying by id counts at most what each claim counted.
     """
-    rows = read_rows(database_url, "SELECT e.event FROM job_events e JOIN jobs j ON j.id = e.job_id"
-                                   " WHERE j.type = :type ORDER BY e.id", type=job_type)
+    rows = read_rows(
+        database_url,
+        "SELECT e.event FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE j.type = :type ORDER BY e.id",
+        type=job_type,
+    )
     running = most = 0
     for row in rows:
         if row.event == "claimed":
@@ -157,14 +177,19 @@ def test_sixteen_workers_never_run_more_than_three_jobs_of_a_type_limited_to_thr
     set_type(fleet, "report", concurrency_limit=3)
     rng = random.Random(15)
     total = 240
-    ids = enqueue_batches(fleet["url"], fleet["producer"],
-                          [{"type": "report", "payload": {"ms": rng.randint(0, 40)}} for _ in range(total)])
+    ids = enqueue_batches(
+        fleet["url"],
+        fleet["producer"],
+        [{"type": "report", "payload": {"ms": rng.randint(0, 40)}} for _ in range(total)],
+    )
     sampler = RunningSampler(fleet["database_url"], "report")
     done = CTX.Value("i", 0)
     deadline = time.monotonic() + 60
     sampler.start()
-    workers = Processes(work_until_done, [(fleet["url"], secret, "report", done, total, deadline, n)
-                                          for n, secret in enumerate(fleet["workers"])])
+    workers = Processes(
+        work_until_done,
+        [(fleet["url"], secret, "report", done, total, deadline, n) for n, secret in enumerate(fleet["workers"])],
+    )
     try:
         results = workers.results(timeout=90)
     finally:
@@ -181,6 +206,7 @@ def test_sixteen_workers_never_run_more_than_three_jobs_of_a_type_limited_to_thr
 
 
 # --- a rate of 20 per 2 s ------------------------------------------------------------------------------
+
 
 def test_no_two_second_window_holds_more_than_twenty_claims(fleet, clear_settings):
     clear_settings("noop")
@@ -204,13 +230,16 @@ def test_no_two_second_window_holds_more_than_twenty_claims(fleet, clear_setting
 
 # --- fair turns ------------------------------------------------------------------------------------------
 
+
 def test_every_one_of_21_keys_is_among_the_first_42_claims(fleet):
     big = [{"type": "email", "concurrency_key": "big"} for _ in range(5000)]
     small = [{"type": "email", "concurrency_key": f"tenant-{n:02d}"} for n in range(20) for _ in range(5)]
     enqueue_batches(fleet["url"], fleet["producer"], big + small)
     claimed = CTX.Value("i", 0)
-    workers = Processes(claim_count, [(fleet["url"], secret, "email", claimed, 42, time.monotonic() + 60)
-                                      for secret in fleet["workers"][:4]])
+    workers = Processes(
+        claim_count,
+        [(fleet["url"], secret, "email", claimed, 42, time.monotonic() + 60) for secret in fleet["workers"][:4]],
+    )
     try:
         workers.results(timeout=90)
     finally:
@@ -225,14 +254,17 @@ def test_every_one_of_21_keys_is_among_the_first_42_claims(fleet):
 
 # --- pause and resume under load ---------------------------------------------------------------------------
 
+
 def test_pausing_and_resuming_under_load_loses_nothing_claims_nothing_twice_and_nothing_while_paused(
-        fleet, clear_settings):
+    fleet, clear_settings
+):
     clear_settings("resize-image")
     stop = CTX.Event()
     deadline = time.monotonic() + 60
     producer = Processes(enqueue_steadily, [(fleet["url"], fleet["producer"], "resize-image", 40, 10, 0.15)])
-    workers = Processes(long_poll_workers, [(fleet["url"], secret, "resize-image", stop, deadline)
-                                            for secret in fleet["workers"][:8]])
+    workers = Processes(
+        long_poll_workers, [(fleet["url"], secret, "resize-image", stop, deadline) for secret in fleet["workers"][:8]]
+    )
     paused_spans = []
     try:
         for _ in range(3):
@@ -257,9 +289,13 @@ def test_pausing_and_resuming_under_load_loses_nothing_claims_nothing_twice_and_
     assert sorted(completed) == sorted(made["ids"]), "every job completed, each exactly once"
     histories = event_histories(fleet["database_url"])
     assert {tuple(event for event, _, _ in histories[job_id]) for job_id in made["ids"]} == {
-        ("enqueued", "claimed", "completed")}
-    claimed_while_paused = [row for row in claimed_events(fleet["database_url"], "resize-image")
-                            if any(start < row.at < end for start, end in paused_spans)]
+        ("enqueued", "claimed", "completed")
+    }
+    claimed_while_paused = [
+        row
+        for row in claimed_events(fleet["database_url"], "resize-image")
+        if any(start < row.at < end for start, end in paused_spans)
+    ]
     assert claimed_while_paused == []
 
 
@@ -268,13 +304,14 @@ def test_a_resume_wakes_a_waiting_long_poll_at_once(fleet, clear_settings):
     set_type(fleet, "report", paused=True)
     [job_id] = enqueue_batches(fleet["url"], fleet["producer"], [{"type": "report", "payload": {"ms": 0}}])
     report = CTX.Queue()
-    waiter = CTX.Process(target=one_long_poll, args=(fleet["url"], fleet["workers"][0], "report", 20, report),
-                         daemon=True)
+    waiter = CTX.Process(
+        target=one_long_poll, args=(fleet["url"], fleet["workers"][0], "report", 20, report), daemon=True
+    )
     waiter.start()
     try:
         time.sleep(1.5)
         with pytest.raises(stdlib_queue.Empty):
-            report.get_nowait()   # still waiting: nothing is claimable while paused
+            report.get_nowait()  # still waiting: nothing is claimable while paused
         resumed_at = time.monotonic()
         set_type(fleet, "report", paused=False)
         status, claimed_id, answered_at = report.get(timeout=25)

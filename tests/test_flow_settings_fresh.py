@@ -6,6 +6,7 @@ must never hand out a job its settings hold back (paused, or past a concurrency,
 never answer 204 while a job it may take is due. Every process has claimed shortly before, so each holds a
 copy of the settings that the change makes out of date.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,18 +26,25 @@ from tests.support.server import REPO_ROOT, running_server
 #: One round of changes, each followed by claims of every kind; the limits are those the held email job meets
 #: (it runs under concurrency key "k", like every pending email job), so "1" fills a limit and "2" leaves room.
 CHANGES = [
-    {"paused": True}, {"paused": False},
-    {"concurrency_limit": 1}, {"concurrency_limit": None},
-    {"concurrency_limit": 2}, {"concurrency_limit": None},
-    {"key_concurrency_limit": 1}, {"key_concurrency_limit": None},
-    {"key_concurrency_limit": 2}, {"key_concurrency_limit": None},
-    {"rate_limit": "room"}, {"rate_limit": None},
-    {"rate_limit": "full"}, {"rate_limit": None},
+    {"paused": True},
+    {"paused": False},
+    {"concurrency_limit": 1},
+    {"concurrency_limit": None},
+    {"concurrency_limit": 2},
+    {"concurrency_limit": None},
+    {"key_concurrency_limit": 1},
+    {"key_concurrency_limit": None},
+    {"key_concurrency_limit": 2},
+    {"key_concurrency_limit": None},
+    {"rate_limit": "room"},
+    {"rate_limit": None},
+    {"rate_limit": "full"},
+    {"rate_limit": None},
 ]
 #: What each claim asks for: email alone, email or report, and any type (the worker key may take all).
 CLAIMS = [["email"], ["email", "report"], None]
 ROUNDS = 5
-STOCK = len(CHANGES) * len(CLAIMS) * ROUNDS + 10   # pending jobs of each type: never runs out
+STOCK = len(CHANGES) * len(CLAIMS) * ROUNDS + 10  # pending jobs of each type: never runs out
 RATE_WINDOW_SECONDS = 86_400
 
 
@@ -66,9 +74,12 @@ class EmailSettings:
 
     def allows_another(self) -> bool:
         """May a claim take an email job now? One email job runs (key "k"), held by the test."""
-        return (not self.paused and (self.concurrency_limit is None or self.concurrency_limit > 1)
-                and (self.key_concurrency_limit is None or self.key_concurrency_limit > 1)
-                and (self.rate_jobs is None or self.rate_counted < self.rate_jobs))
+        return (
+            not self.paused
+            and (self.concurrency_limit is None or self.concurrency_limit > 1)
+            and (self.key_concurrency_limit is None or self.key_concurrency_limit > 1)
+            and (self.rate_jobs is None or self.rate_counted < self.rate_jobs)
+        )
 
     def body(self, change: dict) -> dict:
         """The PATCH body for ``change``, applied here too; a rate limit with room, or full, as asked."""
@@ -89,21 +100,26 @@ class EmailSettings:
 @pytest.fixture
 def server_env(app, database_url):
     """Environment for a gunicorn serving the test's database (its schema already made by ``app``)."""
-    return {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
-            "QUEUELOG_SECRET_KEY": "test-secret-key"}
+    return {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+    }
 
 
 @pytest.fixture
 def server(server_env):
-    with running_server(server_env, workers=2,
-                        extra_args=("--threads", "8", "-c", str(REPO_ROOT / "gunicorn.conf.py"))) as running:
+    with running_server(
+        server_env, workers=2, extra_args=("--threads", "8", "-c", str(REPO_ROOT / "gunicorn.conf.py"))
+    ) as running:
         yield running
 
 
 def enqueue_stock(url: str, producer: str, job_type: str, count: int, **fields) -> None:
     for start in range(0, count, 100):
-        status, body = call(url + "/jobs/batch", "POST", producer,
-                            {"jobs": [{"type": job_type, **fields}] * min(100, count - start)})
+        status, body = call(
+            url + "/jobs/batch", "POST", producer, {"jobs": [{"type": job_type, **fields}] * min(100, count - start)}
+        )
         assert status == 201, body
 
 
@@ -116,8 +132,11 @@ def hold_one_email_job(url: str, worker: str) -> dict:
 
 def processes_that_answered_claims(server) -> set[str]:
     """The server processes whose request log names an answered claim."""
-    return {line.rsplit("pid=", 1)[1] for line in server.log().splitlines()
-            if "path=/jobs/claim status=" in line and "pid=" in line}
+    return {
+        line.rsplit("pid=", 1)[1]
+        for line in server.log().splitlines()
+        if "path=/jobs/claim status=" in line and "pid=" in line
+    }
 
 
 def claim_and_complete(url: str, worker: str, types: list[str]) -> str | None:
@@ -159,17 +178,20 @@ def test_every_claim_obeys_a_change_once_it_has_answered_in_any_process(server, 
                 if status == 200:
                     if job["type"] == "email" and settings.rate_jobs is not None:
                         settings.rate_counted += 1
-                    done, answer = call(server.url + f"/jobs/{job['id']}/complete", "POST", worker,
-                                        {"claim_token": job["claim_token"]})
+                    done, answer = call(
+                        server.url + f"/jobs/{job['id']}/complete", "POST", worker, {"claim_token": job["claim_token"]}
+                    )
                     assert done == 200, answer
     assert pairs >= 200
     assert len(processes_that_answered_claims(server)) == 2, "one process served every claim: nothing was proved"
     assert violations == []
 
 
-@pytest.mark.parametrize("hold, lift", [({"paused": True}, {"paused": False}),
-                                        ({"concurrency_limit": 1}, {"concurrency_limit": None})],
-                         ids=["pause lifted", "full concurrency limit lifted"])
+@pytest.mark.parametrize(
+    "hold, lift",
+    [({"paused": True}, {"paused": False}), ({"concurrency_limit": 1}, {"concurrency_limit": None})],
+    ids=["pause lifted", "full concurrency limit lifted"],
+)
 def test_claims_waiting_in_every_process_take_the_jobs_a_change_frees(server, make_key, hold, lift):
     admin, producer, worker = make_key("admin"), make_key("producer"), make_key("worker")
     hold_email = "concurrency_limit" in hold
@@ -179,8 +201,10 @@ def test_claims_waiting_in_every_process_take_the_jobs_a_change_frees(server, ma
     status, answer = call(server.url + "/types/email", "PATCH", admin, hold)
     assert status == 200, answer
     with ThreadPoolExecutor(max_workers=6) as pool:
-        waiting = [pool.submit(call, server.url + "/jobs/claim", "POST", worker, {"types": ["email"], "wait": 20})
-                   for _ in range(6)]
+        waiting = [
+            pool.submit(call, server.url + "/jobs/claim", "POST", worker, {"types": ["email"], "wait": 20})
+            for _ in range(6)
+        ]
         # Time for the claims to start waiting (what they wait in gives no sign from outside). One that is
         # slower takes its job at once when it comes: as right, only less of a test.
         time.sleep(1.0)

@@ -6,6 +6,7 @@ the API takes.
 openapi-typescript and the TypeScript compiler come from tests/clients (``npm ci`` there; scripts/test
 does it); openapi-python-client from the test extra.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -39,8 +40,12 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 def document_operations(document: dict) -> list[tuple[str, str, dict]]:
     """(method, path, operation) for every operation of the document."""
-    return [(method, path, operation) for path, item in document["paths"].items()
-            for method, operation in item.items() if method in HTTP_METHODS]
+    return [
+        (method, path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in HTTP_METHODS
+    ]
 
 
 def snake_case(operation_id: str) -> str:
@@ -52,8 +57,9 @@ def run(argv: list, cwd: Path, path_first: Path | None = None) -> subprocess.Com
     env = {**os.environ, "NO_COLOR": "1"}
     if path_first is not None:
         env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run([str(arg) for arg in argv], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=GENERATOR_TIMEOUT)
+    return subprocess.run(
+        [str(arg) for arg in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=GENERATOR_TIMEOUT
+    )
 
 
 def output_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -65,8 +71,7 @@ def output_lines(result: subprocess.CompletedProcess) -> list[str]:
 def node_tool(name: str) -> Path:
     tool = NODE_TOOLS / name
     if not tool.exists():
-        pytest.fail(f"{tool} is missing: run `npm ci --no-audit --no-fund` in tests/clients "
-                    "(scripts/test does)")
+        pytest.fail(f"{tool} is missing: run `npm ci --no-audit --no-fund` in tests/clients (scripts/test does)")
     return tool
 
 
@@ -90,8 +95,20 @@ def workdir(tmp_path_factory, document) -> Path:
 
 @pytest.fixture(scope="module")
 def python_generation(workdir) -> subprocess.CompletedProcess:
-    return run([VENV_BIN / "openapi-python-client", "generate", "--path", "spec.json",
-                "--output-path", PACKAGE, "--meta", "none"], workdir, path_first=VENV_BIN)
+    return run(
+        [
+            VENV_BIN / "openapi-python-client",
+            "generate",
+            "--path",
+            "spec.json",
+            "--output-path",
+            PACKAGE,
+            "--meta",
+            "none",
+        ],
+        workdir,
+        path_first=VENV_BIN,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +116,7 @@ def python_client(workdir, python_generation):
     """The generated package, imported as queuelog_client."""
     init = workdir / PACKAGE / "__init__.py"
     assert init.exists(), output_lines(python_generation)
-    spec = importlib.util.spec_from_file_location(PACKAGE, init,
-                                                  submodule_search_locations=[str(init.parent)])
+    spec = importlib.util.spec_from_file_location(PACKAGE, init, submodule_search_locations=[str(init.parent)])
     package = importlib.util.module_from_spec(spec)
     sys.modules[PACKAGE] = package
     try:
@@ -119,12 +135,26 @@ def typescript_generation(workdir) -> subprocess.CompletedProcess:
 def typescript_errors(workdir: Path, name: str, source: str) -> list[str]:
     """Type-check ``source`` (which imports ./schema, the generated types) strictly; tsc's complaints."""
     (workdir / name).write_text(source)
-    result = run([node_tool("tsc"), "--noEmit", "--strict", "--target", "es2022", "--module", "esnext",
-                  "--moduleResolution", "bundler", name], workdir)
+    result = run(
+        [
+            node_tool("tsc"),
+            "--noEmit",
+            "--strict",
+            "--target",
+            "es2022",
+            "--module",
+            "esnext",
+            "--moduleResolution",
+            "bundler",
+            name,
+        ],
+        workdir,
+    )
     return output_lines(result) if result.returncode else []
 
 
 # --- openapi-python-client ----------------------------------------------------------------------------
+
 
 def test_openapi_python_client_generates_without_a_single_warning(python_generation):
     lines = output_lines(python_generation)
@@ -157,8 +187,7 @@ def test_the_generated_python_client_enqueues_a_job_on_a_running_server(database
     (producer,) = create_keys(database_url, ("billing", "producer", None))
     with running_server(server_env(database_url), workers=1) as server:
         client = AuthenticatedClient(base_url=server.url, token=producer)
-        body = EnqueueRequest.from_dict({"type": "email", "payload": {"invoice_id": 42},
-                                         "priority": "medium"})
+        body = EnqueueRequest.from_dict({"type": "email", "payload": {"invoice_id": 42}, "priority": "medium"})
         created = enqueue_job.sync_detailed(client=client, body=body, idempotency_key="invoice-42")
         assert created.status_code == 201, created.content
         replayed = enqueue_job.sync_detailed(client=client, body=body, idempotency_key="invoice-42")
@@ -167,7 +196,12 @@ def test_the_generated_python_client_enqueues_a_job_on_a_running_server(database
     assert replayed.status_code == 200 and replayed.parsed.id == created.parsed.id
     job = stored.to_dict()
     assert (job["type"], job["status"], job["priority"], job["payload"], job["idempotency_key"]) == (
-        "email", "pending", "medium", {"invoice_id": 42}, "invoice-42")
+        "email",
+        "pending",
+        "medium",
+        {"invoice_id": 42},
+        "invoice-42",
+    )
 
 
 def test_the_generated_python_client_runs_a_batch_through_claim_and_complete(database_url, python_client):
@@ -180,24 +214,30 @@ def test_the_generated_python_client_runs_a_batch_through_claim_and_complete(dat
     with running_server(server_env(database_url), workers=1) as server:
         as_producer = AuthenticatedClient(base_url=server.url, token=producer)
         as_worker = AuthenticatedClient(base_url=server.url, token=worker)
-        batch = enqueue_batch.sync_detailed(client=as_producer, body=BatchEnqueueRequest.from_dict(
-            {"jobs": [{"type": "email", "payload": {"n": n}} for n in (1, 2)]}))
+        batch = enqueue_batch.sync_detailed(
+            client=as_producer,
+            body=BatchEnqueueRequest.from_dict({"jobs": [{"type": "email", "payload": {"n": n}} for n in (1, 2)]}),
+        )
         assert batch.status_code == 201, batch.content
         claimed = claim_job.sync_detailed(client=as_worker, body=ClaimRequest.from_dict({"limit": 2}))
         assert claimed.status_code == 200, claimed.content
         held = claimed.parsed.to_dict()["jobs"]
-        completions = [CompleteRequest.from_dict({"claim_token": job["claim_token"],
-                                                  "result": {"sent": job["payload"]["n"]}}) for job in held]
-        completed = [complete_job.sync_detailed(job_id=job["id"], client=as_worker, body=completion)
-                     for job, completion in zip(held, completions, strict=True)]
+        completions = [
+            CompleteRequest.from_dict({"claim_token": job["claim_token"], "result": {"sent": job["payload"]["n"]}})
+            for job in held
+        ]
+        completed = [
+            complete_job.sync_detailed(job_id=job["id"], client=as_worker, body=completion)
+            for job, completion in zip(held, completions, strict=True)
+        ]
         stored = [get_job.sync(job_id=job["id"], client=as_producer).to_dict() for job in held]
 
     assert [response.status_code for response in completed] == [200, 200]
-    assert sorted((job["status"], job["result"]["sent"]) for job in stored) == [
-        ("completed", 1), ("completed", 2)]
+    assert sorted((job["status"], job["result"]["sent"]) for job in stored) == [("completed", 1), ("completed", 2)]
 
 
 # --- openapi-typescript -------------------------------------------------------------------------------
+
 
 def test_openapi_typescript_generates_without_a_single_warning(typescript_generation):
     lines = output_lines(typescript_generation)
@@ -210,12 +250,18 @@ def test_openapi_typescript_generates_without_a_single_warning(typescript_genera
 
 def test_the_typescript_types_have_every_operation(document, workdir, typescript_generation):
     # paths[path][method] is the named operation when it was generated; a left-out one is undefined.
-    checks = [f'const op{n}: Same<paths["{path}"]["{method}"], operations["{op["operationId"]}"]> = true;'
-              for n, (method, path, op) in enumerate(document_operations(document))]
-    source = "\n".join([
-        'import type { operations, paths } from "./schema";',
-        "type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;",
-        *checks, ""])
+    checks = [
+        f'const op{n}: Same<paths["{path}"]["{method}"], operations["{op["operationId"]}"]> = true;'
+        for n, (method, path, op) in enumerate(document_operations(document))
+    ]
+    source = "\n".join(
+        [
+            'import type { operations, paths } from "./schema";',
+            "type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;",
+            *checks,
+            "",
+        ]
+    )
     assert not typescript_errors(workdir, "every_operation.ts", source)
 
 

@@ -4,6 +4,7 @@ Each member of a group is answered only after the group's COMMIT; a member whose
 only its own work; a COMMIT that fails fails every member. ``one_group`` makes a group on purpose: the
 first member holds its transaction open until every other thread waits for the baton, so they join it.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,15 +49,28 @@ class Outcome:
 
     value: object = None
     error: BaseException | None = None
-    wal_syncs_on_leaving: int = 0   # fsyncs of the WAL done when the thread left the block
+    wal_syncs_on_leaving: int = 0  # fsyncs of the WAL done when the thread left the block
 
 
 def insert_job(conn, n: int) -> int:
     """A pending job with payload {"n": n}, written on the transaction's connection; returns its id."""
     now = utcnow()
-    return conn.execute(insert(jobs).values(
-        type="email", payload=json.dumps({"n": n}), priority=0, status="pending", retry_count=0, max_retries=3,
-        stall_count=0, run_at=now, created_at=now, updated_at=now).returning(jobs.c.id)).scalar_one()
+    return conn.execute(
+        insert(jobs)
+        .values(
+            type="email",
+            payload=json.dumps({"n": n}),
+            priority=0,
+            status="pending",
+            retry_count=0,
+            max_retries=3,
+            stall_count=0,
+            run_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(jobs.c.id)
+    ).scalar_one()
 
 
 def payloads_stored() -> list[int]:
@@ -129,13 +143,16 @@ def run_threads(app, work, count: int) -> list:
 
 # --- many writers at once -------------------------------------------------------------------------
 
+
 def test_sixteen_threads_enqueue_claim_and_complete_fifty_jobs_each_and_every_job_is_done_once(app):
     producer = authenticate(create_key("producer-many", "producer", "high"))
     worker = authenticate(create_key("worker-many", "worker"))
 
     def enqueue(index: int) -> list[int]:
-        return [queue.enqueue(producer, [NewJob("email", {"thread": index, "n": n})])[0].job.id
-                for n in range(JOBS_PER_THREAD)]
+        return [
+            queue.enqueue(producer, [NewJob("email", {"thread": index, "n": n})])[0].job.id
+            for n in range(JOBS_PER_THREAD)
+        ]
 
     def claim_and_complete(_index: int) -> list[int]:
         done = []
@@ -153,7 +170,8 @@ def test_sixteen_threads_enqueue_claim_and_complete_fifty_jobs_each_and_every_jo
         stored = conn.execute(select(jobs.c.id, jobs.c.status).order_by(jobs.c.id)).all()
     assert stored == [(job_id, "completed") for job_id in sorted(enqueued)]
     assert {tuple(row.event for row in event_rows(job_id)) for job_id in enqueued} == {
-        ("enqueued", "claimed", "completed")}
+        ("enqueued", "claimed", "completed")
+    }
 
 
 def test_writes_that_arrive_together_share_commits(app):
@@ -167,6 +185,7 @@ def test_writes_that_arrive_together_share_commits(app):
 
 
 # --- one group, made on purpose -------------------------------------------------------------------
+
 
 def test_every_member_of_a_group_is_committed_by_one_commit(app):
     outcomes = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(6)])
@@ -208,8 +227,11 @@ def test_a_failed_commit_fails_every_member_of_the_group(app):
     def breaks_the_commit(conn):
         # Checked only at COMMIT: an event of a job that does not exist.
         conn.execute(text("PRAGMA defer_foreign_keys = ON"))
-        conn.execute(insert(events).values(job_id=999_999, event="enqueued", to_status="pending", actor="test",
-                                           attempt=0, at=utcnow()))
+        conn.execute(
+            insert(events).values(
+                job_id=999_999, event="enqueued", to_status="pending", actor="test", attempt=0, at=utcnow()
+            )
+        )
 
     bodies = [lambda conn, n=n: insert_job(conn, n) for n in range(5)]
     bodies[2] = breaks_the_commit
@@ -225,8 +247,11 @@ def test_a_failed_commit_fails_every_member_of_the_group(app):
 def test_after_a_failed_commit_the_next_writes_commit(app):
     def breaks_the_commit(conn):
         conn.execute(text("PRAGMA defer_foreign_keys = ON"))
-        conn.execute(insert(events).values(job_id=999_999, event="enqueued", to_status="pending", actor="test",
-                                           attempt=0, at=utcnow()))
+        conn.execute(
+            insert(events).values(
+                job_id=999_999, event="enqueued", to_status="pending", actor="test", attempt=0, at=utcnow()
+            )
+        )
 
     one_group(app, [lambda conn: insert_job(conn, 0), breaks_the_commit])
     outcomes = one_group(app, [lambda conn, n=n: insert_job(conn, n) for n in range(10, 13)])
@@ -236,6 +261,7 @@ def test_after_a_failed_commit_the_next_writes_commit(app):
 
 
 # --- on disk before the answer --------------------------------------------------------------------
+
 
 @pytest.mark.skipif(test_db_kind() != "sqlite", reason="PostgreSQL's COMMIT is durable when it returns")
 def test_every_member_leaves_only_after_an_fsync_of_the_wal_that_followed_the_groups_commit(app):
@@ -294,6 +320,7 @@ def test_at_synchronous_normal_a_group_commits_without_syncing_the_wal_itself(ap
 
 # --- after the commit -----------------------------------------------------------------------------
 
+
 def test_a_waiting_claim_is_woken_after_the_groups_commit_and_sees_every_job_of_it(app):
     engine = db.engine
     waker = wakeup.waker_for(engine)
@@ -326,6 +353,7 @@ def _enqueue_on(conn, n: int) -> int:
 
 
 # --- the setting ----------------------------------------------------------------------------------
+
 
 def test_group_commit_is_on_for_sqlite_and_off_for_postgresql_by_default():
     assert parse_settings({})["GROUP_COMMIT"] == "auto"

@@ -1,5 +1,6 @@
 """Group commit across real processes: threads of several processes writing one database, and a
 gthread server killed with SIGKILL right after its answers: every answered job is there afterwards."""
+
 from __future__ import annotations
 
 import threading
@@ -34,6 +35,7 @@ ANSWERS_BEFORE_KILL = 150
 
 # --- several processes, each with threads ---------------------------------------------------------
 
+
 def write_from_threads(database_url: str, producer_secret: str, worker_secret: str, process: int) -> dict:
     """In a process of its own: THREADS threads each enqueue, claim and complete JOBS_PER_THREAD jobs."""
     with app_on(database_url, GROUP_COMMIT="on") as app:
@@ -60,16 +62,22 @@ def write_from_threads(database_url: str, producer_secret: str, worker_secret: s
         for thread in threads:
             thread.join(120)
         stats = committer_of(db.engine).stats
-    return {"enqueued": enqueued, "completed": completed, "failures": failures,
-            "commits": stats.commits, "committed_members": stats.committed_members}
+    return {
+        "enqueued": enqueued,
+        "completed": completed,
+        "failures": failures,
+        "commits": stats.commits,
+        "committed_members": stats.committed_members,
+    }
 
 
 @pytest.fixture(scope="module")
 def several_processes(request, tmp_path_factory):
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("group-commit-processes"))
     producer, worker = create_keys(database_url, ("gc-producer", "producer", None), ("gc-worker", "worker", None))
-    children = Processes(write_from_threads, [(database_url, producer, worker, process)
-                                              for process in range(PROCESSES)])
+    children = Processes(
+        write_from_threads, [(database_url, producer, worker, process) for process in range(PROCESSES)]
+    )
     try:
         results = children.results(timeout=240)
     finally:
@@ -93,8 +101,7 @@ def test_every_job_is_stored_once_and_completed_once(several_processes):
     assert {job_id for job_id, row in jobs.items() if row.status == "completed"} == set(completed)
     assert {row.status for job_id, row in jobs.items() if job_id not in set(completed)} <= {"pending"}
     for job_id in completed:
-        assert [event for event, _, _ in several_processes["histories"][job_id]] == [
-            "enqueued", "claimed", "completed"]
+        assert [event for event, _, _ in several_processes["histories"][job_id]] == ["enqueued", "claimed", "completed"]
 
 
 def test_the_threads_of_each_process_shared_commits(several_processes):
@@ -103,6 +110,7 @@ def test_the_threads_of_each_process_shared_commits(several_processes):
 
 
 # --- a gthread server killed right after its answers ------------------------------------------------
+
 
 def enqueue_until_stopped(base_url: str, secret: str, client: int, answers: list, stop: threading.Event) -> None:
     """POST /jobs, one job each, until ``stop``; every 201 goes into ``answers``. Errors end the loop."""
@@ -127,8 +135,10 @@ def killed_after_answers(request, tmp_path_factory):
     stop = threading.Event()
     env = server_env(database_url, QUEUELOG_GROUP_COMMIT="on")
     with running_server(env, workers=2, extra_args=("--threads", "8")) as server:
-        clients = [threading.Thread(target=enqueue_until_stopped, args=(server.url, producer, client, answers, stop))
-                   for client in range(SERVER_CLIENTS)]
+        clients = [
+            threading.Thread(target=enqueue_until_stopped, args=(server.url, producer, client, answers, stop))
+            for client in range(SERVER_CLIENTS)
+        ]
         for client in clients:
             client.start()
         deadline = time.monotonic() + 60

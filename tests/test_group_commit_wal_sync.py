@@ -1,4 +1,5 @@
 """The shared fsync of a SQLite WAL (queuelog/database/wal_sync.py), on real files."""
+
 from __future__ import annotations
 
 import threading

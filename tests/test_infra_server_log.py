@@ -3,6 +3,7 @@
 The inner tests below run in their own pytest session, on a stand-in app that logs one marker line per
 request, and their report is read the way a person reads it.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import pytest
 
 from tests.support.server import REPO_ROOT
 
-STANDIN_APP = '''
+STANDIN_APP = """
 import sys
 from flask import Flask, request
 
@@ -29,9 +30,9 @@ def ready():
 def boom():
     print(f"Traceback: marker from={request.args['source']}", file=sys.stderr, flush=True)
     return {}, 500
-'''
+"""
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import urllib.error
 import urllib.request
 
@@ -84,7 +85,7 @@ def test_earlier_user_of_the_shared_server(shared_server):
 
 def test_later_user_of_the_shared_server_fails(shared_server):
     assert get(shared_server.url + "/boom?source=later") == 200
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +98,26 @@ def inner_report(tmp_path_factory) -> str:
     # The plugin as tests/conftest.py loads it; the inner session has no conftest of its own. It fails on
     # purpose (check=False): its report is what is tested.
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.server", "-p", "no:cacheprovider", "-q",
-         "--rootdir", str(here), str(here / "test_inner.py")],
-        cwd=here, env=env, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.support.server",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--rootdir",
+            str(here),
+            str(here / "test_inner.py"),
+        ],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert "4 failed, 2 passed" in result.stdout, result.stdout + result.stderr
     return result.stdout
 

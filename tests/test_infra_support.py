@@ -31,8 +31,8 @@ def test_throwaway_cluster_survives_stop_and_start():
             conn.execute("CREATE TABLE kept (n int)")
             conn.execute("INSERT INTO kept VALUES (42)")
             settings = conn.execute(
-                "SELECT current_setting('listen_addresses'),"
-                " current_setting('max_connections')").fetchone()
+                "SELECT current_setting('listen_addresses'), current_setting('max_connections')"
+            ).fetchone()
         assert settings == ("127.0.0.1", "200")
 
         cluster.stop()
@@ -58,7 +58,8 @@ def test_throwaway_cluster_creates_databases():
 
 def test_running_server_kill_and_restart(tmp_path):
     # A stand-in app: the helper must not depend on queuelog being complete.
-    (tmp_path / "standin.py").write_text(textwrap.dedent("""
+    (tmp_path / "standin.py").write_text(
+        textwrap.dedent("""
         import os
         from flask import Flask
         app = Flask(__name__)
@@ -66,14 +67,14 @@ def test_running_server_kill_and_restart(tmp_path):
         @app.get("/openapi.json")
         def spec():
             return {"pid": os.getpid(), "greeting": os.environ["GREETING"]}
-    """))
+    """)
+    )
 
     def fetch(url):
         with urllib.request.urlopen(url + "/openapi.json", timeout=5) as resp:
             return resp.status, resp.read().decode()
 
-    with running_server({"GREETING": "hello"}, workers=2, app="standin:app",
-                        cwd=tmp_path) as server:
+    with running_server({"GREETING": "hello"}, workers=2, app="standin:app", cwd=tmp_path) as server:
         status, body = fetch(server.url)
         assert status == 200 and '"greeting":"hello"' in body.replace(" ", "")
         first_pid = server.pid

@@ -1,5 +1,6 @@
 """Inputs at the edge of the contract: what a body must be sent as, which job types a claim or a key may
 name, and which characters an idempotency key may hold."""
+
 from __future__ import annotations
 
 import html
@@ -21,8 +22,13 @@ JOB_BODY = b'{"type": "email", "payload": {"invoice_id": 42}}'
 # --- item 11: a body is JSON only when it says so ------------------------------------------------
 
 NOT_JSON_CONTENT_TYPES = [
-    "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
-    "multipart/form-data; boundary=xyz", "application/xml", "application/jsonx", "text/json",
+    "text/plain",
+    "text/plain; charset=utf-8",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=xyz",
+    "application/xml",
+    "application/jsonx",
+    "text/json",
 ]
 
 
@@ -46,18 +52,20 @@ def test_a_body_with_an_empty_content_type_is_415(client, producer):
     assert count_jobs() == 0
 
 
-@pytest.mark.parametrize("path, who, body", [
-    ("/jobs/batch", "producer", b'{"jobs": [{"type": "email"}]}'),
-    ("/jobs/claim", "worker", b'{"types": ["email"]}'),
-    ("/jobs/complete", "worker", b'{"jobs": [{"id": 1, "claim_token": "t"}]}'),
-])
+@pytest.mark.parametrize(
+    "path, who, body",
+    [
+        ("/jobs/batch", "producer", b'{"jobs": [{"type": "email"}]}'),
+        ("/jobs/claim", "worker", b'{"types": ["email"]}'),
+        ("/jobs/complete", "worker", b'{"jobs": [{"id": 1, "claim_token": "t"}]}'),
+    ],
+)
 def test_every_body_taking_route_refuses_a_form_encoded_body_with_415(client, request, path, who, body):
     headers = {**request.getfixturevalue(who), "Content-Type": "application/x-www-form-urlencoded"}
     assert_problem(client.post(path, data=body, headers=headers), 415)
 
 
-def test_a_held_jobs_action_refuses_a_text_plain_body_and_leaves_the_job_running(client, worker, make_job,
-                                                                                  read_job):
+def test_a_held_jobs_action_refuses_a_text_plain_body_and_leaves_the_job_running(client, worker, make_job, read_job):
     job_id = make_job(status="running")
     body = b'{"claim_token": "token-a", "result": {"ok": true}}'
     response = client.post(f"/jobs/{job_id}/complete", data=body, headers={**worker, "Content-Type": "text/plain"})
@@ -65,8 +73,10 @@ def test_a_held_jobs_action_refuses_a_text_plain_body_and_leaves_the_job_running
     assert read_job(job_id).status == "running"
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
-                                          "Application/JSON", "application/merge-patch+json"])
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "application/json; charset=utf-8", "Application/JSON", "application/merge-patch+json"],
+)
 def test_json_media_types_are_accepted(client, producer, content_type):
     response = client.post("/jobs", data=JOB_BODY, headers={**producer, "Content-Type": content_type})
     assert response.status_code == 201, response.get_json()
@@ -94,6 +104,7 @@ def test_an_empty_retry_needs_no_content_type(client, admin, make_job):
 
 
 # --- item 11: job types outside QUEUELOG_JOB_TYPES are refused, not waited for ---------------------
+
 
 def test_a_claim_naming_a_type_off_the_allowlist_is_422_with_a_pointer(client, worker):
     response = client.post("/jobs/claim", json={"types": ["email", "send-invoice"]}, headers=worker)
@@ -123,8 +134,12 @@ def test_keys_create_still_takes_types_on_the_allowlist(runner, client):
 
 
 def test_the_keys_page_refuses_a_type_off_the_allowlist(signed_in):
-    response = post_form(signed_in, "/admin/keys", {"name": "invoicer", "role": "worker", "max_priority": "",
-                                                    "types": "email, send-invoice"}, page="/admin/keys")
+    response = post_form(
+        signed_in,
+        "/admin/keys",
+        {"name": "invoicer", "role": "worker", "max_priority": "", "types": "email, send-invoice"},
+        page="/admin/keys",
+    )
     assert response.status_code == 400
     body = html.unescape(text_of(response))
     assert "send-invoice" in body and "QUEUELOG_JOB_TYPES" in body
@@ -132,6 +147,7 @@ def test_the_keys_page_refuses_a_type_off_the_allowlist(signed_in):
 
 
 # --- item 12: idempotency keys are printable ASCII, space included -------------------------------
+
 
 def test_an_idempotency_key_with_spaces_replays_its_job(client, producer):
     body = {"type": "email", "idempotency_key": "invoice 42 / March"}

@@ -2,6 +2,7 @@
 (timeout_seconds), through the API on a real database; the concurrency proofs are in
 test_job_time_concurrency.py, the worker's side in test_job_time_worker.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -32,24 +33,29 @@ def _window_passes(seconds: float) -> None:
 
 # --- validation: each field's errors are 422 with a pointer --------------------------------------------
 
-@pytest.mark.parametrize("body, pointer", [
-    ({"unique_for": 0}, "/unique_for"),
-    ({"unique_for": 604_801}, "/unique_for"),
-    ({"unique_for": "60"}, "/unique_for"),
-    ({"unique_for": 1.5}, "/unique_for"),
-    ({"unique_for": 60, "unique_key": ""}, "/unique_key"),
-    ({"unique_for": 60, "unique_key": "x" * 201}, "/unique_key"),
-    ({"unique_for": 60, "unique_key": "tab\there"}, "/unique_key"),
-    ({"unique_for": 60, "unique_key": 7}, "/unique_key"),
-    ({"unique_key": "alone"}, "/unique_key"),
-    ({"expires_at": "tomorrow"}, "/expires_at"),
-    ({"expires_at": "2030-01-01T00:00:00"}, "/expires_at"),
-    ({"expires_at": "2020-01-01T00:00:00Z"}, "/expires_at"),
-    ({"run_at": "2030-01-02T00:00:00Z", "expires_at": "2030-01-01T00:00:00Z"}, "/expires_at"),
-    ({"timeout_seconds": 0}, "/timeout_seconds"),
-    ({"timeout_seconds": 86_401}, "/timeout_seconds"),
-    ({"timeout_seconds": True}, "/timeout_seconds"),
-], ids=lambda value: value if isinstance(value, str) else None)
+
+@pytest.mark.parametrize(
+    "body, pointer",
+    [
+        ({"unique_for": 0}, "/unique_for"),
+        ({"unique_for": 604_801}, "/unique_for"),
+        ({"unique_for": "60"}, "/unique_for"),
+        ({"unique_for": 1.5}, "/unique_for"),
+        ({"unique_for": 60, "unique_key": ""}, "/unique_key"),
+        ({"unique_for": 60, "unique_key": "x" * 201}, "/unique_key"),
+        ({"unique_for": 60, "unique_key": "tab\there"}, "/unique_key"),
+        ({"unique_for": 60, "unique_key": 7}, "/unique_key"),
+        ({"unique_key": "alone"}, "/unique_key"),
+        ({"expires_at": "tomorrow"}, "/expires_at"),
+        ({"expires_at": "2030-01-01T00:00:00"}, "/expires_at"),
+        ({"expires_at": "2020-01-01T00:00:00Z"}, "/expires_at"),
+        ({"run_at": "2030-01-02T00:00:00Z", "expires_at": "2030-01-01T00:00:00Z"}, "/expires_at"),
+        ({"timeout_seconds": 0}, "/timeout_seconds"),
+        ({"timeout_seconds": 86_401}, "/timeout_seconds"),
+        ({"timeout_seconds": True}, "/timeout_seconds"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
 def test_a_bad_time_limit_is_422_pointing_at_it(client, producer, body, pointer):
     response = _post(client, producer, **body)
 
@@ -58,16 +64,18 @@ def test_a_bad_time_limit_is_422_pointing_at_it(client, producer, body, pointer)
 
 
 def test_a_bad_time_limit_in_a_batch_points_at_its_item(client, producer):
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "timeout_seconds": -1}]},
-                           headers=producer)
+    response = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "timeout_seconds": -1}]}, headers=producer
+    )
 
     assert pointers(response) == {"/jobs/1/timeout_seconds"}
 
 
 def test_the_limits_at_their_bounds_are_taken_and_shown_on_the_job(client, producer):
     expires = utcnow() + timedelta(days=1)
-    response = _post(client, producer, unique_for=604_800, unique_key="k", expires_at=rfc3339(expires),
-                     timeout_seconds=86_400)
+    response = _post(
+        client, producer, unique_for=604_800, unique_key="k", expires_at=rfc3339(expires), timeout_seconds=86_400
+    )
 
     assert response.status_code == 201
     job = response.get_json()
@@ -77,6 +85,7 @@ def test_the_limits_at_their_bounds_are_taken_and_shown_on_the_job(client, produ
 
 
 # --- dedupe windows --------------------------------------------------------------------------------------
+
 
 def test_an_enqueue_within_the_window_returns_the_first_job_with_200(client, producer):
     first = _post(client, producer, payload={"a": 1}, unique_for=60)
@@ -202,17 +211,27 @@ def test_a_new_idempotency_key_inside_a_window_is_deduplicated(client, producer)
 def test_a_batch_item_that_dedupes_answers_with_the_existing_job_in_its_slot(client, producer):
     existing = _post(client, producer, payload={"n": 0}, unique_for=60).get_json()
 
-    response = client.post("/jobs/batch", headers=producer, json={"jobs": [
-        {"type": "email", "payload": {"n": 1}},
-        {"type": "email", "payload": {"n": 0}, "unique_for": 60},
-        {"type": "email", "payload": {"n": 2}, "unique_for": 60},
-        {"type": "email", "payload": {"n": 2}, "unique_for": 60},
-    ]})
+    response = client.post(
+        "/jobs/batch",
+        headers=producer,
+        json={
+            "jobs": [
+                {"type": "email", "payload": {"n": 1}},
+                {"type": "email", "payload": {"n": 0}, "unique_for": 60},
+                {"type": "email", "payload": {"n": 2}, "unique_for": 60},
+                {"type": "email", "payload": {"n": 2}, "unique_for": 60},
+            ]
+        },
+    )
 
     assert response.status_code == 201
     jobs = response.get_json()["jobs"]
     assert [(job["created"], job.get("deduplicated", False)) for job in jobs] == [
-        (True, False), (False, True), (True, False), (False, True)]
+        (True, False),
+        (False, True),
+        (True, False),
+        (False, True),
+    ]
     assert jobs[1]["id"] == existing["id"]
     assert jobs[3]["id"] == jobs[2]["id"]
     assert count_jobs() == 3
@@ -238,6 +257,7 @@ def test_a_purged_job_frees_its_window(client, producer, runner, worker, claim):
 
 
 # --- expiry ------------------------------------------------------------------------------------------
+
 
 def test_an_expired_job_is_never_claimed_and_the_reaper_cancels_it(client, producer, worker, read_job):
     job = _post(client, producer, expires_at=rfc3339(utcnow() + timedelta(seconds=1))).get_json()
@@ -311,6 +331,7 @@ def test_flask_reap_says_how_many_expired(client, producer, runner):
 
 # --- run timeouts ---------------------------------------------------------------------------------------
 
+
 def test_the_claim_answer_carries_timeout_at(client, producer, claim):
     _post(client, producer, timeout_seconds=30)
     _post(client, producer)
@@ -326,8 +347,11 @@ def test_a_lease_never_reaches_past_timeout_at(client, producer, worker, claim):
     _post(client, producer, timeout_seconds=5)
     held = claim(lease_seconds=300)
 
-    beat = client.post(f"/jobs/{held['id']}/heartbeat", json={"claim_token": held["claim_token"],
-                                                               "lease_seconds": 3600}, headers=worker)
+    beat = client.post(
+        f"/jobs/{held['id']}/heartbeat",
+        json={"claim_token": held["claim_token"], "lease_seconds": 3600},
+        headers=worker,
+    )
 
     assert beat.status_code == 200
     assert when(held["lease_expires_at"]) == when(held["timeout_at"])
@@ -363,23 +387,25 @@ def test_a_timed_out_run_with_no_retries_left_fails(client, producer, claim, rea
     assert row.status == "failed" and row.error.startswith("timed out")
 
 
-@pytest.mark.parametrize("action, body", [
-    ("complete", {"result": {"late": True}}),
-    ("fail", {"error": "late"}),
-    ("heartbeat", {}),
-])
+@pytest.mark.parametrize(
+    "action, body",
+    [
+        ("complete", {"result": {"late": True}}),
+        ("fail", {"error": "late"}),
+        ("heartbeat", {}),
+    ],
+)
 def test_a_late_answer_after_the_timeout_is_refused_409(client, producer, worker, claim, read_job, action, body):
     job = _post(client, producer, timeout_seconds=1).get_json()
     held = claim()
     time.sleep(1.1)
 
-    late = client.post(f"/jobs/{job['id']}/{action}", json={"claim_token": held["claim_token"], **body},
-                       headers=worker)
+    late = client.post(f"/jobs/{job['id']}/{action}", json={"claim_token": held["claim_token"], **body}, headers=worker)
 
     problem = assert_problem(late, 409)
     assert problem["job_status"] == "running"
     assert "timed out" in problem["detail"]
-    assert read_job(job["id"]).status == "running"   # the reaper moves it, as a timed-out attempt
+    assert read_job(job["id"]).status == "running"  # the reaper moves it, as a timed-out attempt
 
 
 def test_a_late_complete_after_the_reaper_is_refused_409(client, producer, worker, claim):

@@ -7,6 +7,7 @@ other answer is that job (200, deduplicated); in a type's shared window (20 keys
 other answer is only {"deduplicated": true}, the job being another producer's. Batches sharing keys in
 opposite orders never deadlock and still make one job per key.
 """
+
 from __future__ import annotations
 
 import threading
@@ -56,7 +57,7 @@ def secrets(database):
 
 def _enqueue(url: str, secret: str, body: dict, barrier, out) -> None:
     session = session_for(secret)
-    session.get(url.rsplit("/jobs", 1)[0] + "/healthz", timeout=30)   # connect before the barrier
+    session.get(url.rsplit("/jobs", 1)[0] + "/healthz", timeout=30)  # connect before the barrier
     barrier.wait(timeout=60)
     try:
         response = session.post(url, json=body, timeout=60)
@@ -102,8 +103,7 @@ def test_20_concurrent_enqueues_in_one_shared_window_make_exactly_one_job(server
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_20_concurrent_enqueues_of_one_key_in_its_own_window_make_exactly_one_job(server, database, secrets,
-                                                                                  processes):
+def test_20_concurrent_enqueues_of_one_key_in_its_own_window_make_exactly_one_job(server, database, secrets, processes):
     for round_ in range(ROUNDS):
         key = f"own-{'p' if processes else 't'}-{round_}"
         body = {"type": "resize-image", "payload": {"round": round_}, "unique_for": 600, "unique_key": key}

@@ -3,6 +3,7 @@
 The statement checked is the one the reaper really sends (captured while ``queue.reap`` runs), explained
 after fresh statistics on 100,000 pending jobs, a few hundred of them with an expires_at.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -24,8 +25,10 @@ PENDING = 100_000
 def queue_with_some_expiring(app):
     with db.engine.begin() as conn:
         conn.execute(text(_FILL[dialect_name()]), {"total": PENDING, "finished": 0})
-        conn.execute(text("UPDATE jobs SET expires_at = :at WHERE id % 500 = 0"),
-                     {"at": (utcnow() - timedelta(minutes=1)).replace(tzinfo=None)})
+        conn.execute(
+            text("UPDATE jobs SET expires_at = :at WHERE id % 500 = 0"),
+            {"at": (utcnow() - timedelta(minutes=1)).replace(tzinfo=None)},
+        )
         conn.exec_driver_sql("ANALYZE")
 
 

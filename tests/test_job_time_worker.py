@@ -2,6 +2,7 @@
 
 A real gunicorn and real worker processes (tests/worker_apps/harness.py) running tests/worker_apps/jobs.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.shared_server
 def ended(read_job, job_id, status: str, timeout: float):
     """Wait until the job is ``status``, reaping as cron would meanwhile: the worker's own failure lands
     before the timeout, or is refused (409) and the reaper fails the run as timed out. Returns its row."""
+
     def reaped_and_read():
         queue.reap()
         row = read_job(job_id)
@@ -33,7 +35,7 @@ def test_the_worker_fails_a_handler_at_its_timeout_and_logs_it(start_worker, pro
 
     row = ended(read_job, job["id"], "failed", 10)
 
-    assert time.monotonic() - started < 10   # a handler of 30 s, stopped at its 2 s timeout
+    assert time.monotonic() - started < 10  # a handler of 30 s, stopped at its 2 s timeout
     assert "timed out" in row.error
     # The reaper may fail the run before the worker's own line is written: wait for the line.
     assert logged(worker, rf"job {job['id']} \(sleep\) timed out")
@@ -57,7 +59,7 @@ def test_a_timed_out_run_is_retried_per_its_retries(start_worker, producer_clien
 
     row = ended(read_job, job["id"], "failed", 15)
 
-    assert row.retry_count == 1   # two runs, each given up on at its timeout
+    assert row.retry_count == 1  # two runs, each given up on at its timeout
 
 
 def test_a_handler_within_its_timeout_completes(start_worker, producer_client, read_job):

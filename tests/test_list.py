@@ -1,4 +1,5 @@
 """GET /jobs: filters, keyset pagination, who sees what."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,16 +33,19 @@ def test_list_answers_jobs_newest_first_and_a_null_cursor_at_the_end(client, pro
     assert body["next_cursor"] is None
 
 
-@pytest.mark.parametrize("query, expected", [
-    ({"status": "pending"}, {"email-low-pending", "noop-low-pending"}),
-    ({"status": "running"}, {"email-high-running"}),
-    ({"type": "report"}, {"report-low-completed", "report-medium-failed"}),
-    ({"priority": "low"}, {"email-low-pending", "report-low-completed", "noop-low-pending"}),
-    ({"priority": "CRITICAL"}, {"noop-critical-cancelled"}),
-    ({"status": "pending", "type": "noop"}, {"noop-low-pending"}),
-    ({"type": "report", "priority": "medium", "status": "failed"}, {"report-medium-failed"}),
-    ({"type": "resize-image"}, set()),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ({"status": "pending"}, {"email-low-pending", "noop-low-pending"}),
+        ({"status": "running"}, {"email-high-running"}),
+        ({"type": "report"}, {"report-low-completed", "report-medium-failed"}),
+        ({"priority": "low"}, {"email-low-pending", "report-low-completed", "noop-low-pending"}),
+        ({"priority": "CRITICAL"}, {"noop-critical-cancelled"}),
+        ({"status": "pending", "type": "noop"}, {"noop-low-pending"}),
+        ({"type": "report", "priority": "medium", "status": "failed"}, {"report-medium-failed"}),
+        ({"type": "resize-image"}, set()),
+    ],
+)
 def test_list_filters(client, producer, mixed_jobs, query, expected):
     names = {job_id: name for name, job_id in mixed_jobs.items()}
     listed = _ids(client.get("/jobs", query_string=query, headers=producer))
@@ -126,11 +130,17 @@ def test_a_cursor_we_did_not_issue_is_422(client, producer, cursor):
     assert_problem(response, 422)
 
 
-@pytest.mark.parametrize("query, pointer", [
-    ({"status": "done"}, "/query/status"), ({"priority": "urgent"}, "/query/priority"),
-    ({"limit": "0"}, "/query/limit"), ({"limit": "201"}, "/query/limit"), ({"limit": "ten"}, "/query/limit"),
-    ({"sort": "id"}, "/query/sort"),
-])
+@pytest.mark.parametrize(
+    "query, pointer",
+    [
+        ({"status": "done"}, "/query/status"),
+        ({"priority": "urgent"}, "/query/priority"),
+        ({"limit": "0"}, "/query/limit"),
+        ({"limit": "201"}, "/query/limit"),
+        ({"limit": "ten"}, "/query/limit"),
+        ({"sort": "id"}, "/query/sort"),
+    ],
+)
 def test_bad_query_parameters_are_422(client, producer, query, pointer):
     assert pointers(client.get("/jobs", query_string=query, headers=producer)) == {pointer}
 

@@ -1,5 +1,6 @@
 """The sign-in throttle: failures refuse the guessing address and (username, address) pair, never the
 account everywhere; failures from many addresses only slow the account down."""
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,7 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 def fail(client, username: str, address: str, times: int = 1) -> None:
     """Sign in with a wrong password ``times`` times from ``address``."""
     for _ in range(times):
-        response = sign_in(client, username=username, password="wrong password!",
-                           environ_base={"REMOTE_ADDR": address})
+        response = sign_in(client, username=username, password="wrong password!", environ_base={"REMOTE_ADDR": address})
         assert response.status_code == 200, text_of(response)
 
 
@@ -33,6 +33,7 @@ def failures_stored() -> int:
 
 
 # --- the lock-out attack -------------------------------------------------------------------------
+
 
 def test_v_lockout_five_wrong_passwords_from_one_address_do_not_lock_the_admin_out_elsewhere(client, admin_user):
     fail(client, ADMIN_NAME, "10.0.0.1", 5)
@@ -68,6 +69,7 @@ def test_v_lockout_a_shared_address_can_allow_more_failures_than_one_account(app
 
 
 # --- what is still refused -----------------------------------------------------------------------
+
 
 def test_v_brute_force_five_failures_refuse_that_address_for_that_account(client, admin_user):
     fail(client, ADMIN_NAME, "10.0.3.1", 5)
@@ -112,8 +114,9 @@ def test_the_refusal_lifts_when_the_failures_age_out_of_the_window(client, admin
     assert sign_in_from(client, "10.0.8.1").status_code == 429
     with db.engine.begin() as conn:
         for row in conn.execute(select(LoginAttempt.id, LoginAttempt.at)).all():
-            conn.execute(update(LoginAttempt).where(LoginAttempt.id == row.id)
-                         .values(at=row.at - timedelta(minutes=16)))
+            conn.execute(
+                update(LoginAttempt).where(LoginAttempt.id == row.id).values(at=row.at - timedelta(minutes=16))
+            )
     assert sign_in_from(client, "10.0.8.1").status_code == 302
 
 

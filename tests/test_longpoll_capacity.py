@@ -5,6 +5,7 @@ thread of every process and producers' enqueues queued behind them until they ti
 all of them). Now each process lets only so many claims wait and answers the rest at once with
 503 + Retry-After; the crowd here obeys it, as ``queuelog-worker`` does.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ from tests.support.api import bearer
 from tests.support.latency import allowed_p99, enqueue_steadily, percentile
 from tests.support.server import REPO_ROOT, running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
+pytestmark = pytest.mark.serial  # measures time: scripts/test runs it alone (pyproject markers)
 
 #: With workers=4, the README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", "8")
@@ -40,7 +41,11 @@ REFUSED_TYPE = "https://queuelog.dev/problems/long-polls-full"
 def start_crowd(url: str, key: str, count: int, body: dict) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.longpolls", url, str(count), str(CROWD_SECONDS), json.dumps(body)],
-        cwd=REPO_ROOT, env={**os.environ, "QUEUELOG_API_KEY": key}, stdout=subprocess.PIPE, text=True)
+        cwd=REPO_ROOT,
+        env={**os.environ, "QUEUELOG_API_KEY": key},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_ready(crowd: list[subprocess.Popen], timeout: float) -> None:
@@ -51,44 +56,60 @@ def wait_ready(crowd: list[subprocess.Popen], timeout: float) -> None:
 
 
 def test_256_idle_long_polls_leave_producers_fast_and_lose_no_job(app, database_url, make_key, read_job):
-    env = {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key"}
+    env = {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+    }
     worker_key = make_key("worker", "idle-crowd")
     producer_keys = [make_key("producer", f"producer-{n}") for n in range(PRODUCERS)]
     with running_server(env, workers=4, extra_args=PRODUCTION_ARGS) as server:
         # What this machine manages right now with nothing else on the server (the jobs are not due
         # for years, so the crowd below does not get them).
-        baseline = enqueue_steadily(server.url, producer_keys, ENQUEUES_EACH, ENQUEUE_EVERY, "email",
-                                    run_at="2099-01-01T00:00:00Z", new_connection_each_time=True)
-        crowd = [start_crowd(server.url, worker_key, IDLE_WORKERS // CROWD_PROCESSES, {"wait": 30})
-                 for _ in range(CROWD_PROCESSES)]
+        baseline = enqueue_steadily(
+            server.url,
+            producer_keys,
+            ENQUEUES_EACH,
+            ENQUEUE_EVERY,
+            "email",
+            run_at="2099-01-01T00:00:00Z",
+            new_connection_each_time=True,
+        )
+        crowd = [
+            start_crowd(server.url, worker_key, IDLE_WORKERS // CROWD_PROCESSES, {"wait": 30})
+            for _ in range(CROWD_PROCESSES)
+        ]
         try:
             wait_ready(crowd, 15)
-            time.sleep(1)   # every claim is now waiting, or was told to come back later
+            time.sleep(1)  # every claim is now waiting, or was told to come back later
             # A new connection per enqueue: any server process may get it, however many claims it holds.
-            loaded = enqueue_steadily(server.url, producer_keys, ENQUEUES_EACH, ENQUEUE_EVERY, "email",
-                                      new_connection_each_time=True)
+            loaded = enqueue_steadily(
+                server.url, producer_keys, ENQUEUES_EACH, ENQUEUE_EVERY, "email", new_connection_each_time=True
+            )
             results = [json.loads(process.communicate(timeout=60)[0].splitlines()[-1]) for process in crowd]
         finally:
             for process in crowd:
                 if process.poll() is None:
                     process.kill()
                     process.wait()
-        time.sleep(2)   # claims the crowd hung up on stop (or give their jobs back)
+        time.sleep(2)  # claims the crowd hung up on stop (or give their jobs back)
         rows = {job_id: read_job(job_id) for job_id in loaded.job_ids}
 
     answers = [answer for result in results for answer in result["answers"]]
     delivered = [job_id for result in results for job_id in result["job_ids"]]
     refused = [a for a in answers if a["status"] == 503]
-    print(f"\nenqueue on the idle server: {baseline.summary()}"
-          f"\nenqueue with {IDLE_WORKERS} idle long-polls: {loaded.summary()}; claims answered: {len(answers)} "
-          f"({len(refused)} refused; refusal p99 in the first burst "
-          f"{percentile([a['seconds'] for a in refused if a['first']], 0.99) * 1000:.0f} ms, after it "
-          f"{percentile([a['seconds'] for a in refused if not a['first']], 0.99) * 1000:.0f} ms); "
-          f"jobs handed to the crowd: {len(delivered)}")
+    print(
+        f"\nenqueue on the idle server: {baseline.summary()}"
+        f"\nenqueue with {IDLE_WORKERS} idle long-polls: {loaded.summary()}; claims answered: {len(answers)} "
+        f"({len(refused)} refused; refusal p99 in the first burst "
+        f"{percentile([a['seconds'] for a in refused if a['first']], 0.99) * 1000:.0f} ms, after it "
+        f"{percentile([a['seconds'] for a in refused if not a['first']], 0.99) * 1000:.0f} ms); "
+        f"jobs handed to the crowd: {len(delivered)}"
+    )
     assert loaded.errors == [] and len(loaded.latencies) == PRODUCERS * ENQUEUES_EACH
     assert loaded.p99 < allowed_p99(baseline), (
-        f"enqueue p99 {loaded.p99 * 1000:.0f} ms with {IDLE_WORKERS} idle long-polls")
+        f"enqueue p99 {loaded.p99 * 1000:.0f} ms with {IDLE_WORKERS} idle long-polls"
+    )
     assert [error for result in results for error in result["errors"]] == []
     # The long-polls beyond what the server holds were answered at once, told when to come back.
     assert refused, "every one of 256 long-polls was held: the server has a thread per idle worker?"
@@ -103,11 +124,13 @@ def test_256_idle_long_polls_leave_producers_fast_and_lose_no_job(app, database_
 
 # --- the cap, claim by claim ------------------------------------------------------------------------
 
+
 def claim_in_background(client, headers, body) -> dict:
     """Start a claim on a thread; the dict gets its response."""
     outcome = {}
-    thread = threading.Thread(target=lambda: outcome.update(response=client.post("/jobs/claim", json=body,
-                                                                                   headers=headers)), daemon=True)
+    thread = threading.Thread(
+        target=lambda: outcome.update(response=client.post("/jobs/claim", json=body, headers=headers)), daemon=True
+    )
     thread.start()
     outcome["thread"] = thread
     return outcome
@@ -116,7 +139,7 @@ def claim_in_background(client, headers, body) -> dict:
 @pytest.mark.parametrize("config_overrides", [{"LONGPOLL_MAX_WAITING": 1}], indirect=True)
 def test_a_claim_beyond_the_cap_is_answered_at_once_with_503_and_retry_after(client, worker):
     holder = claim_in_background(client, worker, {"wait": 3})
-    time.sleep(0.3)   # it holds the one place to wait
+    time.sleep(0.3)  # it holds the one place to wait
     started = time.monotonic()
     response = client.post("/jobs/claim", json={"wait": 10}, headers=worker)
     assert time.monotonic() - started < 1
@@ -134,7 +157,7 @@ def test_a_claim_beyond_the_cap_is_refused_only_while_nothing_is_due(client, wor
     refused = client.post("/jobs/claim", json={"wait": 10}, headers=worker)
     assert refused.status_code == 503
     row = read_job(later["id"])
-    assert (row.status, row.worker_id, row.retry_count) == ("pending", None, 0)   # refused before any claim
+    assert (row.status, row.worker_id, row.retry_count) == ("pending", None, 0)  # refused before any claim
     due = enqueue()
     taken = client.post("/jobs/claim", json={"wait": 10}, headers=worker)
     assert taken.status_code == 200
@@ -143,10 +166,11 @@ def test_a_claim_beyond_the_cap_is_refused_only_while_nothing_is_due(client, wor
 
 @pytest.mark.parametrize("config_overrides", [{"LONGPOLL_MAX_WAITING": 0}], indirect=True)
 def test_refusals_spread_their_retry_after_so_a_refused_fleet_does_not_return_as_one_wave(client, worker):
-    waits = [int(client.post("/jobs/claim", json={"wait": 10}, headers=worker).headers["Retry-After"])
-             for _ in range(40)]
+    waits = [
+        int(client.post("/jobs/claim", json={"wait": 10}, headers=worker).headers["Retry-After"]) for _ in range(40)
+    ]
     assert all(3 <= wait <= 7 for wait in waits)
-    assert len(set(waits)) >= 3, waits   # 40 draws of 5 values: fewer than 3 seen is a 1-in-10^15 chance
+    assert len(set(waits)) >= 3, waits  # 40 draws of 5 values: fewer than 3 seen is a 1-in-10^15 chance
 
 
 @pytest.mark.parametrize("setting", ["-1", "lots", "2.5", True])
@@ -155,13 +179,15 @@ def test_longpoll_max_waiting_must_be_a_whole_number_or_auto(database_url, setti
         create_app(app_config(database_url, LONGPOLL_MAX_WAITING=setting))
 
 
-def test_gunicorn_keeps_a_quarter_of_its_threads_and_at_least_2_free_of_waiting_claims(app, database_url,
-                                                                                       make_key):
+def test_gunicorn_keeps_a_quarter_of_its_threads_and_at_least_2_free_of_waiting_claims(app, database_url, make_key):
     """gunicorn --threads 4: two claims may wait, a third is answered at once."""
     import requests
 
-    env = {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key"}
+    env = {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+    }
     headers = bearer(make_key("worker", "three-of-them"))
     with running_server(env, workers=1, extra_args=("--threads", "4")) as server:
         answers = []

@@ -4,6 +4,7 @@ So the claim it makes when a job arrives goes straight to its statement, however
 claims read no settings while they wait; and a limit set where nobody announced it still reaches a waiting
 claim at its next claim.
 """
+
 from __future__ import annotations
 
 import threading
@@ -38,9 +39,10 @@ def settings_reads(app):
 
 
 def test_a_claim_woken_after_a_long_wait_reads_no_settings_before_its_statement(
-        client, worker, enqueue, settings_reads):
+    client, worker, enqueue, settings_reads
+):
     waiter = start_waiting(client, worker, wait=10)
-    time.sleep(2 * flow.CACHE_SECONDS)   # the copy its first claim read is old
+    time.sleep(2 * flow.CACHE_SECONDS)  # the copy its first claim read is old
     settings_reads.clear()
     job = enqueue()
     response = waiter.result()
@@ -58,7 +60,7 @@ def test_waiting_claims_read_no_settings_while_they_wait(client, worker, setting
 
 def test_a_limit_set_unannounced_reaches_a_waiting_claim_within_two_seconds(client, worker, enqueue):
     waiter = start_waiting(client, worker, wait=10, types=["email"])
-    with db.engine.begin() as conn:   # written by hand: no process is told
+    with db.engine.begin() as conn:  # written by hand: no process is told
         conn.execute(insert(TypeSettings.__table__).values(type="email", concurrency_limit=5, updated_at=utcnow()))
     enqueued_at = time.monotonic()
     job = enqueue(type="email")

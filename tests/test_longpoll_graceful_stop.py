@@ -4,6 +4,7 @@ gunicorn stops a worker with SIGTERM and waits up to its graceful timeout for re
 long-poll would hold the restart for the rest of its ``wait`` (up to 30 s) and then be cut off.
 gunicorn.conf.py's ``post_worker_init`` hook chains ``wakeup.stop_waiting`` before gunicorn's handler.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,11 @@ from tests.support.server import running_server
 def test_a_gunicorn_told_to_stop_answers_its_waiting_claim_with_204_at_once(app, database_url, make_key):
     import requests
 
-    env = {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key"}
+    env = {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+    }
     headers = bearer(make_key("worker", "idle-at-deploy"))
     answer: dict = {}
     with running_server(env, workers=1, extra_args=("--threads", "4", "--graceful-timeout", "25")) as server:

@@ -4,6 +4,7 @@ A waiting claim outlives its client on the server: the worker exited, its reques
 Had it claimed the next job, that job would sit ``running`` for nobody until its lease ran out and
 ``flask reap`` came by. These tests run the real ``queuelog-worker`` against the real servers.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,7 +53,7 @@ def writes_to_jobs_held(database_url: str):
     engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         with engine.connect() as conn:
-            conn.execute(text("LOCK TABLE jobs IN SHARE MODE"))   # reads go on, writes wait
+            conn.execute(text("LOCK TABLE jobs IN SHARE MODE"))  # reads go on, writes wait
             yield
             conn.rollback()
     finally:
@@ -63,10 +64,9 @@ def events_of(client, admin, job_id):
     return client.get(f"/jobs/{job_id}/events", headers=admin).get_json()["events"]
 
 
-def test_a_job_enqueued_after_an_idle_worker_exited_goes_to_a_live_worker(start_worker, producer_client,
-                                                                          read_job):
+def test_a_job_enqueued_after_an_idle_worker_exited_goes_to_a_live_worker(start_worker, producer_client, read_job):
     gone = start_worker()
-    time.sleep(1)   # its long-poll is now waiting on the server
+    time.sleep(1)  # its long-poll is now waiting on the server
     gone.signal()
     assert gone.wait(timeout=10) == 0
     job = producer_client.enqueue("ok")
@@ -76,23 +76,28 @@ def test_a_job_enqueued_after_an_idle_worker_exited_goes_to_a_live_worker(start_
     assert (row.worker_id, row.retry_count) == ("e2e-worker-2", 0)
 
 
-def test_a_claim_whose_worker_hung_up_before_the_answer_gives_its_job_back(server, database_url, make_key,
-                                                                           producer_client, read_job, client,
-                                                                           admin):
+def test_a_claim_whose_worker_hung_up_before_the_answer_gives_its_job_back(
+    server, database_url, make_key, producer_client, read_job, client, admin
+):
     """The race the wait loop cannot close: the client leaves while its claim is being made."""
     job = producer_client.enqueue("ok")
     body = json.dumps({"wait": 5}).encode()
-    head = (f"POST /jobs/claim HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-            f"Authorization: Bearer {make_key('worker', 'hangs-up')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /jobs/claim HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Authorization: Bearer {make_key('worker', 'hangs-up')}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     with writes_to_jobs_held(database_url):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(head + body)
-        time.sleep(1)   # the server has the request; its claim waits for the lock; the client is gone
+        time.sleep(1)  # the server has the request; its claim waits for the lock; the client is gone
     # The claim goes through now and takes the due job, then finds nobody to give it to.
     wait_until(lambda: len(events_of(client, admin, job["id"])) == 3, 10)
     history = events_of(client, admin, job["id"])
     assert [(e["event"], e["actor"]) for e in history] == [
-        ("enqueued", "key:e2e-producer"), ("claimed", "key:hangs-up"), ("released", "server")]
+        ("enqueued", "key:e2e-producer"),
+        ("claimed", "key:hangs-up"),
+        ("released", "server"),
+    ]
     row = read_job(job["id"])
     assert (row.status, row.retry_count, row.worker_id, row.claim_token) == ("pending", 0, None, None)

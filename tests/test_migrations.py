@@ -4,6 +4,7 @@ database, is a no-op when run again, never loses data, and the migrations match 
 Runs on the database QUEUELOG_TEST_DB selects: an empty SQLite file, or a new, empty PostgreSQL
 database on the test cluster.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -41,16 +42,21 @@ def empty_database_url(request, tmp_path):
 
 def _db(url: str, *args: str):
     """`flask --app app db ARGS` on ``url``; the app itself must not migrate, the command does."""
-    return flask_command({"QUEUELOG_DATABASE_URL": url, "QUEUELOG_AUTO_MIGRATE": "false",
-                          "QUEUELOG_SECRET_KEY": "migrations-test"}, "db", *args)
+    return flask_command(
+        {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_AUTO_MIGRATE": "false", "QUEUELOG_SECRET_KEY": "migrations-test"},
+        "db",
+        *args,
+    )
 
 
 def _schema(url: str) -> dict:
     engine = create_engine(url)
     try:
         inspector = inspect(engine)
-        return {table: sorted(index["name"] for index in inspector.get_indexes(table))
-                for table in inspector.get_table_names()}
+        return {
+            table: sorted(index["name"] for index in inspector.get_indexes(table))
+            for table in inspector.get_table_names()
+        }
     finally:
         engine.dispose()
 
@@ -89,11 +95,15 @@ def test_an_app_started_on_a_database_with_data_keeps_the_data(empty_database_ur
     engine = create_engine(empty_database_url)
     with engine.begin() as conn:
         key_id = conn.execute(text("SELECT id FROM api_keys")).scalar_one()
-        conn.execute(text(
-            "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,"
-            " producer_key_id, producer, run_at, created_at, updated_at) VALUES ('email',"
-            " '{\"to\": \"a@example.com\"}', 10, 'pending', 0, 3, 0, :key, 'old-producer',"
-            " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"), {"key": key_id})
+        conn.execute(
+            text(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,"
+                " producer_key_id, producer, run_at, created_at, updated_at) VALUES ('email',"
+                " '{\"to\": \"a@example.com\"}', 10, 'pending', 0, 3, 0, :key, 'old-producer',"
+                " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            ),
+            {"key": key_id},
+        )
     engine.dispose()
 
     with app_on(empty_database_url) as app:
@@ -126,44 +136,62 @@ def test_the_claim_index_is_partial_and_in_claim_order(empty_database_url):
 def test_the_error_groups_migration_gives_jobs_that_already_failed_their_group(empty_database_url):
     assert _db(empty_database_url, "upgrade", "c4e8a1d2f7b3").returncode == 0
     engine = create_engine(empty_database_url)
-    insert = ("INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, error,"
-              " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0, :error,"
-              " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')")
+    insert = (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, error,"
+        " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0, :error,"
+        " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+    )
     with engine.begin() as conn:
-        for status, error in (("failed", "Timeout after 30s talking to 10.0.0.7"), ("pending", "HTTP 503"),
-                              ("completed", None)):
+        for status, error in (
+            ("failed", "Timeout after 30s talking to 10.0.0.7"),
+            ("pending", "HTTP 503"),
+            ("completed", None),
+        ):
             conn.execute(text(insert), {"status": status, "error": error})
     engine.dispose()
     upgraded = _db(empty_database_url, "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
-    assert [(row.status, row.error_group) for row in read_rows(
-        empty_database_url, "SELECT status, error_group FROM jobs ORDER BY id")] == [
-        ("failed", "Timeout after <n>s talking to <ip>"), ("pending", "HTTP <n>"), ("completed", None)]
+    assert [
+        (row.status, row.error_group)
+        for row in read_rows(empty_database_url, "SELECT status, error_group FROM jobs ORDER BY id")
+    ] == [("failed", "Timeout after <n>s talking to <ip>"), ("pending", "HTTP <n>"), ("completed", None)]
     assert "ix_jobs_error_groups" in _schema(empty_database_url)["jobs"]
 
 
 def test_the_unique_scope_migration_gives_each_window_to_the_producer_whose_job_holds_it(empty_database_url):
     assert _db(empty_database_url, "upgrade", "e6b9d4f2a018").returncode == 0
     engine = create_engine(empty_database_url)
-    job = ("INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, run_at,"
-           " created_at, updated_at, producer_key_id, unique_key) VALUES ('email', '{}', 0, 'pending', 0, 3, 0,"
-           " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00', :key_id, :unique_key)")
+    job = (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, run_at,"
+        " created_at, updated_at, producer_key_id, unique_key) VALUES ('email', '{}', 0, 'pending', 0, 3, 0,"
+        " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00', :key_id, :unique_key)"
+    )
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO api_keys (name, role, max_priority, prefix, digest, created_at) VALUES"
-                          " ('producer-a', 'producer', 1, 'ql_aaaa', 'digest-a', '2026-01-01 00:00:00')"))
+        conn.execute(
+            text(
+                "INSERT INTO api_keys (name, role, max_priority, prefix, digest, created_at) VALUES"
+                " ('producer-a', 'producer', 1, 'ql_aaaa', 'digest-a', '2026-01-01 00:00:00')"
+            )
+        )
         conn.execute(text(job), {"key_id": 1, "unique_key": "invoice-42"})
         conn.execute(text(job), {"key_id": None, "unique_key": "keyless"})
-        conn.execute(text("INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES"
-                          " ('email', 'invoice-42', 1, '2026-01-01 00:00:00'),"
-                          " ('email', 'keyless', 2, '2026-01-01 00:00:00')"))
-        conn.execute(text("INSERT INTO type_settings (type, paused, updated_at) VALUES"
-                          " ('email', true, '2026-01-01 00:00:00')"))
+        conn.execute(
+            text(
+                "INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES"
+                " ('email', 'invoice-42', 1, '2026-01-01 00:00:00'),"
+                " ('email', 'keyless', 2, '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text("INSERT INTO type_settings (type, paused, updated_at) VALUES ('email', true, '2026-01-01 00:00:00')")
+        )
     engine.dispose()
     upgraded = _db(empty_database_url, "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
-    assert [tuple(row) for row in read_rows(
-        empty_database_url, "SELECT type, scope, unique_key, job_id FROM unique_slots")] == [
-        ("email", 1, "invoice-42", 1)]
+    assert [
+        tuple(row) for row in read_rows(empty_database_url, "SELECT type, scope, unique_key, job_id FROM unique_slots")
+    ] == [("email", 1, "invoice-42", 1)]
     # A type's settings as they were, its windows per producer.
     assert [tuple(row) for row in read_rows(empty_database_url, "SELECT type, unique_scope FROM type_settings")] == [
-        ("email", "producer")]
+        ("email", "producer")
+    ]

@@ -1,4 +1,5 @@
 """GET /openapi.json: a valid OpenAPI 3.1 document, public, describing exactly the routes the API has."""
+
 import re
 
 import pytest
@@ -21,8 +22,9 @@ def api_operations_in_url_map(app) -> set[tuple[str, str]]:
 
 
 def documented_operations(document) -> set[tuple[str, str]]:
-    return {(method.upper(), path) for path, item in document["paths"].items()
-            for method in item if method in HTTP_METHODS}
+    return {
+        (method.upper(), path) for path, item in document["paths"].items() for method in item if method in HTTP_METHODS
+    }
 
 
 def schema_validator(document, name):
@@ -59,8 +61,12 @@ def test_every_route_but_the_document_itself_requires_a_bearer_key(client):
     scheme = document["components"]["securitySchemes"]["bearerAuth"]
     assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
     assert document["security"] == [{"bearerAuth": []}]
-    public = {path for path, item in document["paths"].items()
-              for method, op in item.items() if method in HTTP_METHODS and op.get("security") == []}
+    public = {
+        path
+        for path, item in document["paths"].items()
+        for method, op in item.items()
+        if method in HTTP_METHODS and op.get("security") == []
+    }
     assert public == {"/openapi.json"}
 
 
@@ -117,8 +123,9 @@ def test_the_allowed_job_types_are_the_servers_allowlist(client, app):
 
 
 def test_priority_labels_are_documented_case_insensitive(client):
-    priority = client.get("/openapi.json").get_json()["components"]["schemas"]["EnqueueRequest"][
-        "properties"]["priority"]
+    priority = client.get("/openapi.json").get_json()["components"]["schemas"]["EnqueueRequest"]["properties"][
+        "priority"
+    ]
     (pattern,) = [branch["pattern"] for branch in priority["anyOf"] if branch["type"] == "string"]
     for label in ("low", "Medium", "HIGH", "critical"):
         assert re.fullmatch(pattern, label)
@@ -148,6 +155,7 @@ def test_a_null_payload_is_documented_and_accepted_as_the_empty_default(client, 
 
 # --- where the document and the server used to disagree (schemathesis' ST202: schema-valid, yet refused) ----------
 
+
 def documented(client, name: str, body: dict) -> bool:
     """Whether the document calls ``body`` a valid ``name`` request."""
     return schema_validator(client.get("/openapi.json").get_json(), name).is_valid(body)
@@ -159,7 +167,7 @@ def answers(client, method: str, path: str) -> set[str]:
 
 @pytest.mark.parametrize("wait", ["1e1", "12.3456", "0.0001", "1.0E-4", "5e-324", "30"])
 def test_a_wait_written_as_any_json_number_in_range_is_taken(client, admin, make_job, wait):
-    job_id = make_job(status="completed")   # final: the answer does not wait
+    job_id = make_job(status="completed")  # final: the answer does not wait
     response = client.get(f"/jobs/{job_id}?wait={wait}", headers=admin)
     assert response.status_code == 200, response.get_json()
     assert response.get_json()["id"] == job_id
@@ -214,8 +222,12 @@ def test_a_unique_key_without_unique_for_is_refused_by_the_document_and_the_serv
 
 
 def test_an_expires_at_in_the_past_is_the_documented_422(client, producer):
-    assert "else 422" in client.get("/openapi.json").get_json()["components"]["schemas"]["EnqueueRequest"][
-        "properties"]["expires_at"]["description"]
+    assert (
+        "else 422"
+        in client.get("/openapi.json").get_json()["components"]["schemas"]["EnqueueRequest"]["properties"][
+            "expires_at"
+        ]["description"]
+    )
     response = client.post("/jobs", json={"type": "email", "expires_at": "2000-01-01T00:00:00Z"}, headers=producer)
     assert response.status_code == 422
     assert [error["pointer"] for error in response.get_json()["errors"]] == ["/expires_at"]
@@ -231,9 +243,18 @@ def test_another_keys_process_in_a_claim_is_the_documented_404(client):
     assert "404" in answers(client, "post", "/jobs/claim")
 
 
-@pytest.mark.parametrize("cron, valid", [("0 3 * * *", True), ("0 0 3 * * *", True), (" @DAILY ", True),
-                                         ("*/5\t* * * MON-FRI", True), ("* * * *", False),
-                                         ("0\x1c3 * * *", False), ("@fortnightly", False)])
+@pytest.mark.parametrize(
+    "cron, valid",
+    [
+        ("0 3 * * *", True),
+        ("0 0 3 * * *", True),
+        (" @DAILY ", True),
+        ("*/5\t* * * MON-FRI", True),
+        ("* * * *", False),
+        ("0\x1c3 * * *", False),
+        ("@fortnightly", False),
+    ],
+)
 def test_the_cron_pattern_is_the_shape_the_server_takes(client, admin, cron, valid):
     body = {"name": "nightly", "cron": cron, "job": {"type": "email"}}
     assert documented(client, "ScheduleRequest", body) is valid
@@ -257,7 +278,7 @@ def test_a_schedule_takes_one_timing_and_a_job_type_of_the_allowlist_as_document
 def test_an_unknown_timezone_is_the_documented_422(client, admin):
     assert "422" in answers(client, "post", "/schedules")
     body = {"name": "n", "cron": "@daily", "timezone": "Mars/Olympus_Mons", "job": {"type": "email"}}
-    assert documented(client, "ScheduleRequest", body)   # a string: only the server's zone database knows
+    assert documented(client, "ScheduleRequest", body)  # a string: only the server's zone database knows
     response = client.post("/schedules", json=body, headers=admin)
     assert response.status_code == 422
     assert [error["pointer"] for error in response.get_json()["errors"]] == ["/timezone"]

@@ -1,4 +1,5 @@
 """GET /healthz (alive, no database) and GET /readyz (database answers, schema current) for load balancers."""
+
 from __future__ import annotations
 
 import pytest

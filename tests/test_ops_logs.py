@@ -1,4 +1,5 @@
 """Request and state-change log lines: their fields, the request id, the JSON format, and no secrets."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ def records(caplog):
     caplog.set_level(logging.INFO, logger="queuelog")
 
     def _records(name: str | None = None):
-        return [(r.name, r.queuelog_fields) for r in caplog.records
-                if hasattr(r, "queuelog_fields") and (name is None or r.name == name)]
+        return [
+            (r.name, r.queuelog_fields)
+            for r in caplog.records
+            if hasattr(r, "queuelog_fields") and (name is None or r.name == name)
+        ]
 
     return _records
 
@@ -71,7 +75,7 @@ def test_a_request_id_is_generated_when_none_is_sent(client):
     assert re.fullmatch(r"[0-9a-f]{32}", first) and first != second
 
 
-@pytest.mark.parametrize("offered", ["has space", "x" * 129, "semi;colon", "quote\"d", "ünïcode", ""])
+@pytest.mark.parametrize("offered", ["has space", "x" * 129, "semi;colon", 'quote"d', "ünïcode", ""])
 def test_an_unsafe_request_id_is_replaced(client, records, offered):
     response = client.get("/healthz", headers={"X-Request-Id": offered})
     assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-Id"])
@@ -82,8 +86,10 @@ def test_state_changes_log_one_line_each_with_the_request_id(client, worker, enq
     job = enqueue(type="report")
     response = client.post("/jobs/claim", headers={**worker, "X-Request-Id": "claim-1"})
     changes = [fields for _, fields in records("queuelog.jobs")]
-    assert [(c["event"], c["from"], c["to"]) for c in changes] == [("enqueued", None, "pending"),
-                                                                   ("claimed", "pending", "running")]
+    assert [(c["event"], c["from"], c["to"]) for c in changes] == [
+        ("enqueued", None, "pending"),
+        ("claimed", "pending", "running"),
+    ]
     claimed = changes[1]
     assert claimed["job_id"] == job["id"] == response.get_json()["id"]
     assert claimed["type"] == "report" and claimed["actor"] == "key:worker-a"
@@ -106,7 +112,12 @@ def test_json_format_writes_one_json_object_per_line(client, producer, json_logs
     request_line = lines[1]
     assert request_line["level"] == "info" and request_line["logger"] == "queuelog.request"
     assert {key: request_line[key] for key in ("method", "path", "status", "key", "request_id")} == {
-        "method": "POST", "path": "/jobs", "status": 201, "key": "producer-a", "request_id": "json-1"}
+        "method": "POST",
+        "path": "/jobs",
+        "status": 201,
+        "key": "producer-a",
+        "request_id": "json-1",
+    }
     assert request_line["time"].endswith("Z") and isinstance(request_line["duration_ms"], float)
     assert lines[0]["event"] == "enqueued" and lines[0]["request_id"] == "json-1"
 
@@ -146,20 +157,39 @@ def test_logs_hold_no_secrets_or_payloads(app, client, make_key, capsys, caplog,
     caplog.set_level(logging.INFO, logger="queuelog")
     producer_secret, worker_secret = make_key("producer"), make_key("worker")
     capsys.readouterr()
-    client.post("/jobs", json={"type": "email", "payload": {"card": PAYLOAD_SECRET}, "idempotency_key": "idem-7"},
-                headers=bearer(producer_secret))
+    client.post(
+        "/jobs",
+        json={"type": "email", "payload": {"card": PAYLOAD_SECRET}, "idempotency_key": "idem-7"},
+        headers=bearer(producer_secret),
+    )
     job = client.post("/jobs/claim", headers=bearer(worker_secret)).get_json()
-    client.post(f"/jobs/{job['id']}/fail", headers=bearer(worker_secret),
-                json={"claim_token": job["claim_token"], "error": "db password=hunter2 refused"})
+    client.post(
+        f"/jobs/{job['id']}/fail",
+        headers=bearer(worker_secret),
+        json={"claim_token": job["claim_token"], "error": "db password=hunter2 refused"},
+    )
     job = client.post("/jobs/claim", headers=bearer(worker_secret)).get_json()
-    client.post(f"/jobs/{job['id']}/complete", headers=bearer(worker_secret),
-                json={"claim_token": job["claim_token"], "result": {"note": RESULT_SECRET}})
+    client.post(
+        f"/jobs/{job['id']}/complete",
+        headers=bearer(worker_secret),
+        json={"claim_token": job["claim_token"], "result": {"note": RESULT_SECRET}},
+    )
     client.get(f"/jobs?cursor={producer_secret}", headers=bearer(producer_secret))
     client.get(f"/jobs/{producer_secret}", headers=bearer("ql_wrong" + "x" * 30))
     written = capsys.readouterr().err + caplog.text
     configure_logging(app.config["LOG_FORMAT"])
 
     assert "request" in written and "job_changed" in written
-    for secret in (producer_secret, worker_secret, job["claim_token"], PAYLOAD_SECRET, RESULT_SECRET,
-                   "hunter2", "idem-7", "Bearer", "Authorization", "ql_wrong"):
+    for secret in (
+        producer_secret,
+        worker_secret,
+        job["claim_token"],
+        PAYLOAD_SECRET,
+        RESULT_SECRET,
+        "hunter2",
+        "idem-7",
+        "Bearer",
+        "Authorization",
+        "ql_wrong",
+    ):
         assert secret not in written, secret

@@ -1,4 +1,5 @@
 """GET /metrics: who may read it, and that what it says matches the database and the traffic."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -50,12 +51,16 @@ def jobs_gauge(samples: dict) -> dict:
 
 def jobs_in_database() -> dict:
     with db.engine.connect() as conn:
-        rows = conn.execute(select(jobs.c.status, jobs.c.type, jobs.c.priority, func.count())
-                            .group_by(jobs.c.status, jobs.c.type, jobs.c.priority)).all()
+        rows = conn.execute(
+            select(jobs.c.status, jobs.c.type, jobs.c.priority, func.count()).group_by(
+                jobs.c.status, jobs.c.type, jobs.c.priority
+            )
+        ).all()
     return {(status, job_type, Priority.label_of(priority)): count for status, job_type, priority, count in rows}
 
 
 # --- who may read it ----------------------------------------------------------------------------
+
 
 def test_metrics_without_credentials_is_401_problem(client):
     response = client.get("/metrics")
@@ -95,6 +100,7 @@ def test_no_bearer_passes_as_the_metrics_token_when_none_is_configured(client, a
 
 # --- gauges from the database ---------------------------------------------------------------------
 
+
 def test_jobs_gauge_matches_the_database_as_jobs_move(client, admin, worker, producer, enqueue, claim):
     enqueue(type="email", priority="medium")
     enqueue(type="email")
@@ -107,20 +113,28 @@ def test_jobs_gauge_matches_the_database_as_jobs_move(client, admin, worker, pro
     client.post(f"/jobs/{first['id']}/complete", json={"claim_token": first["claim_token"]}, headers=worker)
     second = claim(types=["noop"])
     assert second["id"] == doomed["id"]
-    client.post(f"/jobs/{second['id']}/fail", json={"claim_token": second["claim_token"], "error": "x"},
-                headers=worker)
+    client.post(f"/jobs/{second['id']}/fail", json={"claim_token": second["claim_token"], "error": "x"}, headers=worker)
     client.post(f"/jobs/{dropped['id']}/cancel", headers=producer)
     claim(types=["report"])
 
     samples = scrape(client, admin)
-    assert jobs_gauge(samples) == jobs_in_database() == {
-        ("completed", "email", "medium"): 1, ("pending", "email", "low"): 1, ("failed", "noop", "low"): 1,
-        ("cancelled", "resize-image", "low"): 1, ("running", "report", "medium"): 1,
-    }
+    assert (
+        jobs_gauge(samples)
+        == jobs_in_database()
+        == {
+            ("completed", "email", "medium"): 1,
+            ("pending", "email", "low"): 1,
+            ("failed", "noop", "low"): 1,
+            ("cancelled", "resize-image", "low"): 1,
+            ("running", "report", "medium"): 1,
+        }
+    )
     # Every allowed combination is reported, as 0 when empty, so series never vanish.
     assert value(samples, "queuelog_jobs", status="running", type="email", priority="critical") == 0
-    assert ("queuelog_jobs", frozenset({"status": "running", "type": "email", "priority": "critical"}.items())) \
-        in samples
+    assert (
+        "queuelog_jobs",
+        frozenset({"status": "running", "type": "email", "priority": "critical"}.items()),
+    ) in samples
 
 
 def test_scrapes_during_traffic_parse_and_add_up(app, client, admin, producer, worker):
@@ -137,8 +151,9 @@ def test_scrapes_during_traffic_parse_and_add_up(app, client, admin, producer, w
                     assert mover.post("/jobs", json={"type": JOB_TYPES[index % 4]}, headers=producer).status_code == 201
                     if index % 2:
                         job = mover.post("/jobs/claim", headers=worker).get_json()
-                        mover.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                                   headers=worker)
+                        mover.post(
+                            f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker
+                        )
             except Exception as error:  # reported below: an assert in a thread would be lost
                 errors.append(error)
             finally:
@@ -183,8 +198,8 @@ def test_stalled_jobs_counts_running_jobs_whose_lease_expired(client, admin, mak
 
 # --- counters and the histogram -------------------------------------------------------------------
 
-def test_event_counters_count_each_state_change(client, admin, producer, worker, enqueue, claim, runner,
-                                                make_key):
+
+def test_event_counters_count_each_state_change(client, admin, producer, worker, enqueue, claim, runner, make_key):
     before = scrape(client, admin)
     for _ in range(3):
         enqueue()
@@ -193,15 +208,26 @@ def test_event_counters_count_each_state_change(client, admin, producer, worker,
     again = claim()
     client.post(f"/jobs/{again['id']}/fail", json={"claim_token": again["claim_token"], "error": "e"}, headers=worker)
     gone = claim()
-    client.post(f"/jobs/{gone['id']}/fail", json={"claim_token": gone["claim_token"], "retryable": False},
-                headers=worker)
+    client.post(
+        f"/jobs/{gone['id']}/fail", json={"claim_token": gone["claim_token"], "retryable": False}, headers=worker
+    )
     client.post(f"/jobs/{gone['id']}/retry", headers=admin)
     after = scrape(client, admin)
 
-    expected = {"enqueued": 3, "claimed": 3, "completed": 1, "requeued": 1, "failed": 1, "retried": 1,
-                "cancelled": 0, "reaped": 0}
-    changes = {event: value(after, f"queuelog_jobs_{event}_total") - value(before, f"queuelog_jobs_{event}_total")
-               for event in expected}
+    expected = {
+        "enqueued": 3,
+        "claimed": 3,
+        "completed": 1,
+        "requeued": 1,
+        "failed": 1,
+        "retried": 1,
+        "cancelled": 0,
+        "reaped": 0,
+    }
+    changes = {
+        event: value(after, f"queuelog_jobs_{event}_total") - value(before, f"queuelog_jobs_{event}_total")
+        for event in expected
+    }
     assert changes == expected
 
 
@@ -218,13 +244,28 @@ def test_rejected_requests_are_counted_by_reason(client, admin, producer, worker
     after = scrape(client, admin)
 
     def added(reason):
-        return (value(after, "queuelog_rejected_requests_total", reason=reason)
-                - value(before, "queuelog_rejected_requests_total", reason=reason))
+        return value(after, "queuelog_rejected_requests_total", reason=reason) - value(
+            before, "queuelog_rejected_requests_total", reason=reason
+        )
 
-    assert {reason: added(reason) for reason in ("unauthenticated", "forbidden", "not-found", "conflict",
-                                                 "validation-failed", "payload-too-large")} == {
-        "unauthenticated": 1, "forbidden": 1, "not-found": 1, "conflict": 1,
-        "validation-failed": 1, "payload-too-large": 1}
+    assert {
+        reason: added(reason)
+        for reason in (
+            "unauthenticated",
+            "forbidden",
+            "not-found",
+            "conflict",
+            "validation-failed",
+            "payload-too-large",
+        )
+    } == {
+        "unauthenticated": 1,
+        "forbidden": 1,
+        "not-found": 1,
+        "conflict": 1,
+        "validation-failed": 1,
+        "payload-too-large": 1,
+    }
 
 
 def test_request_latency_histogram_is_labelled_by_route_not_path(client, admin, producer, enqueue):
@@ -243,22 +284,35 @@ def test_request_latency_histogram_is_labelled_by_route_not_path(client, admin, 
     routes = {dict(labels).get("route") for name, labels in after if name.startswith("queuelog_request_duration")}
     assert not any(str(job_id) in (route or "") for route in routes for job_id in ids)
     # Buckets are cumulative and end at +Inf with the count.
-    assert value(after, "queuelog_request_duration_seconds_bucket", route="/jobs", method="POST", le="+Inf") \
-        == value(after, "queuelog_request_duration_seconds_count", route="/jobs", method="POST")
+    assert value(after, "queuelog_request_duration_seconds_bucket", route="/jobs", method="POST", le="+Inf") == value(
+        after, "queuelog_request_duration_seconds_count", route="/jobs", method="POST"
+    )
 
 
 def test_every_documented_metric_is_exposed(client, admin):
     names = {name for name, _ in scrape(client, admin)}
-    families = Tally(name.rsplit("_", 1)[0] if name.endswith(("_total", "_count", "_sum", "_bucket")) else name
-                     for name in names)
+    families = Tally(
+        name.rsplit("_", 1)[0] if name.endswith(("_total", "_count", "_sum", "_bucket")) else name for name in names
+    )
     for name in ("queuelog_jobs", "queuelog_oldest_pending_age_seconds", "queuelog_stalled_jobs"):
         assert name in names
-    for event in ("enqueued", "claimed", "completed", "failed", "requeued", "reaped", "cancelled", "retried",
-                  "released", "quarantined"):
+    for event in (
+        "enqueued",
+        "claimed",
+        "completed",
+        "failed",
+        "requeued",
+        "reaped",
+        "cancelled",
+        "retried",
+        "released",
+        "quarantined",
+    ):
         assert f"queuelog_jobs_{event}" in families, event
 
 
 # --- reading the workers' counter files (gunicorn's multiprocess mode) ----------------------------
+
 
 @pytest.fixture
 def metrics_dir(tmp_path, monkeypatch):
@@ -267,16 +321,22 @@ def metrics_dir(tmp_path, monkeypatch):
     directory = tmp_path / "metrics"
     directory.mkdir()
     counts = mmap_dict.MmapedDict(str(directory / "counter_1234.db"))
-    counts.write_value(mmap_dict.mmap_key("queuelog_jobs_enqueued_total", "queuelog_jobs_enqueued_total", [], [],
-                                          "Jobs added to the queue."), 7.0, 0.0)
+    counts.write_value(
+        mmap_dict.mmap_key(
+            "queuelog_jobs_enqueued_total", "queuelog_jobs_enqueued_total", [], [], "Jobs added to the queue."
+        ),
+        7.0,
+        0.0,
+    )
     counts.close()
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
     monkeypatch.setattr("queuelog.ops.metrics.multiprocess_mode", lambda: True)
     return directory
 
 
-def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answers_200(client, admin, metrics_dir,
-                                                                                      monkeypatch):
+def test_a_counter_file_read_that_fails_once_is_read_again_and_the_scrape_answers_200(
+    client, admin, metrics_dir, monkeypatch
+):
     """A worker may be writing its file while another worker reads it: one failed read is not the answer."""
     read_file = mmap_dict.MmapedDict.read_all_values_from_file
     reads = []

@@ -1,4 +1,5 @@
 """/metrics under a real gunicorn with several workers: counters add up over every worker process."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,11 @@ def get_metrics(url: str, secret: str) -> tuple[int, str, dict]:
 def scrape(url: str, secret: str) -> dict:
     status, _headers, text = get_metrics(url, secret)
     assert status == 200, text
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 @pytest.fixture
@@ -69,8 +73,7 @@ def pids_that_answered_enqueues(log: str) -> set[str]:
     return set(re.findall(r"path=/jobs status=201 .* pid=(\d+)$", log, re.MULTILINE))
 
 
-def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_env, make_key, tmp_path,
-                                                                        monkeypatch):
+def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_env, make_key, tmp_path, monkeypatch):
     producer, admin = make_key("producer"), make_key("admin")
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
@@ -78,8 +81,7 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
     stale.write_bytes(b"left by an earlier server")
     # Wait for readiness on the probe this feature provides.
     monkeypatch.setattr(server_support, "READY_PATH", "/readyz")
-    with running_server(server_env, workers=4,
-                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+    with running_server(server_env, workers=4, extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
         assert not stale.exists(), "gunicorn.conf.py must empty the metrics directory before workers start"
         # /readyz answers once the first worker has loaded the app; on a busy machine the others may take
         # seconds more, and until then that one worker serves everything. The sum only means something once
@@ -88,9 +90,12 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
         deadline = time.monotonic() + 60
         with ThreadPoolExecutor(max_workers=8) as pool:
             while True:
-                created = list(pool.map(
-                    lambda i: call(server.url + "/jobs", "POST", producer, {"type": JOB_TYPES[i % 4]}),
-                    range(enqueued, enqueued + ROUND)))
+                created = list(
+                    pool.map(
+                        lambda i: call(server.url + "/jobs", "POST", producer, {"type": JOB_TYPES[i % 4]}),
+                        range(enqueued, enqueued + ROUND),
+                    )
+                )
                 assert created == [201] * ROUND
                 enqueued += ROUND
                 if len(pids_that_answered_enqueues(server.log())) >= 2:
@@ -103,12 +108,21 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
         for _ in range(6):
             samples = scrape(server.url, admin)
             assert samples[("queuelog_jobs_enqueued_total", frozenset())] == enqueued
-            assert samples[("queuelog_request_duration_seconds_count",
-                            frozenset({"route": "/jobs", "method": "POST"}.items()))] == enqueued
-            assert samples[("queuelog_rejected_requests_total",
-                            frozenset({"reason": "unauthenticated"}.items()))] == UNAUTHENTICATED
-            gauge = sum(v for (name, labels), v in samples.items()
-                        if name == "queuelog_jobs" and dict(labels)["status"] == "pending")
+            assert (
+                samples[
+                    ("queuelog_request_duration_seconds_count", frozenset({"route": "/jobs", "method": "POST"}.items()))
+                ]
+                == enqueued
+            )
+            assert (
+                samples[("queuelog_rejected_requests_total", frozenset({"reason": "unauthenticated"}.items()))]
+                == UNAUTHENTICATED
+            )
+            gauge = sum(
+                v
+                for (name, labels), v in samples.items()
+                if name == "queuelog_jobs" and dict(labels)["status"] == "pending"
+            )
             assert gauge == enqueued
 
 
@@ -117,30 +131,30 @@ def test_counters_summed_over_gunicorn_workers_equal_the_requests_made(server_en
 NEVER_A_PID = 4194304  # one above Linux's largest pid
 
 
-def test_an_empty_metrics_file_of_a_worker_still_starting_does_not_fail_the_scrape(server_env, make_key,
-                                                                                   tmp_path):
+def test_an_empty_metrics_file_of_a_worker_still_starting_does_not_fail_the_scrape(server_env, make_key, tmp_path):
     producer, admin = make_key("producer"), make_key("admin")
     metrics_dir = tmp_path / "metrics"
-    with running_server(server_env, workers=2,
-                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+    with running_server(server_env, workers=2, extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
         assert [call(server.url + "/jobs", "POST", producer, {"type": "email"}) for _ in range(5)] == [201] * 5
         for kind in ("counter", "histogram"):
             (metrics_dir / f"{kind}_{NEVER_A_PID}.db").touch()
         for _ in range(4):
             samples = scrape(server.url, admin)
             assert samples[("queuelog_jobs_enqueued_total", frozenset())] == 5
-            assert samples[("queuelog_request_duration_seconds_count",
-                            frozenset({"route": "/jobs", "method": "POST"}.items()))] == 5
+            assert (
+                samples[
+                    ("queuelog_request_duration_seconds_count", frozenset({"route": "/jobs", "method": "POST"}.items()))
+                ]
+                == 5
+            )
 
 
-def test_an_unreadable_metrics_file_answers_503_problem_with_retry_after_not_500(server_env, make_key,
-                                                                                 tmp_path):
+def test_an_unreadable_metrics_file_answers_503_problem_with_retry_after_not_500(server_env, make_key, tmp_path):
     admin = make_key("admin")
     metrics_dir = tmp_path / "metrics"
     # A header that says 64 bytes are used, then an entry that claims 1,000 bytes: prometheus-client refuses it.
     garbled = metrics_dir / f"counter_{NEVER_A_PID}.db"
-    with running_server(server_env, workers=2,
-                        extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
+    with running_server(server_env, workers=2, extra_args=("-c", str(REPO_ROOT / "gunicorn.conf.py"))) as server:
         garbled.write_bytes(struct.pack("ii", 64, 0) + struct.pack("i", 1000) + b"x" * 52)
         status, headers, body = get_metrics(server.url, admin)
         assert status == 503, body
@@ -153,8 +167,9 @@ def test_an_unreadable_metrics_file_answers_503_problem_with_retry_after_not_500
 
 
 def test_gunicorn_conf_makes_a_fresh_directory_and_removes_those_of_crashed_servers(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     abandoned = tmp_path / f"queuelog-metrics-{dead}-abc123"
     in_use = tmp_path / f"queuelog-metrics-{os.getpid()}-def456"
     for directory in (abandoned, in_use):
@@ -164,9 +179,17 @@ def test_gunicorn_conf_makes_a_fresh_directory_and_removes_those_of_crashed_serv
     env["TMPDIR"] = str(tmp_path)
     # What the gunicorn master does first: read the config file, then start workers with its environment.
     made = subprocess.run(
-        [sys.executable, "-c", "import os, runpy; runpy.run_path('gunicorn.conf.py'); "
-                               "print(os.environ['PROMETHEUS_MULTIPROC_DIR'])"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        [
+            sys.executable,
+            "-c",
+            "import os, runpy; runpy.run_path('gunicorn.conf.py'); print(os.environ['PROMETHEUS_MULTIPROC_DIR'])",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert os.path.dirname(made) == str(tmp_path) and os.listdir(made) == []
     assert not abandoned.exists()
     assert in_use.exists()
@@ -176,11 +199,18 @@ def test_gunicorn_conf_empties_a_given_metrics_directory_of_metrics_files_only(t
     """PROMETHEUS_MULTIPROC_DIR pointed at instance/: the master must not delete the SQLite database there."""
     instance = tmp_path / "instance"
     instance.mkdir()
-    for name in ("counter_41.db", "histogram_41.db", "gauge_livesum_41.db", "summary_42.db", "queuelog.db",
-                 "secret_key"):
+    for name in (
+        "counter_41.db",
+        "histogram_41.db",
+        "gauge_livesum_41.db",
+        "summary_42.db",
+        "queuelog.db",
+        "secret_key",
+    ):
         (instance / name).write_bytes(b"x" * 16)
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instance)}
     env.pop("GUNICORN_QUEUELOG_METRICS_MASTER", None)
-    subprocess.run([sys.executable, "-c", "import runpy; runpy.run_path('gunicorn.conf.py')"],
-                   cwd=REPO_ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-c", "import runpy; runpy.run_path('gunicorn.conf.py')"], cwd=REPO_ROOT, env=env, check=True
+    )
     assert sorted(os.listdir(instance)) == ["queuelog.db", "secret_key"]

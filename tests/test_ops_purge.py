@@ -1,4 +1,5 @@
 """`flask purge`: finished jobs older than the retention go, with their events; live jobs never do."""
+
 from __future__ import annotations
 
 import threading
@@ -49,8 +50,7 @@ def test_purge_deletes_finished_jobs_older_than_the_cutoff_and_their_events(runn
 
 
 def test_purge_never_deletes_pending_or_running_jobs_however_old(runner, make_job):
-    live = [make_job(status="pending", updated_at=ago(days=400)),
-            make_job(status="running", updated_at=ago(days=400))]
+    live = [make_job(status="pending", updated_at=ago(days=400)), make_job(status="running", updated_at=ago(days=400))]
     result = runner.invoke(args=["purge", "--older-than", "1s"])
     assert result.output == "purged 0 jobs (0 events)\n"
     assert existing(live) == set(live)
@@ -162,8 +162,9 @@ def test_purge_under_load_never_loses_a_live_job(app, runner, make_job, producer
                     made.append(client.post("/jobs", json={"type": "noop"}, headers=producer).get_json()["id"])
                     job = client.post("/jobs/claim", json={"types": ["noop"]}, headers=worker).get_json()
                     if index % 3:
-                        client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                                    headers=worker)
+                        client.post(
+                            f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker
+                        )
                     answer = client.post(f"/jobs/{old_failed[index]}/retry", headers=admin)
                     if answer.status_code == 200:
                         revived.append(old_failed[index])

@@ -1,5 +1,6 @@
 """Poison-pill quarantine: a job whose worker died holding it MAX_STALLS times is failed by `flask reap`,
 whatever retries it has left, and never handed out again."""
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,7 @@ jobs = Job.__table__
 def worker_dies_holding(job_id: int) -> None:
     """The worker holding the job vanished long enough ago that its lease has run out."""
     with db.engine.begin() as conn:
-        conn.execute(update(jobs).where(jobs.c.id == job_id)
-                     .values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+        conn.execute(update(jobs).where(jobs.c.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
 
 
 def reap(runner) -> str:
@@ -28,8 +28,7 @@ def reap(runner) -> str:
     return result.stdout
 
 
-def test_a_job_is_quarantined_when_its_worker_dies_the_third_time(client, runner, enqueue, claim, read_job,
-                                                                  worker):
+def test_a_job_is_quarantined_when_its_worker_dies_the_third_time(client, runner, enqueue, claim, read_job, worker):
     job = enqueue(type="resize-image", max_retries=10)
     for stall in (1, 2):
         assert claim()["id"] == job["id"]
@@ -51,8 +50,9 @@ def test_a_job_is_quarantined_when_its_worker_dies_the_third_time(client, runner
 @pytest.fixture
 def stalled_twice(make_job):
     """A running job whose workers already died holding it twice, and now a third time."""
-    return make_job(status="running", stall_count=2, retry_count=0, max_retries=5,
-                    lease_expires_at=utcnow() - timedelta(seconds=30))
+    return make_job(
+        status="running", stall_count=2, retry_count=0, max_retries=5, lease_expires_at=utcnow() - timedelta(seconds=30)
+    )
 
 
 def test_a_quarantined_job_is_not_handed_out_again(client, runner, worker, stalled_twice, make_job):
@@ -77,8 +77,9 @@ def test_quarantine_is_logged_as_a_warning_and_counted(client, runner, admin, st
 
     def quarantined_total():
         text = client.get("/metrics", headers=admin).get_data(as_text=True)
-        return float(next(line.split()[-1] for line in text.splitlines()
-                          if line.startswith("queuelog_jobs_quarantined_total")))
+        return float(
+            next(line.split()[-1] for line in text.splitlines() if line.startswith("queuelog_jobs_quarantined_total"))
+        )
 
     before = quarantined_total()
     reap(runner)

@@ -9,6 +9,7 @@ PostgreSQL, a datagram on SQLite (queuelog/waiting/wake_signal.py). gunicorn's a
 The bounds are generous (a noisy shared machine); the benchmark holds the tight figures. Each test prints
 what it measured.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -34,10 +35,19 @@ JOB_TYPES = ["stamp", "flaky"]
 #: The first retry of a failed job waits 1-2 s (BASE × 2⁰, jittered between half and all of it).
 BACKOFF_BASE_SECONDS = 2
 #: The README's production server: ``gunicorn --workers 4 --threads 8``.
-SERVER_ARGS = ("--threads", "8", "--graceful-timeout", "3", "--access-logfile", "-",
-               "--access-logformat", "ACCESS %(p)s %(m)s %(U)s %(s)s %({x-probe}i)s")
-ACCESS_LINE = re.compile(r"^ACCESS <(?P<pid>\d+)> (?P<method>\S+) (?P<path>\S+) (?P<status>\d{3}) (?P<probe>\S+)$",
-                         re.MULTILINE)
+SERVER_ARGS = (
+    "--threads",
+    "8",
+    "--graceful-timeout",
+    "3",
+    "--access-logfile",
+    "-",
+    "--access-logformat",
+    "ACCESS %(p)s %(m)s %(U)s %(s)s %({x-probe}i)s",
+)
+ACCESS_LINE = re.compile(
+    r"^ACCESS <(?P<pid>\d+)> (?P<method>\S+) (?P<path>\S+) (?P<status>\d{3}) (?P<probe>\S+)$", re.MULTILINE
+)
 PICKUPS = 30
 
 
@@ -63,13 +73,22 @@ def server(shared_database_url):
 @pytest.fixture
 def idle_worker(server, make_key, tmp_path):
     """A real ``queuelog-worker`` running tests/worker_apps/stamps.py, one job at a time, idle at first."""
-    env = {**os.environ, "QUEUELOG_API_KEY": make_key("worker", "pickup-worker"), "QUEUELOG_URL": server.url,
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "QUEUELOG_API_KEY": make_key("worker", "pickup-worker"),
+        "QUEUELOG_URL": server.url,
+        "PYTHONUNBUFFERED": "1",
+    }
     log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([WORKER_BIN, "tests.worker_apps.stamps:worker", "--concurrency", "1"],
-                                   cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [WORKER_BIN, "tests.worker_apps.stamps:worker", "--concurrency", "1"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     worker = WorkerProcess(process, log_path)
     with log_shown_on_failure("queuelog-worker log", worker.log):
         try:
@@ -117,7 +136,7 @@ class Producer:
         try:
             self._request("GET", "/healthz", None, probe)
         except (OSError, http.client.HTTPException):
-            return None   # the server closed the kept-alive connection: take another
+            return None  # the server closed the kept-alive connection: take another
         return answered_by(self.server, probe)
 
     def _request(self, method: str, path: str, body: dict | None, probe: str) -> tuple[int, dict]:
@@ -135,6 +154,7 @@ def access_lines(server) -> list[re.Match]:
 
 def answered_by(server, probe: str) -> int:
     """The pid of the server process that answered the request sent with ``probe``."""
+
     def find():
         return next((int(line["pid"]) for line in access_lines(server) if line["probe"] == probe), None)
 
@@ -143,18 +163,22 @@ def answered_by(server, probe: str) -> int:
 
 def claims_answered_with_a_job(server) -> list[int]:
     """The pid of the server process behind each claim answered 200, in order."""
-    return [int(line["pid"]) for line in access_lines(server)
-            if (line["method"], line["path"], line["status"]) == ("POST", "/jobs/claim", "200")]
+    return [
+        int(line["pid"])
+        for line in access_lines(server)
+        if (line["method"], line["path"], line["status"]) == ("POST", "/jobs/claim", "200")
+    ]
 
 
 def process_of_claim_after(server, earlier: int) -> int:
     """The pid behind the first claim answered 200 after the ``earlier`` ones logged before. gunicorn logs a
     request once its answer is sent, so the worker may have run and completed the job before the line is written."""
-    return wait_until(lambda: claims_answered_with_a_job(server)[earlier:earlier + 1], 5, interval=0.01)[0]
+    return wait_until(lambda: claims_answered_with_a_job(server)[earlier : earlier + 1], 5, interval=0.01)[0]
 
 
 def completed(read_job, job_id: int):
     """The job's row once it is completed."""
+
     def done():
         row = read_job(job_id)
         return row if row.status == "completed" else None
@@ -178,13 +202,14 @@ def waiting_claim_process(server, idle_worker, producer, read_job):
     return process_of_claim_after(server, earlier)
 
 
-def test_a_job_enqueued_through_another_server_process_starts_within_milliseconds(server, producer, read_job,
-                                                                                  waiting_claim_process):
+def test_a_job_enqueued_through_another_server_process_starts_within_milliseconds(
+    server, producer, read_job, waiting_claim_process
+):
     pickups, processes = [], []
     # The worker claims again on its kept-alive connection: it waits where its last claim was answered.
     waiting_in = waiting_claim_process
     for n in range(PICKUPS):
-        time.sleep(random.uniform(0.05, 0.3))   # the worker is waiting again, at some point of its wait
+        time.sleep(random.uniform(0.05, 0.3))  # the worker is waiting again, at some point of its wait
         producer.move_away_from(waiting_in)
         earlier = len(claims_answered_with_a_job(server))
         started, job = producer.enqueue({"type": "stamp"}, f"job-{n}")
@@ -195,9 +220,11 @@ def test_a_job_enqueued_through_another_server_process_starts_within_millisecond
 
     assert all(enqueued_in != claimed_in for enqueued_in, claimed_in in processes), processes
     p50, p90, p99 = (percentile(pickups, q) for q in (0.5, 0.9, 0.99))
-    print(f"\npickup, enqueue request start → handler start, {len(pickups)} jobs, waiting claim in another "
-          f"server process: p50 {p50 * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-          f"max {max(pickups) * 1000:.1f} ms")
+    print(
+        f"\npickup, enqueue request start → handler start, {len(pickups)} jobs, waiting claim in another "
+        f"server process: p50 {p50 * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"max {max(pickups) * 1000:.1f} ms"
+    )
     # Polling every 0.5 s would give a p50 near 250 ms and a p90 near 450 ms.
     assert p50 < 0.1 and p90 < 0.3, sorted(round(pickup * 1000, 1) for pickup in pickups)
 
@@ -206,8 +233,10 @@ def test_scheduled_jobs_start_within_a_second_of_their_run_at(producer, read_job
     producer.move_away_from(waiting_claim_process)
     now = utcnow()
     due = [now + timedelta(seconds=seconds) for seconds in (1.5, 2.1, 2.8)]
-    jobs = [producer.enqueue({"type": "stamp", "run_at": rfc3339(run_at)}, f"scheduled-{n}")[1]
-            for n, run_at in enumerate(due)]
+    jobs = [
+        producer.enqueue({"type": "stamp", "run_at": rfc3339(run_at)}, f"scheduled-{n}")[1]
+        for n, run_at in enumerate(due)
+    ]
     rows = [completed(read_job, job["id"]) for job in jobs]
 
     late = [row.claimed_at - row.run_at for row in rows]
@@ -220,8 +249,7 @@ def test_a_failed_job_starts_again_within_a_second_of_its_backoff(producer, read
     _, job = producer.enqueue({"type": "flaky", "payload": {"token": uuid.uuid4().hex}}, "flaky")
     row = completed(read_job, job["id"])
 
-    late = row.claimed_at - row.run_at   # run_at: when its backoff ended; claimed_at: its second claim
+    late = row.claimed_at - row.run_at  # run_at: when its backoff ended; claimed_at: its second claim
     print(f"\nretried job claimed {late.total_seconds() * 1000:.1f} ms after its backoff ended")
     assert row.retry_count == 1
     assert timedelta(0) <= late < timedelta(seconds=1), (row.run_at, row.claimed_at)
-

@@ -4,6 +4,7 @@ ones (children whose parents have not finished) included.
 Over either, POST /jobs and POST /jobs/batch answer 429 problem+json with Retry-After and store nothing;
 a batch is refused whole. Keys without quotas are not limited at all.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,8 +42,9 @@ def post(client, headers, **body):
 
 
 def post_batch(client, headers, count: int, **fields):
-    return client.post("/jobs/batch", json={"jobs": [dict({"type": "email"}, **fields) for _ in range(count)]},
-                       headers=headers)
+    return client.post(
+        "/jobs/batch", json={"jobs": [dict({"type": "email"}, **fields) for _ in range(count)]}, headers=headers
+    )
 
 
 def enqueue_ok(client, headers, times: int = 1, **body) -> list[dict]:
@@ -65,6 +67,7 @@ def refusal(response, problem_type: str) -> tuple[dict, int]:
 
 # --- the enqueue rate --------------------------------------------------------------------------------
 
+
 def test_the_sixth_enqueue_within_the_window_is_refused_with_429_and_retry_after(client, quota_key):
     limited = quota_key(enqueue_rate="5/10")
     enqueue_ok(client, limited, 5)
@@ -72,7 +75,12 @@ def test_the_sixth_enqueue_within_the_window_is_refused_with_429_and_retry_after
     assert retry_after <= 10
     assert body["title"] == "Enqueue rate exceeded"
     assert (body["quota"], body["limit"], body["window_seconds"], body["in_window"], body["requested"]) == (
-        "enqueue_rate", 5, 10, 5, 1)
+        "enqueue_rate",
+        5,
+        10,
+        5,
+        1,
+    )
     assert "at most 5 jobs in any 10 s" in body["detail"]
     assert count_jobs() == 5
 
@@ -148,11 +156,11 @@ def test_the_rate_counts_jobs_that_were_claimed_or_cancelled_since(client, quota
 
 def test_rows_that_left_the_window_no_longer_count_and_are_deleted_within_two_windows(client, quota_key):
     limited = quota_key(enqueue_rate="3/3")
-    enqueue_ok(client, limited, 3)          # running totals 1, 2, 3
+    enqueue_ok(client, limited, 3)  # running totals 1, 2, 3
     time.sleep(3.1)
-    enqueue_ok(client, limited, 3)          # the first three left the window: three more fit …
+    enqueue_ok(client, limited, 3)  # the first three left the window: three more fit …
     _, retry_after = refusal(post(client, limited), RATE_TYPE)  # … and no more
-    time.sleep(retry_after)                  # the first three are now over two windows old
+    time.sleep(retry_after)  # the first three are now over two windows old
     enqueue_ok(client, limited)
     with db.engine.connect() as conn:
         totals = conn.execute(select(EnqueueLedger.running_total)).scalars().all()
@@ -160,6 +168,7 @@ def test_rows_that_left_the_window_no_longer_count_and_are_deleted_within_two_wi
 
 
 # --- the most pending jobs -----------------------------------------------------------------------------
+
 
 def test_with_m_jobs_pending_a_new_enqueue_is_refused_with_429_and_retry_after(client, quota_key):
     limited = quota_key(max_pending=3)
@@ -209,8 +218,11 @@ def test_a_batch_that_would_pass_max_pending_is_refused_whole(client, quota_key)
 
 def post_children(client, headers, parent_id: int, count: int):
     """A batch of ``count`` children of one parent: each waits until the parent completes."""
-    return client.post("/jobs/batch", json={"jobs": [{"type": "email", "depends_on": [parent_id]}
-                                                     for _ in range(count)]}, headers=headers)
+    return client.post(
+        "/jobs/batch",
+        json={"jobs": [{"type": "email", "depends_on": [parent_id]} for _ in range(count)]},
+        headers=headers,
+    )
 
 
 def test_waiting_children_count_toward_max_pending(client, quota_key):
@@ -249,8 +261,9 @@ def test_a_failed_attempt_going_back_to_pending_is_not_refused_and_counts(client
     enqueue_ok(client, limited)
     taken = claim()
     enqueue_ok(client, limited)  # the first is running: it does not count
-    failed = client.post(f"/jobs/{taken['id']}/fail", json={"claim_token": taken["claim_token"], "error": "boom"},
-                         headers=worker)
+    failed = client.post(
+        f"/jobs/{taken['id']}/fail", json={"claim_token": taken["claim_token"], "error": "boom"}, headers=worker
+    )
     assert (failed.status_code, failed.get_json()["status"]) == (200, "pending")
     body, _ = refusal(post(client, limited), PENDING_TYPE)
     assert body["pending"] == 1  # counted up to the limit only
@@ -279,6 +292,7 @@ def test_with_both_quotas_the_pending_limit_refuses_while_the_rate_has_room(clie
 
 
 # --- without quotas nothing changes ---------------------------------------------------------------------
+
 
 def test_a_key_without_quotas_is_not_limited_and_writes_no_ledger(client, producer):
     assert post_batch(client, producer, 500).status_code == 201

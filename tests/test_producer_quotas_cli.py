@@ -1,4 +1,5 @@
 """`flask keys create NAME --role producer --enqueue-rate N/S --max-pending M`, and `flask keys list`."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,14 @@ def test_keys_list_shows_the_quotas(runner):
 def test_keys_list_keeps_its_other_columns_in_place(runner):
     secret = create(runner, "billing", "--role", "producer", "--max-pending", "10").stdout.strip()
     name, role, ceiling, types, rate, pending, prefix, created, last_used, state = listed(runner, "billing")
-    assert (name, role, ceiling, types, rate, pending) == ("billing", "producer", "medium", "*", "rate:-",
-                                                           "max-pending:10")
+    assert (name, role, ceiling, types, rate, pending) == (
+        "billing",
+        "producer",
+        "medium",
+        "*",
+        "rate:-",
+        "max-pending:10",
+    )
     assert prefix == secret[:9] + "…" and (last_used, state) == ("never", "active")
 
 
@@ -53,23 +60,26 @@ def test_the_rate_may_be_written_with_spaces_and_leading_zeros(runner):
     assert listed(runner, "spaced")[4] == "rate:5/60"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--enqueue-rate", "5"], "write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not '5'"),
-    (["--enqueue-rate", "5/2s"], "write it as N/S"),
-    (["--enqueue-rate", "five/2"], "write it as N/S"),
-    (["--enqueue-rate", "-1/2"], "write it as N/S"),
-    (["--enqueue-rate", "0/2"], "N (jobs) must be 1 to 1,000,000,000, not 0"),
-    (["--enqueue-rate", "5/0"], "S (seconds) must be 1 to 86,400, not 0"),
-    (["--enqueue-rate", "5/86401"], "S (seconds) must be 1 to 86,400, not 86401"),
-    (["--enqueue-rate", "1000000001/60"], "N (jobs) must be 1 to 1,000,000,000"),
-    (["--enqueue-rate", ""], "write it as N/S"),  # an empty value must not quietly mean "no limit"
-    (["--max-pending", "0"], "max_pending: must be a whole number of jobs from 1 to 1,000,000,000, not '0'"),
-    (["--max-pending", "-3"], "must be a whole number of jobs"),
-    (["--max-pending", "2.5"], "must be a whole number of jobs"),
-    (["--max-pending", "ten"], "must be a whole number of jobs"),
-    (["--max-pending", " "], "must be a whole number of jobs"),
-    (["--max-pending", "9" * 5000], "must be a whole number of jobs"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--enqueue-rate", "5"], "write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not '5'"),
+        (["--enqueue-rate", "5/2s"], "write it as N/S"),
+        (["--enqueue-rate", "five/2"], "write it as N/S"),
+        (["--enqueue-rate", "-1/2"], "write it as N/S"),
+        (["--enqueue-rate", "0/2"], "N (jobs) must be 1 to 1,000,000,000, not 0"),
+        (["--enqueue-rate", "5/0"], "S (seconds) must be 1 to 86,400, not 0"),
+        (["--enqueue-rate", "5/86401"], "S (seconds) must be 1 to 86,400, not 86401"),
+        (["--enqueue-rate", "1000000001/60"], "N (jobs) must be 1 to 1,000,000,000"),
+        (["--enqueue-rate", ""], "write it as N/S"),  # an empty value must not quietly mean "no limit"
+        (["--max-pending", "0"], "max_pending: must be a whole number of jobs from 1 to 1,000,000,000, not '0'"),
+        (["--max-pending", "-3"], "must be a whole number of jobs"),
+        (["--max-pending", "2.5"], "must be a whole number of jobs"),
+        (["--max-pending", "ten"], "must be a whole number of jobs"),
+        (["--max-pending", " "], "must be a whole number of jobs"),
+        (["--max-pending", "9" * 5000], "must be a whole number of jobs"),
+    ],
+)
 def test_a_bad_quota_fails_with_a_clear_message_and_creates_no_key(runner, args, message):
     result = create(runner, "billing", "--role", "producer", *args)
     assert result.exit_code == 1

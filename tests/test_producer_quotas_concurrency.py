@@ -5,6 +5,7 @@ same moment against gunicorn with 4 worker processes of 4 threads, so the reques
 database. However they interleave, no two of them share the last slot. One server for the module;
 each test has a key of its own and counts that key's jobs.
 """
+
 from __future__ import annotations
 
 import threading
@@ -46,9 +47,15 @@ def key(database, request):
         with app_on(database):
             return create_key(name, "producer", **quotas)
 
-    make.jobs = lambda status=None: read_rows(
-        database, "SELECT COUNT(*) AS n FROM jobs WHERE producer = :name"
-        + ("" if status is None else " AND status = :status"), name=name, status=status)[0].n
+    make.jobs = lambda status=None: (
+        read_rows(
+            database,
+            "SELECT COUNT(*) AS n FROM jobs WHERE producer = :name"
+            + ("" if status is None else " AND status = :status"),
+            name=name,
+            status=status,
+        )[0].n
+    )
     return make
 
 

@@ -1,4 +1,5 @@
 """The keys page issues producer keys with quotas and lists them; bad values are readable messages."""
+
 from __future__ import annotations
 
 import html
@@ -14,8 +15,14 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def create(client, **fields):
-    data = {"name": "billing", "role": "producer", "max_priority": "", "types": "", "enqueue_rate": "",
-            "max_pending": ""}
+    data = {
+        "name": "billing",
+        "role": "producer",
+        "max_priority": "",
+        "types": "",
+        "enqueue_rate": "",
+        "max_pending": "",
+    }
     data.update(fields)
     return post_form(client, "/admin/keys", data, page="/admin/keys")
 
@@ -56,13 +63,16 @@ def test_a_worker_key_shows_no_quota_cell_text(signed_in, make_key):
     assert quotas_cell(text_of(signed_in.get("/admin/keys")), "mailer") == ""
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"enqueue_rate": "fast"}, "write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not 'fast'"),
-    ({"enqueue_rate": "5/0"}, "S (seconds) must be 1 to 86,400, not 0"),
-    ({"max_pending": "0"}, "must be a whole number of jobs from 1 to 1,000,000,000, not '0'"),
-    ({"role": "worker", "max_pending": "10"}, "only producer keys take quotas, not worker keys"),
-    ({"enqueue_rate": "1" * 31}, "Field cannot be longer than 30 characters."),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"enqueue_rate": "fast"}, "write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not 'fast'"),
+        ({"enqueue_rate": "5/0"}, "S (seconds) must be 1 to 86,400, not 0"),
+        ({"max_pending": "0"}, "must be a whole number of jobs from 1 to 1,000,000,000, not '0'"),
+        ({"role": "worker", "max_pending": "10"}, "only producer keys take quotas, not worker keys"),
+        ({"enqueue_rate": "1" * 31}, "Field cannot be longer than 30 characters."),
+    ],
+)
 def test_a_bad_quota_is_a_readable_400_on_its_field_and_creates_nothing(signed_in, fields, message):
     response = create(signed_in, **fields)
     assert response.status_code == 400
@@ -74,8 +84,8 @@ def test_a_bad_quota_is_a_readable_400_on_its_field_and_creates_nothing(signed_i
 
 def test_the_message_sits_on_the_field_it_is_about(signed_in):
     body = text_of(create(signed_in, enqueue_rate="5/2", max_pending="lots"))
-    label = re.search(r'<label>Most jobs pending at once.*?</label>', body, re.S).group(0)
+    label = re.search(r"<label>Most jobs pending at once.*?</label>", body, re.S).group(0)
     assert 'name="max_pending"' in label and 'aria-invalid="true"' in label
     assert "not &#39;lots&#39;" in label
-    rate_label = re.search(r'<label>Enqueue rate.*?</label>', body, re.S).group(0)
+    rate_label = re.search(r"<label>Enqueue rate.*?</label>", body, re.S).group(0)
     assert "field-error" not in rate_label and 'value="5/2"' in rate_label  # what was typed stays

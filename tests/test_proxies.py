@@ -1,4 +1,5 @@
 """Behind a reverse proxy the client's address comes from X-Forwarded-For, and only when configured."""
+
 import pytest
 from flask import request
 

@@ -1,4 +1,5 @@
 """Reaping: jobs whose worker died go back to the queue, or fail, or are quarantined; nothing else moves."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -3,6 +3,7 @@
 The statement checked is the one the app really sends: it is captured while ``queue.claim`` runs,
 then explained (EXPLAIN on PostgreSQL, EXPLAIN QUERY PLAN on SQLite) after fresh statistics.
 """
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """Proofs with SIGKILL: a worker dies holding jobs; the server dies in the middle of an enqueue load."""
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,7 @@ JOBS_PER_CLIENT = 40
 
 # --- a worker killed while holding jobs ------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def dead_worker(request, tmp_path_factory):
     """The whole story, once: a worker process claims HELD jobs with a 2 s lease and is SIGKILLed;
@@ -42,13 +44,17 @@ def dead_worker(request, tmp_path_factory):
     late ``complete`` arrives while they are held and again after they are completed."""
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("dead-worker"))
     producer, doomed, rescuer_key = create_keys(
-        database_url, ("crash-producer", "producer", None), ("doomed-worker", "worker", None),
-        ("rescue-worker", "worker", None))
+        database_url,
+        ("crash-producer", "producer", None),
+        ("doomed-worker", "worker", None),
+        ("rescue-worker", "worker", None),
+    )
     env = server_env(database_url)
     story = {}
     with running_server(env, workers=4) as server:
-        story["ids"] = enqueue_batches(server.url, producer, [{"type": "resize-image", "payload": {"n": n}}
-                                                               for n in range(HELD)])
+        story["ids"] = enqueue_batches(
+            server.url, producer, [{"type": "resize-image", "payload": {"n": n}} for n in range(HELD)]
+        )
         report = CTX.Queue()
         worker = CTX.Process(target=claim_and_hang, args=(server.url, doomed, HELD, LEASE_SECONDS, report))
         worker.start()
@@ -58,8 +64,7 @@ def dead_worker(request, tmp_path_factory):
             os.kill(worker.pid, signal.SIGKILL)
             worker.join(timeout=10)
         story["exitcode"] = worker.exitcode
-        lease_end = max(datetime.fromisoformat(job["lease_expires_at"].replace("Z", "+00:00"))
-                        for job in story["held"])
+        lease_end = max(datetime.fromisoformat(job["lease_expires_at"].replace("Z", "+00:00")) for job in story["held"])
         with app_on(database_url):
             story["reaped_early"] = queue.reap(now=lease_end - timedelta(seconds=0.5))
 
@@ -71,8 +76,9 @@ def dead_worker(request, tmp_path_factory):
         story["rescue_claim"] = claimed.status_code
         rescued = claimed.json()["jobs"]
         story["late_while_held"] = [_complete(ghost, server.url, job) for job in story["held"]]
-        story["holders_after_late"] = {row.id: row.worker_id for row in read_rows(
-            database_url, "SELECT id, worker_id FROM jobs")}
+        story["holders_after_late"] = {
+            row.id: row.worker_id for row in read_rows(database_url, "SELECT id, worker_id FROM jobs")
+        }
         story["rescue_completes"] = [_complete(rescuer, server.url, job) for job in rescued]
         story["late_after_done"] = [_complete(ghost, server.url, job) for job in story["held"]]
     story["histories"] = event_histories(database_url)
@@ -80,8 +86,7 @@ def dead_worker(request, tmp_path_factory):
 
 
 def _complete(session, url: str, job: dict):
-    response = session.post(f"{url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                            timeout=30)
+    response = session.post(f"{url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, timeout=30)
     return response.status_code, response.headers.get("Content-Type"), response.json()
 
 
@@ -106,13 +111,18 @@ def test_another_worker_claims_and_completes_them(dead_worker):
     assert [status for status, _, _ in dead_worker["rescue_completes"]] == [200] * HELD
     for job_id in dead_worker["ids"]:
         assert [(event, actor) for event, _, actor in dead_worker["histories"][job_id]] == [
-            ("enqueued", "key:crash-producer"), ("claimed", "key:doomed-worker"), ("reaped", "reaper"),
-            ("claimed", "key:rescue-worker"), ("completed", "key:rescue-worker")]
+            ("enqueued", "key:crash-producer"),
+            ("claimed", "key:doomed-worker"),
+            ("reaped", "reaper"),
+            ("claimed", "key:rescue-worker"),
+            ("completed", "key:rescue-worker"),
+        ]
 
 
 def test_the_dead_workers_late_complete_gets_409_while_another_worker_holds_the_job(dead_worker):
     assert [(status, kind) for status, kind, _ in dead_worker["late_while_held"]] == [
-        (409, "application/problem+json")] * HELD
+        (409, "application/problem+json")
+    ] * HELD
     assert set(dead_worker["holders_after_late"].values()) == {"rescue-worker"}
 
 
@@ -129,6 +139,7 @@ def _sleep_until(moment: datetime) -> None:
 
 # --- the server killed during an enqueue load ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def crashed_during_load(request, tmp_path_factory):
     """Six client processes enqueue 40 jobs each; a third of the way in, the whole server is SIGKILLed
@@ -138,9 +149,10 @@ def crashed_during_load(request, tmp_path_factory):
     acknowledged = CTX.Value("i", 0)
     with running_server(server_env(database_url), workers=4) as server:
         deadline = time.monotonic() + 120
-        clients = Processes(enqueue_through_crashes,
-                            [(server.url, producer, client, JOBS_PER_CLIENT, acknowledged, deadline)
-                             for client in range(CLIENTS)])
+        clients = Processes(
+            enqueue_through_crashes,
+            [(server.url, producer, client, JOBS_PER_CLIENT, acknowledged, deadline) for client in range(CLIENTS)],
+        )
         try:
             while acknowledged.value < CLIENTS * JOBS_PER_CLIENT // 3 and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -159,11 +171,17 @@ def crashed_during_load(request, tmp_path_factory):
             for _, job in result["answers"]:
                 after_restart[job["id"]] = reader.get(f"{server.url}/jobs/{job['id']}", timeout=30)
     replays = sum(1 for result in results for status, _ in result["answers"] if status == 200)
-    print(f"\n[server crash] killed after {acknowledged_before_kill} acknowledgements, back in "
-          f"{restarted - killed:.1f} s; {sum(r['dropped'] for r in results)} tries unanswered, {replays} answered "
-          f"by replay (committed before the crash, answer lost)")
-    return {"results": results, "after_restart": after_restart, "killed_at": acknowledged_before_kill,
-            "jobs": jobs_by_id(database_url)}
+    print(
+        f"\n[server crash] killed after {acknowledged_before_kill} acknowledgements, back in "
+        f"{restarted - killed:.1f} s; {sum(r['dropped'] for r in results)} tries unanswered, {replays} answered "
+        f"by replay (committed before the crash, answer lost)"
+    )
+    return {
+        "results": results,
+        "after_restart": after_restart,
+        "killed_at": acknowledged_before_kill,
+        "jobs": jobs_by_id(database_url),
+    }
 
 
 def test_the_crash_interrupted_the_load(crashed_during_load):
@@ -172,8 +190,7 @@ def test_the_crash_interrupted_the_load(crashed_during_load):
 
 
 def test_every_job_acknowledged_with_201_exists_unchanged_after_restart(crashed_during_load):
-    created = [job for result in crashed_during_load["results"] for status, job in result["answers"]
-               if status == 201]
+    created = [job for result in crashed_during_load["results"] for status, job in result["answers"] if status == 201]
     assert len(created) > CLIENTS * JOBS_PER_CLIENT // 2
     for job in created:
         now = crashed_during_load["after_restart"][job["id"]]

@@ -9,6 +9,7 @@ the server's busy timeout, here shortened to 1 s.
 Four client processes keep enqueueing throughout, retrying an unanswered request with the same
 idempotency key, as a well-behaved producer does when it sees 503 and Retry-After.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,9 @@ def outage(tmp_path_factory):
             return _through_an_outage(cluster.url, go_away=cluster.stop, come_back=cluster.start, env={})
     database_url = f"sqlite:///{tmp_path_factory.mktemp('outage') / 'queuelog.db'}"
     lock = SqliteWriteLock(database_url)
-    return _through_an_outage(database_url, go_away=lock.take, come_back=lock.release,
-                              env={"QUEUELOG_SQLITE_BUSY_TIMEOUT_MS": "1000"})
+    return _through_an_outage(
+        database_url, go_away=lock.take, come_back=lock.release, env={"QUEUELOG_SQLITE_BUSY_TIMEOUT_MS": "1000"}
+    )
 
 
 def _through_an_outage(database_url: str, go_away, come_back, env: dict) -> dict:
@@ -75,9 +77,10 @@ def _through_an_outage(database_url: str, go_away, come_back, env: dict) -> dict
     with running_server(server_env(database_url, **env), workers=4) as server:
         master = server.pid
         deadline = time.monotonic() + 120
-        clients = Processes(enqueue_through_crashes,
-                            [(server.url, producer, client, JOBS_PER_CLIENT, acknowledged, deadline)
-                             for client in range(CLIENTS)])
+        clients = Processes(
+            enqueue_through_crashes,
+            [(server.url, producer, client, JOBS_PER_CLIENT, acknowledged, deadline) for client in range(CLIENTS)],
+        )
         try:
             while acknowledged.value < CLIENTS * JOBS_PER_CLIENT // 4 and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -94,15 +97,20 @@ def _through_an_outage(database_url: str, go_away, come_back, env: dict) -> dict
         finally:
             clients.kill_all()
         reader = session_for(producer)
-        story["after"] = {job["id"]: reader.get(f"{server.url}/jobs/{job['id']}", timeout=30)
-                          for result in story["results"] for _, job in result["answers"]}
+        story["after"] = {
+            job["id"]: reader.get(f"{server.url}/jobs/{job['id']}", timeout=30)
+            for result in story["results"]
+            for _, job in result["answers"]
+        }
         story["same_master"] = server.pid == master and server.process.poll() is None
         story["workers_after"] = [pid for pid in _live_members(server.pid) if pid != server.pid]
         story["log"] = server.log()
     story["jobs"] = jobs_by_id(database_url)
     refusals = [r for result in story["results"] for r in result["refusals"]]
-    print(f"\n[db outage] {len(refusals)} requests refused during the outage; "
-          f"an enqueue succeeded {story['recovery_seconds']:.1f} s after the database came back")
+    print(
+        f"\n[db outage] {len(refusals)} requests refused during the outage; "
+        f"an enqueue succeeded {story['recovery_seconds']:.1f} s after the database came back"
+    )
     return story
 
 

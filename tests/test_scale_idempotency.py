@@ -4,6 +4,7 @@ The clients are threads in this process, each with its own connection, released 
 barrier; the server is gunicorn with 4 worker processes, so the requests really race in the database
 (on PostgreSQL the losers hit the unique constraint and answer with the winner's job).
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,7 @@ def raced(database):
     with running_server(server_env(database), workers=4) as server:
         for round_number in range(ROUNDS):
             key = f"order-{round_number}"
-            body = {"type": "email", "payload": {"order": round_number}, "priority": "high",
-                    "idempotency_key": key}
+            body = {"type": "email", "payload": {"order": round_number}, "priority": "high", "idempotency_key": key}
             outcomes[key] = _post_all_at_once(f"{server.url}/jobs", secret, body)
     return outcomes
 

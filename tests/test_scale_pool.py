@@ -2,6 +2,7 @@
 
 How many connections the server really holds under load is measured in test_scale_throughput.py.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +22,6 @@ def config_overrides():
 def test_the_pool_limits_come_from_the_configuration(app):
     assert db.engine.pool.size() == 1
     assert db.engine.pool._max_overflow == 1
-
 
 
 def test_a_request_that_finds_the_pool_exhausted_gets_503_problem_json(client, producer):

@@ -3,6 +3,7 @@ tested and replaced before a request gets it: whether it sat idle or was used a 
 server's goodbye waits on its socket. A connection in constant use whose server said nothing is not
 tested (that would cost a round trip per request).
 """
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,9 @@ from sqlalchemy.pool import NullPool
 
 from tests.conftest import WIPING_CONNECTION, test_db_kind
 
-pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql",
-                                reason="a SQLite file cannot be cut from under an open connection")
+pytestmark = pytest.mark.skipif(
+    test_db_kind() != "postgresql", reason="a SQLite file cannot be cut from under an open connection"
+)
 
 IDLE_SECONDS = 0.3
 TEST_AFTER_IDLE = {"DATABASE_PING_AFTER_IDLE_SECONDS": IDLE_SECONDS}
@@ -27,10 +29,14 @@ def _cut_every_connection_of_the_app(database_url: str) -> int:
     engine = create_engine(database_url, poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            cut = conn.execute(text(
-                # With a timeout, pg_terminate_backend returns once the session has ended, as after a restart.
-                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND application_name <> :wipe"), {"wipe": WIPING_CONNECTION}).scalar_one()
+            cut = conn.execute(
+                text(
+                    # With a timeout, pg_terminate_backend returns once the session has ended, as after a restart.
+                    "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> :wipe"
+                ),
+                {"wipe": WIPING_CONNECTION},
+            ).scalar_one()
     finally:
         engine.dispose()
     return cut

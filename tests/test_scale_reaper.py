@@ -6,6 +6,7 @@ Eight worker processes claim with 1-second leases; on its first attempt every th
 worker (200, the job is completed for good) or the reaper (the job goes back to pending and the
 worker's late ``complete`` gets 409).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,25 +33,29 @@ JOBS = 90
 WORKERS = 8
 LEASE_SECONDS = 1
 # Each step a job's history may take: who may follow whom in the event log.
-NEXT_EVENTS = {"enqueued": {"claimed"}, "claimed": {"completed", "reaped"}, "reaped": {"claimed"},
-               "completed": set()}
+NEXT_EVENTS = {"enqueued": {"claimed"}, "claimed": {"completed", "reaped"}, "reaped": {"claimed"}, "completed": set()}
 
 
 @pytest.fixture(scope="module")
 def raced(request, tmp_path_factory):
     """Run workers and the reaper loop until every job is completed; return what happened."""
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("reaper"))
-    producer, *workers = create_keys(database_url, ("reap-producer", "producer", None),
-                                     *[(f"lease-worker-{n}", "worker", None) for n in range(WORKERS)])
+    producer, *workers = create_keys(
+        database_url,
+        ("reap-producer", "producer", None),
+        *[(f"lease-worker-{n}", "worker", None) for n in range(WORKERS)],
+    )
     stop = CTX.Event()
     # Room for more than one reap per job: on a crowded machine even a quick job can outlast 1 s.
     with running_server(server_env(database_url, QUEUELOG_MAX_STALLS="20"), workers=4) as server:
-        ids = enqueue_batches(server.url, producer,
-                              [{"type": "report", "payload": {"n": n}, "max_retries": 20} for n in range(JOBS)])
+        ids = enqueue_batches(
+            server.url, producer, [{"type": "report", "payload": {"n": n}, "max_retries": 20} for n in range(JOBS)]
+        )
         deadline = time.monotonic() + 90
         reaper = Processes(reap_in_a_loop, [(database_url, 0.02, stop, deadline)])
-        fleet = Processes(work_with_short_leases,
-                          [(server.url, secret, LEASE_SECONDS, stop, deadline) for secret in workers])
+        fleet = Processes(
+            work_with_short_leases, [(server.url, secret, LEASE_SECONDS, stop, deadline) for secret in workers]
+        )
         try:
             while time.monotonic() < deadline and _completed(database_url) < JOBS:
                 time.sleep(0.2)
@@ -62,10 +67,17 @@ def raced(request, tmp_path_factory):
         finally:
             fleet.kill_all()
             reaper.kill_all()
-    print(f"\n[reaper] {reaper_result['passes']} reaper passes, {len(reaper_result['requeued'])} jobs reaped, "
-          f"{sum(len(w['late_refused']) for w in worker_results)} late completes refused")
-    return {"ids": ids, "workers": worker_results, "reaper": reaper_result,
-            "jobs": jobs_by_id(database_url), "events": event_histories(database_url)}
+    print(
+        f"\n[reaper] {reaper_result['passes']} reaper passes, {len(reaper_result['requeued'])} jobs reaped, "
+        f"{sum(len(w['late_refused']) for w in worker_results)} late completes refused"
+    )
+    return {
+        "ids": ids,
+        "workers": worker_results,
+        "reaper": reaper_result,
+        "jobs": jobs_by_id(database_url),
+        "events": event_histories(database_url),
+    }
 
 
 def _completed(database_url: str) -> int:
@@ -103,7 +115,8 @@ def test_every_late_complete_after_a_reap_is_refused_with_409(raced):
     # and no other complete did.
     assert refused == reaped
     assert sorted(raced["reaper"]["requeued"]) == sorted(
-        job_id for job_id, history in raced["events"].items() for event, _, _ in history if event == "reaped")
+        job_id for job_id, history in raced["events"].items() for event, _, _ in history if event == "reaped"
+    )
 
 
 def test_the_race_was_really_run(raced):

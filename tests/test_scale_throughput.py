@@ -4,6 +4,7 @@ in priority order as far as concurrency allows.
 Runs on the database QUEUELOG_TEST_DB selects (CI runs it on both). The drain runs once per module;
 each test below checks one promise against what it left behind.
 """
+
 from __future__ import annotations
 
 import random
@@ -41,8 +42,10 @@ def drained(request, tmp_path_factory):
     """Enqueue 5,000 mixed-priority jobs, let 16 worker processes drain them; return what happened."""
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("throughput"))
     producer, *workers = create_keys(
-        database_url, ("bulk-producer", "producer", "critical"),
-        *[(f"worker-{n:02d}", "worker", None) for n in range(WORKERS)])
+        database_url,
+        ("bulk-producer", "producer", "critical"),
+        *[(f"worker-{n:02d}", "worker", None) for n in range(WORKERS)],
+    )
     rng = random.Random(4)
     bodies = [{"type": "noop", "payload": {"n": n}, "priority": rng.choice(PRIORITIES)} for n in range(JOBS)]
     # The SQLite file syncs to disk at checkpoints rather than every commit: still safe when a process
@@ -61,14 +64,23 @@ def drained(request, tmp_path_factory):
             fleet.kill_all()
             connections.close()
         finished = time.monotonic()
-    print(f"\n[throughput] {JOBS} jobs enqueued in {enqueued - started:.1f} s; "
-          f"claimed and completed by {WORKERS} processes in {finished - enqueued:.1f} s; "
-          f"most database connections seen at once: {connections.most}")
-    claim_order = [row.job_id for row in read_rows(
-        database_url, "SELECT job_id FROM job_events WHERE event = 'claimed' ORDER BY id")]
-    return {"ids": ids, "results": results, "jobs": jobs_by_id(database_url),
-            "events": event_histories(database_url), "claim_order": claim_order,
-            "most_connections": connections.most}
+    print(
+        f"\n[throughput] {JOBS} jobs enqueued in {enqueued - started:.1f} s; "
+        f"claimed and completed by {WORKERS} processes in {finished - enqueued:.1f} s; "
+        f"most database connections seen at once: {connections.most}"
+    )
+    claim_order = [
+        row.job_id
+        for row in read_rows(database_url, "SELECT job_id FROM job_events WHERE event = 'claimed' ORDER BY id")
+    ]
+    return {
+        "ids": ids,
+        "results": results,
+        "jobs": jobs_by_id(database_url),
+        "events": event_histories(database_url),
+        "claim_order": claim_order,
+        "most_connections": connections.most,
+    }
 
 
 def test_every_job_is_completed_exactly_once_and_none_is_lost(drained):
@@ -81,8 +93,11 @@ def test_every_job_is_completed_exactly_once_and_none_is_lost(drained):
 
 
 def test_event_log_shows_one_claim_per_attempt_and_one_completion_per_job(drained):
-    wrong = {job_id: history for job_id, history in drained["events"].items()
-             if [event for event, _, _ in history] != ["enqueued", "claimed", "completed"]}
+    wrong = {
+        job_id: history
+        for job_id, history in drained["events"].items()
+        if [event for event, _, _ in history] != ["enqueued", "claimed", "completed"]
+    }
     assert wrong == {}
     assert len(drained["events"]) == JOBS
     # The claim and the completion name the same worker key: the one that held the job.
@@ -103,8 +118,10 @@ def test_priority_order_is_respected_within_the_in_flight_window(drained):
     assert all(count <= IN_FLIGHT_WINDOW for count in overtakes.values()), overtakes
 
 
-@pytest.mark.skipif(test_db_kind() != "postgresql",
-                    reason="counts sessions in PostgreSQL's pg_stat_activity; SQLite has no server to ask")
+@pytest.mark.skipif(
+    test_db_kind() != "postgresql",
+    reason="counts sessions in PostgreSQL's pg_stat_activity; SQLite has no server to ask",
+)
 def test_each_sync_server_process_holds_at_most_one_database_connection(drained):
     # A request holds one connection at a time: 4 gunicorn workers, at most 4 sessions.
     assert drained["most_connections"] is not None

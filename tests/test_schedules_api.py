@@ -1,4 +1,5 @@
 """The /schedules routes as the contract states them: every route, status, 422 pointer and 409."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -9,8 +10,12 @@ import pytest
 from queuelog.core.clock import utcnow
 from tests.support.factories import assert_problem, pointers, when
 
-NIGHTLY = {"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
-           "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high", "max_retries": 5}}
+NIGHTLY = {
+    "name": "nightly-report",
+    "cron": "0 3 * * *",
+    "timezone": "Europe/Berlin",
+    "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high", "max_retries": 5},
+}
 
 
 def create(client, admin, **body):
@@ -20,6 +25,7 @@ def create(client, admin, **body):
 
 
 # --- POST /schedules ------------------------------------------------------------------------------
+
 
 def test_creating_a_cron_schedule_answers_201_with_its_next_run_in_utc(client, admin):
     body = create(client, admin, **NIGHTLY)
@@ -44,8 +50,21 @@ def test_an_interval_schedule_ticks_on_the_next_whole_interval(client, admin):
     assert utcnow() < next_run <= utcnow() + timedelta(seconds=60)
 
 
-@pytest.mark.parametrize("cron", ["*/15 * * * *", "30 */5 * * * *", "@hourly", "@daily", "@weekly", "@monthly",
-                                  "@yearly", "@annually", "@midnight", "0 9 * * MON-FRI"])
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "*/15 * * * *",
+        "30 */5 * * * *",
+        "@hourly",
+        "@daily",
+        "@weekly",
+        "@monthly",
+        "@yearly",
+        "@annually",
+        "@midnight",
+        "0 9 * * MON-FRI",
+    ],
+)
 def test_five_or_six_fields_and_the_aliases_are_taken(client, admin, cron):
     body = create(client, admin, name="s", cron=cron, job={"type": "noop"})
     assert body["cron"] == cron
@@ -57,41 +76,48 @@ def test_six_fields_read_the_seconds_first(client, admin):
     assert when(body["next_run_at"]).second == 30
 
 
-@pytest.mark.parametrize(("body", "pointer"), [
-    ({**NIGHTLY, "cron": "61 * * * *"}, "/cron"),
-    ({**NIGHTLY, "cron": "* * * *"}, "/cron"),
-    ({**NIGHTLY, "cron": "* * * * * * *"}, "/cron"),
-    ({**NIGHTLY, "cron": "@fortnightly"}, "/cron"),
-    ({**NIGHTLY, "cron": 5}, "/cron"),
-    ({**NIGHTLY, "timezone": "Mars/Olympus_Mons"}, "/timezone"),
-    ({**NIGHTLY, "timezone": "../../etc/passwd"}, "/timezone"),
-    ({**NIGHTLY, "job": {**NIGHTLY["job"], "type": "not-a-type"}}, "/job/type"),
-    ({**NIGHTLY, "job": {**NIGHTLY["job"], "priority": "urgent"}}, "/job/priority"),
-    ({**NIGHTLY, "job": {**NIGHTLY["job"], "max_retries": 101}}, "/job/max_retries"),
-    ({**NIGHTLY, "job": {**NIGHTLY["job"], "payload": [1]}}, "/job/payload"),
-    ({**NIGHTLY, "job": {**NIGHTLY["job"], "status": "completed"}}, "/job/status"),
-    ({**NIGHTLY, "job": None}, "/job"),
-    ({**NIGHTLY, "name": ""}, "/name"),
-    ({**NIGHTLY, "name": "has space"}, "/name"),
-    ({**NIGHTLY, "name": "x" * 101}, "/name"),
-    ({**NIGHTLY, "paused": "yes"}, "/paused"),
-    ({**NIGHTLY, "catch_up": "all"}, "/catch_up"),
-    ({**NIGHTLY, "every_seconds": 60}, "/cron"),
-    ({key: value for key, value in NIGHTLY.items() if key != "cron"}, "/cron"),
-    ({**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 0}, "/every_seconds"),
-    ({**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 86_401},
-     "/every_seconds"),
-    ({**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 1.5}, "/every_seconds"),
-    ({**NIGHTLY, "owner": "me"}, "/owner"),
-])
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        ({**NIGHTLY, "cron": "61 * * * *"}, "/cron"),
+        ({**NIGHTLY, "cron": "* * * *"}, "/cron"),
+        ({**NIGHTLY, "cron": "* * * * * * *"}, "/cron"),
+        ({**NIGHTLY, "cron": "@fortnightly"}, "/cron"),
+        ({**NIGHTLY, "cron": 5}, "/cron"),
+        ({**NIGHTLY, "timezone": "Mars/Olympus_Mons"}, "/timezone"),
+        ({**NIGHTLY, "timezone": "../../etc/passwd"}, "/timezone"),
+        ({**NIGHTLY, "job": {**NIGHTLY["job"], "type": "not-a-type"}}, "/job/type"),
+        ({**NIGHTLY, "job": {**NIGHTLY["job"], "priority": "urgent"}}, "/job/priority"),
+        ({**NIGHTLY, "job": {**NIGHTLY["job"], "max_retries": 101}}, "/job/max_retries"),
+        ({**NIGHTLY, "job": {**NIGHTLY["job"], "payload": [1]}}, "/job/payload"),
+        ({**NIGHTLY, "job": {**NIGHTLY["job"], "status": "completed"}}, "/job/status"),
+        ({**NIGHTLY, "job": None}, "/job"),
+        ({**NIGHTLY, "name": ""}, "/name"),
+        ({**NIGHTLY, "name": "has space"}, "/name"),
+        ({**NIGHTLY, "name": "x" * 101}, "/name"),
+        ({**NIGHTLY, "paused": "yes"}, "/paused"),
+        ({**NIGHTLY, "catch_up": "all"}, "/catch_up"),
+        ({**NIGHTLY, "every_seconds": 60}, "/cron"),
+        ({key: value for key, value in NIGHTLY.items() if key != "cron"}, "/cron"),
+        ({**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 0}, "/every_seconds"),
+        (
+            {**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 86_401},
+            "/every_seconds",
+        ),
+        ({**{key: value for key, value in NIGHTLY.items() if key != "cron"}, "every_seconds": 1.5}, "/every_seconds"),
+        ({**NIGHTLY, "owner": "me"}, "/owner"),
+    ],
+)
 def test_a_bad_field_is_a_422_pointing_at_it(client, admin, body, pointer):
     response = client.post("/schedules", json=body, headers=admin)
     assert pointer in pointers(response)
     assert client.get("/schedules", headers=admin).get_json() == {"schedules": [], "next_cursor": None}
 
 
-@pytest.mark.parametrize("timezone", ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Berlin",
-                                      "posix/UTC", "europe/berlin", " UTC"])
+@pytest.mark.parametrize(
+    "timezone",
+    ["localtime", "posixrules", "Factory", "right/UTC", "posix/Europe/Berlin", "posix/UTC", "europe/berlin", " UTC"],
+)
 def test_a_timezone_whose_meaning_depends_on_the_host_is_a_422_pointing_at_timezone(client, admin, timezone):
     response = client.post("/schedules", json={**NIGHTLY, "timezone": timezone}, headers=admin)
     body = assert_problem(response, 422)
@@ -105,8 +131,10 @@ def test_a_host_tree_copy_of_a_zone_is_answered_with_the_zone_to_use(client, adm
     assert "use 'UTC'" in assert_problem(response, 422)["detail"]
 
 
-@pytest.mark.parametrize("timezone", ["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Asia/Kolkata",
-                                      "Etc/GMT-14", "America/Ciudad_Juarez"])
+@pytest.mark.parametrize(
+    "timezone",
+    ["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Asia/Kolkata", "Etc/GMT-14", "America/Ciudad_Juarez"],
+)
 def test_canonical_iana_zone_names_are_taken(client, admin, timezone):
     assert create(client, admin, **{**NIGHTLY, "timezone": timezone})["timezone"] == timezone
 
@@ -118,8 +146,11 @@ def test_the_zones_taken_are_the_tzdata_packages_less_the_host_names_whatever_th
 
     listed = set(resources.files("tzdata").joinpath("zones").read_text().split())
     taken = timing.zone_names()
-    assert taken == {name for name in listed if name not in {"localtime", "posixrules", "Factory"}
-                     and not name.startswith(("posix/", "right/"))}
+    assert taken == {
+        name
+        for name in listed
+        if name not in {"localtime", "posixrules", "Factory"} and not name.startswith(("posix/", "right/"))
+    }
     assert "Europe/Berlin" in taken and "UTC" in taken and "Factory" not in taken
 
 
@@ -163,6 +194,7 @@ def test_only_admin_keys_manage_schedules(client, make_key, role):
 
 # --- GET, PATCH, DELETE /schedules/{name} -----------------------------------------------------------
 
+
 def test_the_list_and_one_schedule_answer_what_was_created(client, admin):
     created = create(client, admin, **NIGHTLY)
     other = create(client, admin, name="a-first", every_seconds=5, job={"type": "noop"})
@@ -179,16 +211,20 @@ def test_an_unknown_schedule_is_a_404(client, admin, method):
 
 def test_patch_changes_any_field_validated_like_create(client, admin):
     create(client, admin, **NIGHTLY)
-    response = client.patch("/schedules/nightly-report", headers=admin,
-                            json={"every_seconds": 30, "job": {"priority": "critical"}, "catch_up": "none"})
+    response = client.patch(
+        "/schedules/nightly-report",
+        headers=admin,
+        json={"every_seconds": 30, "job": {"priority": "critical"}, "catch_up": "none"},
+    )
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
     assert body["cron"] is None and body["every_seconds"] == 30
     assert body["job"] == {**NIGHTLY["job"], "priority": "critical"}
     assert body["catch_up"] == "none"
     assert "/cron" in pointers(client.patch("/schedules/nightly-report", headers=admin, json={"cron": "nope"}))
-    assert "/job/type" in pointers(client.patch("/schedules/nightly-report", headers=admin,
-                                                json={"job": {"type": "unknown"}}))
+    assert "/job/type" in pointers(
+        client.patch("/schedules/nightly-report", headers=admin, json={"job": {"type": "unknown"}})
+    )
     assert pointers(client.patch("/schedules/nightly-report", headers=admin, json={})) == {""}
 
 
@@ -221,6 +257,7 @@ def test_delete_answers_204_and_keeps_the_jobs_it_made(client, admin):
 
 
 # --- POST /schedules/{name}/run ---------------------------------------------------------------------
+
 
 def test_run_now_enqueues_one_job_marked_with_its_schedule(client, admin):
     create(client, admin, **NIGHTLY)

@@ -1,4 +1,5 @@
 """flask schedules: list, create, pause, resume, delete, run. One line each, clear errors, non-zero exit."""
+
 from __future__ import annotations
 
 import re
@@ -13,9 +14,25 @@ def schedules(runner, *args):
 
 
 def test_create_prints_the_next_run_and_the_api_shows_every_option(runner, client, admin):
-    result = schedules(runner, "create", "nightly-report", "--cron", "0 3 * * *", "--timezone", "Europe/Berlin",
-                       "--type", "report", "--payload", '{"kind": "daily"}', "--priority", "high",
-                       "--max-retries", "5", "--catch-up", "none")
+    result = schedules(
+        runner,
+        "create",
+        "nightly-report",
+        "--cron",
+        "0 3 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--type",
+        "report",
+        "--payload",
+        '{"kind": "daily"}',
+        "--priority",
+        "high",
+        "--max-retries",
+        "5",
+        "--catch-up",
+        "none",
+    )
     assert result.exit_code == 0, result.output
     assert re.fullmatch(f"created nightly-report: next run at {RFC3339}\n", result.stdout)
     shown = client.get("/schedules/nightly-report", headers=admin).get_json()
@@ -30,18 +47,23 @@ def test_create_paused_with_an_interval(runner, client, admin):
     assert shown["every_seconds"] == 10 and shown["paused"] is True
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--cron", "61 * * * *", "--type", "noop"], "cron: is not a valid cron expression: bad minute"),
-    (["--cron", "* * * * *", "--type", "nope"], "job/type: must be a job type on this server's QUEUELOG_JOB_TYPES"),
-    (["--cron", "* * * * *", "--type", "noop", "--timezone", "Nowhere/Town"], "timezone: unknown timezone"),
-    (["--cron", "* * * * *", "--type", "noop", "--timezone", "localtime"],
-     "timezone: 'localtime' means different things on different hosts"),
-    (["--type", "noop"], "cron: give either cron (a cron expression) or every_seconds"),
-    (["--cron", "* * * * *", "--every-seconds", "5", "--type", "noop"], "cron: give either cron or every_seconds"),
-    (["--every-seconds", "0", "--type", "noop"], "every_seconds: must be an integer from 1 to 86,400"),
-    (["--cron", "* * * * *", "--type", "noop", "--payload", "{nope"], "payload: not valid JSON"),
-    (["--cron", "* * * * *", "--type", "noop", "--payload", "[1]"], "job/payload: must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "61 * * * *", "--type", "noop"], "cron: is not a valid cron expression: bad minute"),
+        (["--cron", "* * * * *", "--type", "nope"], "job/type: must be a job type on this server's QUEUELOG_JOB_TYPES"),
+        (["--cron", "* * * * *", "--type", "noop", "--timezone", "Nowhere/Town"], "timezone: unknown timezone"),
+        (
+            ["--cron", "* * * * *", "--type", "noop", "--timezone", "localtime"],
+            "timezone: 'localtime' means different things on different hosts",
+        ),
+        (["--type", "noop"], "cron: give either cron (a cron expression) or every_seconds"),
+        (["--cron", "* * * * *", "--every-seconds", "5", "--type", "noop"], "cron: give either cron or every_seconds"),
+        (["--every-seconds", "0", "--type", "noop"], "every_seconds: must be an integer from 1 to 86,400"),
+        (["--cron", "* * * * *", "--type", "noop", "--payload", "{nope"], "payload: not valid JSON"),
+        (["--cron", "* * * * *", "--type", "noop", "--payload", "[1]"], "job/payload: must be a JSON object"),
+    ],
+)
 def test_bad_input_is_a_clear_error_and_a_non_zero_exit(runner, args, message):
     result = schedules(runner, "create", "bad", *args)
     assert result.exit_code != 0
@@ -63,7 +85,14 @@ def test_list_prints_a_header_and_one_line_per_schedule(runner):
     assert lines[0].split("\t") == ["a-interval", "every 30 s", "UTC", "noop", "paused", "-", "-", "-"]
     name, timing, zone, job_type, state, next_run, last_run, last_job = lines[1].split("\t")
     assert (name, timing, zone, job_type, state, last_run, last_job) == (
-        "b-cron", "@daily", "Europe/Berlin", "report", "active", "-", "-")
+        "b-cron",
+        "@daily",
+        "Europe/Berlin",
+        "report",
+        "active",
+        "-",
+        "-",
+    )
     assert re.fullmatch(RFC3339, next_run)
 
 

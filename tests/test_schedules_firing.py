@@ -1,6 +1,7 @@
 """A pass of the ticker fires its due schedules in bounded batches, each one write transaction: every due
 schedule's job exactly once, a tick whose job exists already costs only that tick, and tickers racing on
 the same due schedules still enqueue one job per tick."""
+
 from __future__ import annotations
 
 import contextlib
@@ -83,10 +84,10 @@ def test_a_batch_past_its_time_leaves_the_rest_of_the_due_schedules_to_the_next_
 
 def test_a_batch_where_one_ticks_job_exists_already_fires_all_the_others(app, make_job, caplog):
     names = create_due(5)
-    make_job(type="noop", schedule="due-0002", scheduled_for=TICK)   # the belt trips on this one
+    make_job(type="noop", schedule="due-0002", scheduled_for=TICK)  # the belt trips on this one
     with caplog.at_level(logging.ERROR, logger="queuelog.schedules"):
         assert schedules.fire_due(SOON_AFTER) == 4
-    assert jobs_by_schedule() == {name: [TICK] for name in names}   # due-0002's is the one made before
+    assert jobs_by_schedule() == {name: [TICK] for name in names}  # due-0002's is the one made before
     assert "schedule due-0002: a job for tick 2030-01-01T10:00:00+00:00 exists already" in caplog.text
     # Moved on without a job: the tick is not tried again, and the next one fires.
     assert schedules.get_schedule("due-0002").next_run_at == datetime(2030, 1, 1, 10, 1, tzinfo=UTC)
@@ -98,20 +99,20 @@ def test_a_batch_fires_around_a_paused_schedule_and_one_whose_type_left_the_allo
     create_due(3)
     schedules.update_schedule("due-0000", {"paused": True})
     schedules.update_schedule("due-0001", {"job": {"type": "email"}})
-    with db.engine.begin() as conn:   # both changes moved the next tick: back to the due one
+    with db.engine.begin() as conn:  # both changes moved the next tick: back to the due one
         conn.execute(update(Schedule.__table__).values(next_run_at=TICK))
     app.config["JOB_TYPES"] = [name for name in app.config["JOB_TYPES"] if name != "email"]
     with caplog.at_level(logging.WARNING, logger="queuelog.schedules"):
         assert schedules.fire_due(SOON_AFTER) == 1
     assert jobs_by_schedule() == {"due-0002": [TICK]}
     assert "schedule due-0001: job type 'email' is no longer on QUEUELOG_JOB_TYPES" in caplog.text
-    assert schedules.get_schedule("due-0000").next_run_at == TICK           # paused: not moved on
-    assert schedules.get_schedule("due-0001").next_run_at > SOON_AFTER     # skipped, moved on
+    assert schedules.get_schedule("due-0000").next_run_at == TICK  # paused: not moved on
+    assert schedules.get_schedule("due-0001").next_run_at > SOON_AFTER  # skipped, moved on
 
 
 def test_two_tickers_racing_on_the_same_200_due_schedules_enqueue_one_job_per_tick(app, monkeypatch):
     names = create_due(200)
-    monkeypatch.setattr(firing, "FIRE_BATCH", 20)   # many batches, so the two interleave
+    monkeypatch.setattr(firing, "FIRE_BATCH", 20)  # many batches, so the two interleave
     barrier, fired, errors = threading.Barrier(2), [], []
 
     def ticker():

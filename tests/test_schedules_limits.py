@@ -1,6 +1,7 @@
 """GET /schedules a page at a time, exactly as GET /jobs (limit, cursor, next_cursor, the same 422s); and at most
 QUEUELOG_MAX_SCHEDULES schedules: one more is a 409 from the API, an error from the CLI and the page; changing
 one is never refused."""
+
 from __future__ import annotations
 
 import html
@@ -33,12 +34,14 @@ def names_of(response) -> list[str]:
 
 # --- GET /schedules, a page at a time ---------------------------------------------------------------
 
+
 def test_pages_follow_next_cursor_by_name_to_a_null_cursor(client, admin):
     created(client, admin, "e", "c", "a", "d", "b")
     seen, cursor = [], None
     while True:
-        response = client.get("/schedules", query_string={"limit": 2} | ({"cursor": cursor} if cursor else {}),
-                              headers=admin)
+        response = client.get(
+            "/schedules", query_string={"limit": 2} | ({"cursor": cursor} if cursor else {}), headers=admin
+        )
         seen.append(names_of(response))
         cursor = response.get_json()["next_cursor"]
         if cursor is None:
@@ -81,10 +84,16 @@ def test_a_bad_cursor_is_the_same_422_as_get_jobs(client, admin):
         assert response.get_json()["errors"][0]["detail"] == "not a cursor this server issued"
 
 
-@pytest.mark.parametrize("query, pointer", [
-    ({"limit": "0"}, "/query/limit"), ({"limit": "201"}, "/query/limit"), ({"limit": "ten"}, "/query/limit"),
-    ({"limit": " 5"}, "/query/limit"), ({"sort": "name"}, "/query/sort"),
-])
+@pytest.mark.parametrize(
+    "query, pointer",
+    [
+        ({"limit": "0"}, "/query/limit"),
+        ({"limit": "201"}, "/query/limit"),
+        ({"limit": "ten"}, "/query/limit"),
+        ({"limit": " 5"}, "/query/limit"),
+        ({"sort": "name"}, "/query/sort"),
+    ],
+)
 def test_bad_query_parameters_are_the_same_422_as_get_jobs(client, admin, query, pointer):
     for path in ("/jobs", "/schedules"):
         assert pointers(client.get(path, query_string=query, headers=admin)) == {pointer}, path
@@ -95,6 +104,7 @@ def test_get_jobs_filters_are_unknown_parameters_here(client, admin):
 
 
 # --- at most QUEUELOG_MAX_SCHEDULES -----------------------------------------------------------------
+
 
 @three_at_most
 def test_creating_past_max_schedules_is_a_409_saying_why_and_stores_nothing(client, admin):
@@ -170,8 +180,17 @@ def test_the_cli_creating_past_max_schedules_prints_why_and_exits_non_zero(runne
 @pytest.mark.usefixtures("requests_in_their_own_app_context")
 def test_the_page_creating_past_max_schedules_shows_why_on_the_form(signed_in):
     schedules.create_schedule({"name": "first", "every_seconds": 60, "job": {"type": "noop"}})
-    form = {"name": "second", "cron": "", "every_seconds": "60", "timezone": "UTC", "job_type": "noop",
-            "payload": "{}", "priority": "low", "max_retries": "3", "catch_up": "one"}
+    form = {
+        "name": "second",
+        "cron": "",
+        "every_seconds": "60",
+        "timezone": "UTC",
+        "job_type": "noop",
+        "payload": "{}",
+        "priority": "low",
+        "max_retries": "3",
+        "catch_up": "one",
+    }
     response = post_form(signed_in, "/admin/schedules", form, page="/admin/schedules")
     assert response.status_code == 409
     assert "may have at most 1 (QUEUELOG_MAX_SCHEDULES)" in html.unescape(text_of(response))

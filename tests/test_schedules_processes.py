@@ -1,6 +1,7 @@
 """The proof: an every-second schedule served by 4 server processes on 2 app servers (two gunicorns, two
 workers each, one database) enqueues exactly one job per tick, each within a second of its tick, and a
 server killed outright (SIGKILL) and restarted mid-run changes nothing."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from tests.conftest import JOB_TYPES
 from tests.support.api import bearer
 from tests.support.server import running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
+pytestmark = pytest.mark.serial  # measures time: scripts/test runs it alone (pyproject markers)
 
 RUN_SECONDS = 20
 
@@ -31,7 +32,7 @@ def start_together(stack: ExitStack, envs: list[dict]) -> list:
         futures = [pool.submit(manager.__enter__) for manager in managers]
     for manager, future in zip(managers, futures, strict=True):
         if future.exception() is None:
-            stack.push(manager)   # its __exit__ stops it, whatever happens to the others
+            stack.push(manager)  # its __exit__ stops it, whatever happens to the others
     return [future.result() for future in futures]
 
 
@@ -43,16 +44,24 @@ def crash_and_restart(server) -> None:
     server.start()
 
 
-def test_an_every_second_schedule_on_two_app_servers_enqueues_one_job_per_tick(app, client, database_url,
-                                                                                 make_key, tmp_path):
+def test_an_every_second_schedule_on_two_app_servers_enqueues_one_job_per_tick(
+    app, client, database_url, make_key, tmp_path
+):
     admin = bearer(make_key("admin"))
-    response = client.post("/schedules", headers=admin, json={
-        "name": "every-second", "every_seconds": 1, "job": {"type": "noop"}, "paused": True})
+    response = client.post(
+        "/schedules",
+        headers=admin,
+        json={"name": "every-second", "every_seconds": 1, "job": {"type": "noop"}, "paused": True},
+    )
     assert response.status_code == 201, response.get_json()
 
     def env(name):
-        return {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
-                "QUEUELOG_SECRET_KEY": "test-secret-key", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / name)}
+        return {
+            "QUEUELOG_DATABASE_URL": database_url,
+            "QUEUELOG_JOB_TYPES": json.dumps(JOB_TYPES),
+            "QUEUELOG_SECRET_KEY": "test-secret-key",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / name),
+        }
 
     with ExitStack() as servers:
         first, _second = start_together(servers, [env("first"), env("second")])
@@ -67,7 +76,7 @@ def test_an_every_second_schedule_on_two_app_servers_enqueues_one_job_per_tick(a
             client.patch("/schedules/every-second", headers=admin, json={"paused": True})
             stopped = utcnow()
             crashed.result()
-        time.sleep(0.5)        # a tick fired just before the pause commits its job
+        time.sleep(0.5)  # a tick fired just before the pause commits its job
 
     with db.engine.connect() as conn:
         jobs = conn.execute(select(Job.__table__).where(Job.__table__.c.schedule == "every-second")).all()
@@ -77,6 +86,8 @@ def test_an_every_second_schedule_on_two_app_servers_enqueues_one_job_per_tick(a
     gaps = [later - earlier for earlier, later in zip(ticks, ticks[1:], strict=False)]
     assert all(gap == timedelta(seconds=1) for gap in gaps), f"a tick was skipped: {ticks}"
     lateness = max((job.created_at - job.scheduled_for).total_seconds() for job in jobs)
-    print(f"\n{len(ticks)} jobs for {(stopped - started).total_seconds():.1f} s; latest enqueue "
-          f"{lateness * 1000:.0f} ms after its tick")
+    print(
+        f"\n{len(ticks)} jobs for {(stopped - started).total_seconds():.1f} s; latest enqueue "
+        f"{lateness * 1000:.0f} ms after its tick"
+    )
     assert lateness < 1.0

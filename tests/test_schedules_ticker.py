@@ -1,5 +1,6 @@
 """The ticker thread: started by server processes only (gunicorn workers, flask run), never by other
 commands or by building the app; once started it enqueues each tick's job within a second."""
+
 from __future__ import annotations
 
 import threading
@@ -46,12 +47,13 @@ def test_scheduler_off_starts_no_ticker(app, monkeypatch):
 
 
 def test_a_started_ticker_enqueues_each_tick_once_per_process(app, client, admin):
-    response = client.post("/schedules", headers=admin, json={"name": "every-second", "every_seconds": 1,
-                                                             "job": {"type": "noop"}})
+    response = client.post(
+        "/schedules", headers=admin, json={"name": "every-second", "every_seconds": 1, "job": {"type": "noop"}}
+    )
     assert response.status_code == 201
     stop = ticker.start(app)
     try:
-        assert ticker.start(app) is None   # one ticker per app per process
+        assert ticker.start(app) is None  # one ticker per app per process
         # Polled, not slept: beside the parallel tests the ticker's thread may be late. How late a tick may
         # be is measured alone, in tests/test_schedules_processes.py (a serial test).
         wait_until(lambda: scheduled_jobs() >= 2, 15)

@@ -1,5 +1,6 @@
 """A schedule's ticks: exactly one job per tick, marked with its schedule and tick; one catch-up job after
 downtime (or none); paused schedules do not tick; cron in a timezone across the DST days of Europe/Berlin."""
+
 from __future__ import annotations
 
 import threading
@@ -31,8 +32,9 @@ def set_next_run(name: str, at: datetime) -> None:
 
 def scheduled_jobs(name: str) -> list:
     with db.engine.connect() as conn:
-        return conn.execute(select(Job.__table__).where(Job.__table__.c.schedule == name)
-                            .order_by(Job.__table__.c.id)).all()
+        return conn.execute(
+            select(Job.__table__).where(Job.__table__.c.schedule == name).order_by(Job.__table__.c.id)
+        ).all()
 
 
 def at(text: str) -> datetime:
@@ -40,6 +42,7 @@ def at(text: str) -> datetime:
 
 
 # --- firing ---------------------------------------------------------------------------------------
+
 
 def test_a_due_tick_enqueues_one_job_marked_with_the_schedule_and_the_tick(client, admin):
     create(client, admin, name="nightly-report", every_seconds=60, job={"type": "report", "payload": {"n": 1}})
@@ -80,7 +83,7 @@ def test_firing_the_same_tick_again_enqueues_nothing(client, admin):
     state = schedules.get_schedule("once")
     now = at("2030-01-01T10:00:00.200")
     assert schedules.firing.fire(state, now) is True
-    assert schedules.firing.fire(state, now) is False   # a second process with the same stale read
+    assert schedules.firing.fire(state, now) is False  # a second process with the same stale read
     assert len(scheduled_jobs("once")) == 1
 
 
@@ -119,10 +122,11 @@ def test_a_paused_schedule_does_not_tick(client, admin):
 
 # --- after downtime -----------------------------------------------------------------------------------
 
+
 def test_after_downtime_catch_up_one_enqueues_one_job_for_the_latest_missed_tick(client, admin):
     create(client, admin, name="minutely", every_seconds=60, job={"type": "noop"})
     set_next_run("minutely", at("2030-01-01T10:00:00"))
-    assert schedules.fire_due(at("2030-01-01T13:30:20")) == 1   # 3 h 30 min of ticks missed
+    assert schedules.fire_due(at("2030-01-01T13:30:20")) == 1  # 3 h 30 min of ticks missed
     [job] = scheduled_jobs("minutely")
     assert job.scheduled_for == at("2030-01-01T13:30:00")
     assert schedules.get_schedule("minutely").next_run_at == at("2030-01-01T13:31:00")
@@ -135,19 +139,20 @@ def test_after_downtime_catch_up_none_skips_the_missed_ticks(client, admin):
     assert schedules.fire_due(at("2030-01-01T13:30:45")) == 0
     assert scheduled_jobs("minutely") == []
     assert schedules.get_schedule("minutely").next_run_at == at("2030-01-01T13:31:00")
-    assert schedules.fire_due(at("2030-01-01T13:31:00.250")) == 1   # on time again
+    assert schedules.fire_due(at("2030-01-01T13:31:00.250")) == 1  # on time again
 
 
 def test_a_cron_schedule_catches_up_its_latest_missed_tick_only(client, admin):
     create(client, admin, name="every-5s", cron="*/5 * * * * *", timezone="Europe/Berlin", job={"type": "noop"})
     set_next_run("every-5s", at("2030-01-01T10:00:00"))
-    assert schedules.fire_due(at("2030-01-03T10:00:07")) == 1   # two days of 5-second ticks missed
+    assert schedules.fire_due(at("2030-01-03T10:00:07")) == 1  # two days of 5-second ticks missed
     [job] = scheduled_jobs("every-5s")
     assert job.scheduled_for == at("2030-01-03T10:00:05")
     assert schedules.get_schedule("every-5s").next_run_at == at("2030-01-03T10:00:10")
 
 
 # --- DST days of Europe/Berlin -------------------------------------------------------------------------
+
 
 def local_ticks(timing: Timing, day: str) -> list[datetime]:
     """Every tick of ``timing`` whose Berlin wall-clock date is ``day``, in Berlin time."""
@@ -163,12 +168,12 @@ def local_ticks(timing: Timing, day: str) -> list[datetime]:
 
 def test_a_0230_job_runs_once_on_the_spring_forward_day_just_after_the_gap():
     ticks = local_ticks(Timing("30 2 * * *", None, "Europe/Berlin"), "2026-03-29")
-    assert [tick.astimezone(UTC) for tick in ticks] == [at("2026-03-29T01:00:00")]   # 03:00 CEST
+    assert [tick.astimezone(UTC) for tick in ticks] == [at("2026-03-29T01:00:00")]  # 03:00 CEST
 
 
 def test_a_0230_job_runs_once_on_the_fall_back_day():
     ticks = local_ticks(Timing("30 2 * * *", None, "Europe/Berlin"), "2026-10-25")
-    assert [tick.astimezone(UTC) for tick in ticks] == [at("2026-10-25T00:30:00")]   # 02:30 CEST, not CET too
+    assert [tick.astimezone(UTC) for tick in ticks] == [at("2026-10-25T00:30:00")]  # 02:30 CEST, not CET too
 
 
 def test_a_0230_job_runs_at_0230_local_on_the_days_around_the_changes():
@@ -225,8 +230,8 @@ def test_a_tick_whose_job_type_left_the_allowlist_moves_on_without_a_job(app, cl
 def test_resuming_does_not_replay_the_ticks_missed_while_paused(client, admin):
     create(client, admin, name="daily", every_seconds=86_400, job={"type": "noop"})
     client.patch("/schedules/daily", headers=admin, json={"paused": True})
-    set_next_run("daily", at("2020-01-01T10:00:00"))   # a tick long gone, as after a long pause
-    assert schedules.fire_due() == 0                       # paused: nothing
+    set_next_run("daily", at("2020-01-01T10:00:00"))  # a tick long gone, as after a long pause
+    assert schedules.fire_due() == 0  # paused: nothing
     client.patch("/schedules/daily", headers=admin, json={"paused": False})
-    assert schedules.fire_due() == 0                       # resumed: the next tick is after now
+    assert schedules.fire_due() == 0  # resumed: the next tick is after now
     assert scheduled_jobs("daily") == []

@@ -6,6 +6,7 @@ every state (so that small job ids mostly exist); any failure fails the test, an
 What the document cannot say (a time in the past, a cursor this server did not issue, the caller's own key name)
 is told to the run per operation in tests/support/schemathesis_hooks.py, and nothing else.
 """
+
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from tests.support.api import bearer
 from tests.support.schemathesis_hooks import operation_settings
 from tests.support.server import REPO_ROOT, running_server
 
-pytestmark = pytest.mark.shared_server   # the roles' runs share one server; each test empties its database
+pytestmark = pytest.mark.shared_server  # the roles' runs share one server; each test empties its database
 
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
 # Test cases per operation and phase: 30 keeps a role's run under a minute; raise it for a deeper hunt.
@@ -43,8 +44,12 @@ def shared_server_settings():
 @pytest.fixture(scope="module")
 def production_server(shared_database_url):
     """`gunicorn --workers 4 --threads 8 app:app` from the repository root, on the module's database."""
-    env = {"QUEUELOG_DATABASE_URL": shared_database_url, "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key", "QUEUELOG_RETRY_BACKOFF_BASE": "0"}
+    env = {
+        "QUEUELOG_DATABASE_URL": shared_database_url,
+        "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+        "QUEUELOG_RETRY_BACKOFF_BASE": "0",
+    }
     with running_server(env, workers=4, extra_args=("--threads", "8")) as server:
         yield server
 
@@ -56,23 +61,44 @@ def seeded_jobs(make_job):
         make_job(status=status, payload={"n": 1}, error="boom" if status == "failed" else None)
 
 
-def run_schemathesis(server, headers: dict, max_examples: int, tmp_path: Path,
-                     phases: str = "examples,coverage,fuzzing,stateful") -> subprocess.CompletedProcess:
+def run_schemathesis(
+    server, headers: dict, max_examples: int, tmp_path: Path, phases: str = "examples,coverage,fuzzing,stateful"
+) -> subprocess.CompletedProcess:
     """`schemathesis run --checks all` against the server's document; its hooks and settings are ours."""
     settings = tmp_path / "schemathesis.toml"
     settings.write_text(operation_settings())
     header_args = [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.support.schemathesis_hooks", "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run(
-        [SCHEMATHESIS, "--config-file", str(settings), "run", f"{server.url}/openapi.json", "--checks", "all",
-         "--phases", phases, "--max-examples", str(max_examples), "--request-timeout", str(REQUEST_TIMEOUT_SECONDS),
-         "--generation-database", "none", "--no-color", *header_args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        [
+            SCHEMATHESIS,
+            "--config-file",
+            str(settings),
+            "run",
+            f"{server.url}/openapi.json",
+            "--checks",
+            "all",
+            "--phases",
+            phases,
+            "--max-examples",
+            str(max_examples),
+            "--request-timeout",
+            str(REQUEST_TIMEOUT_SECONDS),
+            "--generation-database",
+            "none",
+            "--no-color",
+            *header_args,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.mark.parametrize("role", ["admin", "producer", "worker"])
-def test_schemathesis_finds_nothing_with_a_key_of_each_role(production_server, seeded_jobs, make_key, role,
-                                                            tmp_path):
+def test_schemathesis_finds_nothing_with_a_key_of_each_role(production_server, seeded_jobs, make_key, role, tmp_path):
     headers = bearer(make_key(role, f"{role}-a"))
     run = run_schemathesis(production_server, headers, MAX_EXAMPLES, tmp_path)
     assert run.returncode == 0, f"schemathesis ({role} key, {test_db_kind()}):\n{run.stdout}\n{run.stderr}"
@@ -99,8 +125,12 @@ DOCUMENTED_AS_INVALID = [
     pytest.param("/jobs", "admin", {"type": "email", "priority": "h\u0131gh"}, id="priority-dotless-i"),
     pytest.param("/jobs/claim", "worker", {"types": ["email\n"]}, id="claim-type-trailing-newline"),
     pytest.param("/jobs/1/complete", "worker", {"claim_token": "\ud800"}, id="token-lone-surrogate"),
-    pytest.param("/schedules", "admin", {"name": "n", "cron": "0 3 * * *\n", "job": {"type": "email"}},
-                 id="cron-trailing-newline"),
+    pytest.param(
+        "/schedules",
+        "admin",
+        {"name": "n", "cron": "0 3 * * *\n", "job": {"type": "email"}},
+        id="cron-trailing-newline",
+    ),
 ]
 
 

@@ -4,6 +4,7 @@ Each row of ``SCRUB_RULES`` is tested on its own examples (so a row that stops m
 failure), then the whole scrubber is checked through the API: what a worker's ``fail`` stores is what an
 admin reads.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,8 +19,10 @@ from queuelog.models import JobEvent
 # rule name → (error text as a worker sent it, what is stored)
 EXAMPLES = {
     "url-credentials": [
-        ("fetch postgres://app:s3cr3t-pw@db.internal:5432/q refused",
-         "fetch postgres://[redacted]@db.internal:5432/q refused"),
+        (
+            "fetch postgres://app:s3cr3t-pw@db.internal:5432/q refused",
+            "fetch postgres://[redacted]@db.internal:5432/q refused",
+        ),
         ("GET https://bob:hunter22@api.example.com/v1 → 500", "GET https://[redacted]@api.example.com/v1 → 500"),
         # An empty user, as redis URLs have.
         ("cache down: redis://:hunter2@cache:6379", "cache down: redis://[redacted]@cache:6379"),
@@ -27,31 +30,45 @@ EXAMPLES = {
         ("amqp://guest:p@ss@rabbit:5672/ unreachable", "amqp://[redacted]@rabbit:5672/ unreachable"),
     ],
     "authorization-scheme": [
-        ("upstream said 401 to Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def",
-         "upstream said 401 to Authorization: Bearer [redacted]"),
+        (
+            "upstream said 401 to Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def",
+            "upstream said 401 to Authorization: Bearer [redacted]",
+        ),
         ("proxy refused Authorization: Basic dXNlcjpwYXNz", "proxy refused Authorization: Basic [redacted]"),
-        ("GitHub: 401 for Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a",
-         "GitHub: 401 for Authorization: token [redacted]"),
+        (
+            "GitHub: 401 for Authorization: token ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+            "GitHub: 401 for Authorization: token [redacted]",
+        ),
     ],
     "secret-assignment": [
         ("connect failed: password=hunter2 host=db", "connect failed: password=[redacted] host=db"),
         ("login with PASSWORD: 'correct horse'", "login with PASSWORD: [redacted]"),
         ("config api_key=AKIAIOSFODNN7EXAMPLE loaded", "config api_key=[redacted] loaded"),
         ("env DB_PASSWORD=hunter2 rejected", "env DB_PASSWORD=[redacted] rejected"),
-        ("PGPASSWORD=hunter2 psql -h db: authentication failed",
-         "PGPASSWORD=[redacted] psql -h db: authentication failed"),
+        (
+            "PGPASSWORD=hunter2 psql -h db: authentication failed",
+            "PGPASSWORD=[redacted] psql -h db: authentication failed",
+        ),
         ("MYSQL_PWD=hunter2 mysql: access denied", "MYSQL_PWD=[redacted] mysql: access denied"),
-        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY was not accepted",
-         "AWS_SECRET_ACCESS_KEY=[redacted] was not accepted"),
-        ("POST /oauth/token client_id=web&client_secret=s3cr3t&grant_type=client_credentials → 400",
-         "POST /oauth/token client_id=web&client_secret=[redacted]&grant_type=client_credentials → 400"),
-        ('token endpoint refused {"client_secret": "s3cr3t value", "client_id": "web"}',
-         'token endpoint refused {"client_secret": [redacted], "client_id": "web"}'),
+        (
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY was not accepted",
+            "AWS_SECRET_ACCESS_KEY=[redacted] was not accepted",
+        ),
+        (
+            "POST /oauth/token client_id=web&client_secret=s3cr3t&grant_type=client_credentials → 400",
+            "POST /oauth/token client_id=web&client_secret=[redacted]&grant_type=client_credentials → 400",
+        ),
+        (
+            'token endpoint refused {"client_secret": "s3cr3t value", "client_id": "web"}',
+            'token endpoint refused {"client_secret": [redacted], "client_id": "web"}',
+        ),
         ("GET /v1/charges x-api-key: 3f9a1c77 → 403", "GET /v1/charges x-api-key: [redacted] → 403"),
     ],
     "url-token-user": [
-        ("git clone https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/acme/app.git failed",
-         "git clone https://[redacted]@github.com/acme/app.git failed"),
+        (
+            "git clone https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/acme/app.git failed",
+            "git clone https://[redacted]@github.com/acme/app.git failed",
+        ),
     ],
     "command-line-option": [
         ("mysql --password hunter2 -h db: access denied", "mysql --password [redacted] -h db: access denied"),
@@ -62,8 +79,10 @@ EXAMPLES = {
         ("InvalidAccessKeyId: AKIAIOSFODNN7EXAMPLE does not exist", "InvalidAccessKeyId: [redacted] does not exist"),
     ],
     "private-key-block": [
-        ("bad key: -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\nq9w+Lk==\n-----END RSA PRIVATE KEY-----",
-         "bad key: -----BEGIN RSA PRIVATE KEY----- [redacted] -----END RSA PRIVATE KEY-----"),
+        (
+            "bad key: -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\nq9w+Lk==\n-----END RSA PRIVATE KEY-----",
+            "bad key: -----BEGIN RSA PRIVATE KEY----- [redacted] -----END RSA PRIVATE KEY-----",
+        ),
     ],
     "queuelog-api-key": [
         ("retrying with ql_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg failed", "retrying with ql_[redacted] failed"),
@@ -91,8 +110,11 @@ ORDINARY_ERRORS = [
     "-----BEGIN CERTIFICATE----- is not a key",
 ]
 
-EXAMPLE_CASES = [pytest.param(rule, raw, stored, id=f"{rule}: {raw[:40]}")
-                 for rule, examples in EXAMPLES.items() for raw, stored in examples]
+EXAMPLE_CASES = [
+    pytest.param(rule, raw, stored, id=f"{rule}: {raw[:40]}")
+    for rule, examples in EXAMPLES.items()
+    for raw, stored in examples
+]
 
 
 def test_every_rule_of_the_table_has_examples_here():
@@ -106,15 +128,23 @@ def test_the_rule_alone_redacts_its_example(rule_name, raw, stored):
 
 
 @pytest.mark.parametrize("rule_name, raw, stored", EXAMPLE_CASES)
-def test_what_a_worker_reports_is_stored_and_shown_redacted(client, worker, admin, make_job, read_job, rule_name,
-                                                           raw, stored):
+def test_what_a_worker_reports_is_stored_and_shown_redacted(
+    client, worker, admin, make_job, read_job, rule_name, raw, stored
+):
     job_id = make_job(status="running")
     response = client.post(f"/jobs/{job_id}/fail", json={"claim_token": "token-a", "error": raw}, headers=worker)
     assert response.status_code == 200
     assert read_job(job_id).error == stored
     with db.engine.connect() as conn:
-        events = conn.execute(select(JobEvent.__table__.c.error).where(JobEvent.__table__.c.job_id == job_id)
-                              .order_by(JobEvent.__table__.c.id)).scalars().all()
+        events = (
+            conn.execute(
+                select(JobEvent.__table__.c.error)
+                .where(JobEvent.__table__.c.job_id == job_id)
+                .order_by(JobEvent.__table__.c.id)
+            )
+            .scalars()
+            .all()
+        )
     assert events[-1] == stored
     assert client.get(f"/jobs/{job_id}", headers=admin).get_json()["error"] == stored
 

@@ -5,6 +5,7 @@ for the rest of the head: 64 connections that sent half a head made every produc
 the README's production command. queuelog's gunicorn worker collects a head as it arrives and gives
 the request to a thread only once the head is complete (queuelog/serving.py).
 """
+
 from __future__ import annotations
 
 import select
@@ -18,7 +19,7 @@ from tests.conftest import JOB_TYPES
 from tests.support.latency import allowed_p99, enqueue_steadily
 from tests.support.server import running_server
 
-pytestmark = pytest.mark.serial   # measures time: scripts/test runs it alone (pyproject markers)
+pytestmark = pytest.mark.serial  # measures time: scripts/test runs it alone (pyproject markers)
 
 #: With workers=4, the README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", "8")
@@ -28,8 +29,11 @@ HALF_A_HEAD = b"POST /jobs HTTP/1.1\r\nHost: queue.example.com\r\nContent-Type: 
 
 @pytest.fixture
 def server(app, database_url):
-    env = {"QUEUELOG_DATABASE_URL": database_url, "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
-           "QUEUELOG_SECRET_KEY": "test-secret-key"}
+    env = {
+        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
+        "QUEUELOG_SECRET_KEY": "test-secret-key",
+    }
     with running_server(env, workers=4, extra_args=PRODUCTION_ARGS) as srv:
         yield srv
 
@@ -45,7 +49,7 @@ def answer_or_close(sock: socket.socket, timeout: float) -> bytes:
     sock.settimeout(timeout)
     received = b""
     while True:
-        chunk = sock.recv(65536)   # socket.timeout (a failure) if the server keeps it open
+        chunk = sock.recv(65536)  # socket.timeout (a failure) if the server keeps it open
         if not chunk:
             return received
         received += chunk
@@ -57,13 +61,15 @@ def test_64_unfinished_request_heads_do_not_starve_producers(server, make_key):
     baseline = enqueue_steadily(server.url, keys, 40, 0.1, "email", new_connection_each_time=True)
     slow = [open_slow_client(server) for _ in range(SLOW_CLIENTS)]
     try:
-        time.sleep(1)   # every server process has some by now
+        time.sleep(1)  # every server process has some by now
         loaded = enqueue_steadily(server.url, keys, 40, 0.1, "email", new_connection_each_time=True)
     finally:
         for sock in slow:
             sock.close()
-    print(f"\nenqueue on the idle server: {baseline.summary()}"
-          f"\nenqueue with {SLOW_CLIENTS} unfinished heads open: {loaded.summary()}")
+    print(
+        f"\nenqueue on the idle server: {baseline.summary()}"
+        f"\nenqueue with {SLOW_CLIENTS} unfinished heads open: {loaded.summary()}"
+    )
     assert loaded.errors == [] and len(loaded.latencies) == 40
     assert loaded.p99 < allowed_p99(baseline)
 
@@ -98,9 +104,11 @@ def test_a_request_head_over_64_kib_is_refused_with_431(server, make_key):
 
 
 def test_a_request_body_unfinished_30_s_after_its_head_is_refused_and_frees_its_thread(server, make_key):
-    head = (f"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {make_key('producer', 'slow-body')}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n").encode()
-    with open_slow_client(server, head + b'{"type": "') as sock:   # and never the rest
+    head = (
+        f"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {make_key('producer', 'slow-body')}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    ).encode()
+    with open_slow_client(server, head + b'{"type": "') as sock:  # and never the rest
         started = time.monotonic()
         sock.settimeout(BODY_TIMEOUT_SECONDS + 10)
         answer = sock.recv(65536)

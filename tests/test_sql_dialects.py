@@ -1,5 +1,6 @@
 """SQL is written once where SQLite and PostgreSQL agree (queuelog/sql/common.py); each dialect's module holds
 only what it spells differently, under the same names."""
+
 from __future__ import annotations
 
 import ast
@@ -14,16 +15,22 @@ from queuelog.sql.common import for_postgresql
 SQL = Path(common.__file__).resolve().parent
 #: Names one dialect has and the other does not, and why: SQLite claims in three statements and logs events
 #: with a statement of its own; PostgreSQL logs them inside the write and takes quota turns with a lock.
-ONLY_IN = {"sqlite": {"CLAIM_PICK", "CLAIMED", "LOG_EVENTS"},
-           "postgresql": {"LOGGED", "LOGGED_AND_ANNOUNCED", "QUOTA_TURN"}}
+ONLY_IN = {
+    "sqlite": {"CLAIM_PICK", "CLAIMED", "LOG_EVENTS"},
+    "postgresql": {"LOGGED", "LOGGED_AND_ANNOUNCED", "QUOTA_TURN"},
+}
 
 
 def defined_in(module: str) -> dict[str, str | dict]:
     """The statements and pieces a dialect module writes itself (upper-case names assigned in its source)."""
     tree = ast.parse((SQL / f"{module}.py").read_text())
-    names = {target.id for node in tree.body if isinstance(node, ast.Assign)
-             for target in node.targets if isinstance(target, ast.Name) and target.id.isupper()
-             and not target.id.startswith("_")}
+    names = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_")
+    }
     return {name: getattr(runner._DIALECTS[module], name) for name in names}
 
 
@@ -51,8 +58,11 @@ def test_every_statement_of_a_dialect_is_found_under_its_name(dialect):
 
 def test_no_statement_of_both_dialects_is_the_same_text_twice():
     sqlite, postgresql = defined_in("sqlite"), defined_in("postgresql")
-    copies = [name for name in set(sqlite) & set(postgresql)
-              if isinstance(sqlite[name], str) and in_sqlite_spelling(postgresql[name]) == sqlite[name]]
+    copies = [
+        name
+        for name in set(sqlite) & set(postgresql)
+        if isinstance(sqlite[name], str) and in_sqlite_spelling(postgresql[name]) == sqlite[name]
+    ]
     assert copies == [], "the dialects agree on these: write them once, in common.py"
 
 
@@ -82,6 +92,9 @@ def test_postgresql_spelling_refuses_not_in_a_list():
 
 
 def test_no_common_statement_keeps_a_sqlite_value_in_its_postgresql_spelling():
-    leftovers = {name: sql for name in common.names()
-                 if re.search(r"(?<![:\w]):[A-Za-z_]", sql := runner.statement("postgresql", name))}
+    leftovers = {
+        name: sql
+        for name in common.names()
+        if re.search(r"(?<![:\w]):[A-Za-z_]", sql := runner.statement("postgresql", name))
+    }
     assert leftovers == {}

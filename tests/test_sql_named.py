@@ -1,4 +1,5 @@
 """Every write to jobs and job_events is a named statement in queuelog/sql: no other module writes them."""
+
 from __future__ import annotations
 
 import re
@@ -6,8 +7,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "queuelog"
 # Core constructs on the two tables, or SQL text that writes them.
-WRITES = re.compile(r"\b(?:insert|update|delete)\(\s*(?:jobs|events|Job|JobEvent)\b"
-                    r"|\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:jobs|job_events)\b")
+WRITES = re.compile(
+    r"\b(?:insert|update|delete)\(\s*(?:jobs|events|Job|JobEvent)\b"
+    r"|\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:jobs|job_events)\b"
+)
 
 
 def test_no_module_outside_queuelog_sql_writes_jobs_or_their_events():

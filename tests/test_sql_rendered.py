@@ -1,4 +1,5 @@
 """The statements that matter most, as sent, are checked in (queuelog/sql/rendered/) and kept current."""
+
 from __future__ import annotations
 
 import pytest

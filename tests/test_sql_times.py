@@ -4,6 +4,7 @@ SQLite compares times as text, so a time the driver path writes must be the very
 for it, or a claim's ``run_at <= now`` would disagree with a page's query; and a job read on either path
 must carry the same aware UTC datetime.
 """
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
@@ -27,9 +28,22 @@ TIMES = {
 
 
 def _new_row(when: datetime) -> NewJobRow:
-    return NewJobRow(type="email", payload="{}", priority=0, status="pending", retry_count=0, max_retries=3,
-                     stall_count=0, idempotency_key=None, request_digest="d", producer_key_id=None,
-                     producer="test", run_at=when, created_at=when, updated_at=when)
+    return NewJobRow(
+        type="email",
+        payload="{}",
+        priority=0,
+        status="pending",
+        retry_count=0,
+        max_retries=3,
+        stall_count=0,
+        idempotency_key=None,
+        request_digest="d",
+        producer_key_id=None,
+        producer="test",
+        run_at=when,
+        created_at=when,
+        updated_at=when,
+    )
 
 
 @pytest.mark.parametrize("when", TIMES.values(), ids=TIMES.keys())

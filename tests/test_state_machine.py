@@ -10,6 +10,7 @@ come highest priority first then oldest, and every state change is in the event 
 must also be one that /openapi.json documents. RETRY_BACKOFF_BASE is 0 (conftest), so a requeued
 job is claimable at once.
 """
+
 from __future__ import annotations
 
 import re
@@ -124,16 +125,21 @@ class QueueMachine(RuleBasedStateMachine):
 
     # --- producers ------------------------------------------------------------------------------------
 
-    @initialize(jobs=st.lists(st.tuples(st.sampled_from(sorted(PRIORITIES)), st.integers(0, 2)),
-                              min_size=1, max_size=4))
+    @initialize(
+        jobs=st.lists(st.tuples(st.sampled_from(sorted(PRIORITIES)), st.integers(0, 2)), min_size=1, max_size=4)
+    )
     def some_jobs_are_waiting(self, jobs):
         """Start with work in the queue, so that most steps act on jobs rather than on an empty queue."""
         for priority, max_retries in jobs:
             self.enqueue("email", 0, priority, max_retries, None)
 
-    @rule(job_type=st.sampled_from(["email", "report"]), n=st.integers(0, 2),
-          priority=st.sampled_from(sorted(PRIORITIES)), max_retries=st.integers(0, 2),
-          key=st.sampled_from([None, None, "key-1", "key-2"]))
+    @rule(
+        job_type=st.sampled_from(["email", "report"]),
+        n=st.integers(0, 2),
+        priority=st.sampled_from(sorted(PRIORITIES)),
+        max_retries=st.integers(0, 2),
+        key=st.sampled_from([None, None, "key-1", "key-2"]),
+    )
     def enqueue(self, job_type, n, priority, max_retries, key):
         body = {"type": job_type, "payload": {"n": n}, "priority": priority, "max_retries": max_retries}
         if key is not None:
@@ -230,8 +236,9 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data(), retryable=st.booleans())
     def holder_fails(self, data, retryable):
         job = self.running_job(data)
-        response = self.post(f"/jobs/{job.id}/fail", job.holder,
-                             {"claim_token": job.token, "error": "boom", "retryable": retryable})
+        response = self.post(
+            f"/jobs/{job.id}/fail", job.holder, {"claim_token": job.token, "error": "boom", "retryable": retryable}
+        )
         assert response.status_code == 200, response.get_json()
         self.lose_claim(job)
         if retryable:
@@ -262,12 +269,16 @@ class QueueMachine(RuleBasedStateMachine):
     def worker_dies_and_the_reaper_runs(self, data):
         job = self.running_job(data)
         with db.engine.begin() as conn:  # the worker stopped heartbeating long ago: its lease ran out
-            conn.execute(update(jobs_table).where(jobs_table.c.id == job.id)
-                         .values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+            conn.execute(
+                update(jobs_table)
+                .where(jobs_table.c.id == job.id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
         result = self.runner.invoke(args=["reap"])
         assert result.exit_code == 0, result.output
-        requeued, failed, quarantined = map(int, re.search(
-            r"reaped 1 jobs: (\d+) requeued, (\d+) failed, (\d+) quarantined", result.output).groups())
+        requeued, failed, quarantined = map(
+            int, re.search(r"reaped 1 jobs: (\d+) requeued, (\d+) failed, (\d+) quarantined", result.output).groups()
+        )
         self.lose_claim(job)
         job.stall_count += 1
         if job.stall_count >= MAX_STALLS:
@@ -306,7 +317,10 @@ class QueueMachine(RuleBasedStateMachine):
             model = self.jobs[job["id"]]
             assert job["status"] in STATUSES
             assert (job["status"], job["retry_count"], job["stall_count"]) == (
-                model.status, model.retry_count, model.stall_count), job
+                model.status,
+                model.retry_count,
+                model.stall_count,
+            ), job
             assert job["retry_count"] <= job["max_retries"]
             assert job["worker_id"] == model.holder or job["status"] != "running"
 
@@ -314,9 +328,9 @@ class QueueMachine(RuleBasedStateMachine):
     def the_database_keeps_the_invariants(self):
         with db.engine.connect() as conn:
             rows = conn.execute(select(jobs_table)).all()
-            last_event = dict(conn.execute(
-                select(events_table.c.job_id, events_table.c.to_status)
-                .order_by(events_table.c.id)).all())  # later events overwrite earlier ones
+            last_event = dict(
+                conn.execute(select(events_table.c.job_id, events_table.c.to_status).order_by(events_table.c.id)).all()
+            )  # later events overwrite earlier ones
         for row in rows:
             assert row.status in STATUSES
             assert row.retry_count <= row.max_retries
@@ -340,6 +354,11 @@ def test_random_api_sequences_keep_the_queue_invariants(client, runner, make_key
     env = {"client": client, "runner": runner, "headers": headers, "document": document}
     run_state_machine_as_test(
         lambda: QueueMachine(env),
-        settings=settings(max_examples=40, stateful_step_count=30, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck)),
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=30,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
     )

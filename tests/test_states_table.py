@@ -9,6 +9,7 @@ give-back leave the job alone) with the row and its log untouched. A new transit
 perform it here fails ``test_every_transition_and_actor_is_walked``. The diagram and table of docs/architecture.md
 are checked against the same table.
 """
+
 from __future__ import annotations
 
 import re
@@ -63,11 +64,11 @@ class Way:
     actor: Actor
     how: str
     perform: Callable[..., Answer]
-    columns: dict = field(default_factory=dict)   # the job's columns beyond its status (retries, lease)
-    logged_as: str = ""                           # the event row's actor
-    refusal: int = 409                            # 409 with job_status; 204: nothing happens, nothing said
-    through_api: bool = True                      # sent as an API request under a key of the actor's role
-    prepared_events: int = 0                      # event rows ``perform`` writes itself to set the move up
+    columns: dict = field(default_factory=dict)  # the job's columns beyond its status (retries, lease)
+    logged_as: str = ""  # the event row's actor
+    refusal: int = 409  # 409 with job_status; 204: nothing happens, nothing said
+    through_api: bool = True  # sent as an API request under a key of the actor's role
+    prepared_events: int = 0  # event rows ``perform`` writes itself to set the move up
 
     @property
     def transition(self) -> Transition:
@@ -78,6 +79,7 @@ class Way:
 
 
 # --- how each actor performs each action ------------------------------------------------------------------
+
 
 def _api(path: Callable[[int | None], str], body: Callable[[str], dict | None], default_key: str):
     """An action sent to the API: POST ``path(job_id)`` with ``body(token)`` under the key ``default_key`` names."""
@@ -134,8 +136,9 @@ def _enqueue_after_a_parent(default_key: str):
         parent = env.client.post("/jobs", json={"type": "email"}, headers=env.headers[key])
         if parent.status_code >= 400:
             return Answer(parent.status_code)
-        return _api(lambda _: "/jobs", lambda _: {"type": "email", "depends_on": [parent.get_json()["id"]]},
-                    key)(env, None)
+        return _api(lambda _: "/jobs", lambda _: {"type": "email", "depends_on": [parent.get_json()["id"]]}, key)(
+            env, None
+        )
 
     return perform
 
@@ -163,9 +166,18 @@ def _admin_retries_the_parent(env, job_id, key: str = "admin", token: str = "") 
     with db.engine.begin() as conn:
         conn.execute(insert(JobDependency.__table__).values(child_id=job_id, parent_id=parent))
         if before == JobStatus.CANCELLED:
-            conn.execute(insert(JobEvent.__table__).values(
-                job_id=job_id, event=Event.DEPENDENCY_FAILED.value, from_status="waiting", to_status="cancelled",
-                actor="server", attempt=0, error=f"parent job {parent} failed", at=utcnow()))
+            conn.execute(
+                insert(JobEvent.__table__).values(
+                    job_id=job_id,
+                    event=Event.DEPENDENCY_FAILED.value,
+                    from_status="waiting",
+                    to_status="cancelled",
+                    actor="server",
+                    attempt=0,
+                    error=f"parent job {parent} failed",
+                    at=utcnow(),
+                )
+            )
     response = env.client.post(f"/jobs/{parent}/retry", headers=env.headers[key])
     if response.status_code >= 400:
         return Answer(response.status_code, job_id)
@@ -177,69 +189,210 @@ def _token(token: str) -> dict:
 
 
 EXPIRED = "expired"  # a column value meaning "a time that passed a second ago", resolved when the job is made
-LATER = "later"      # a column value meaning "an hour from now"
+LATER = "later"  # a column value meaning "an hour from now"
 
 WAYS: list[Way] = [
-    Way("enqueue", Actor.PRODUCER, "api", _api(lambda _: "/jobs", lambda _: {"type": "email"}, "producer"),
-        logged_as="key:producer-a"),
-    Way("enqueue", Actor.ADMIN, "api", _api(lambda _: "/jobs", lambda _: {"type": "email"}, "admin"),
-        logged_as="key:admin-a"),
+    Way(
+        "enqueue",
+        Actor.PRODUCER,
+        "api",
+        _api(lambda _: "/jobs", lambda _: {"type": "email"}, "producer"),
+        logged_as="key:producer-a",
+    ),
+    Way(
+        "enqueue",
+        Actor.ADMIN,
+        "api",
+        _api(lambda _: "/jobs", lambda _: {"type": "email"}, "admin"),
+        logged_as="key:admin-a",
+    ),
     Way("enqueue_waiting", Actor.PRODUCER, "api", _enqueue_after_a_parent("producer"), logged_as="key:producer-a"),
     Way("enqueue_waiting", Actor.ADMIN, "api", _enqueue_after_a_parent("admin"), logged_as="key:admin-a"),
-    Way("dependencies_met", Actor.SERVER, "parent-completed", _parent_finishes(JobStatus.COMPLETED),
-        columns={"run_when": "completed"}, logged_as=Actor.SERVER.value, refusal=204, through_api=False),
-    Way("dependency_failed", Actor.SERVER, "parent-failed", _parent_finishes(JobStatus.FAILED),
-        columns={"run_when": "completed"}, logged_as=Actor.SERVER.value, refusal=204, through_api=False),
-    Way("dependency_retried", Actor.ADMIN, "parent-retried", _admin_retries_the_parent,
-        columns={"run_when": "completed"}, logged_as="key:admin-a", refusal=204, prepared_events=1),
-    Way("claim", Actor.HOLDER, "api", _api(lambda _: "/jobs/claim", lambda _: {}, "worker"),
-        logged_as="key:worker-a", refusal=204),
+    Way(
+        "dependencies_met",
+        Actor.SERVER,
+        "parent-completed",
+        _parent_finishes(JobStatus.COMPLETED),
+        columns={"run_when": "completed"},
+        logged_as=Actor.SERVER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "dependency_failed",
+        Actor.SERVER,
+        "parent-failed",
+        _parent_finishes(JobStatus.FAILED),
+        columns={"run_when": "completed"},
+        logged_as=Actor.SERVER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "dependency_retried",
+        Actor.ADMIN,
+        "parent-retried",
+        _admin_retries_the_parent,
+        columns={"run_when": "completed"},
+        logged_as="key:admin-a",
+        refusal=204,
+        prepared_events=1,
+    ),
+    Way(
+        "claim",
+        Actor.HOLDER,
+        "api",
+        _api(lambda _: "/jobs/claim", lambda _: {}, "worker"),
+        logged_as="key:worker-a",
+        refusal=204,
+    ),
     Way("heartbeat", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/heartbeat", _token, "worker")),
-    Way("complete", Actor.HOLDER, "api",
+    Way(
+        "complete",
+        Actor.HOLDER,
+        "api",
         _api(lambda i: f"/jobs/{i}/complete", lambda t: {"claim_token": t, "result": {"ok": 1}}, "worker"),
-        logged_as="key:worker-a"),
-    Way("fail_retry", Actor.HOLDER, "api",
+        logged_as="key:worker-a",
+    ),
+    Way(
+        "fail_retry",
+        Actor.HOLDER,
+        "api",
         _api(lambda i: f"/jobs/{i}/fail", lambda t: {"claim_token": t, "error": "boom"}, "worker"),
-        columns={"retry_count": 1, "max_retries": 3}, logged_as="key:worker-a"),
-    Way("fail_final", Actor.HOLDER, "not-retryable",
-        _api(lambda i: f"/jobs/{i}/fail", lambda t: {"claim_token": t, "error": "boom", "retryable": False},
-             "worker"),
-        columns={"retry_count": 0, "max_retries": 3}, logged_as="key:worker-a"),
-    Way("fail_final", Actor.HOLDER, "retries-spent",
+        columns={"retry_count": 1, "max_retries": 3},
+        logged_as="key:worker-a",
+    ),
+    Way(
+        "fail_final",
+        Actor.HOLDER,
+        "not-retryable",
+        _api(lambda i: f"/jobs/{i}/fail", lambda t: {"claim_token": t, "error": "boom", "retryable": False}, "worker"),
+        columns={"retry_count": 0, "max_retries": 3},
+        logged_as="key:worker-a",
+    ),
+    Way(
+        "fail_final",
+        Actor.HOLDER,
+        "retries-spent",
         _api(lambda i: f"/jobs/{i}/fail", lambda t: {"claim_token": t, "error": "boom"}, "worker"),
-        columns={"retry_count": 3, "max_retries": 3}, logged_as="key:worker-a"),
-    Way("release", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/release", _token, "worker"),
-        logged_as="key:worker-a"),
+        columns={"retry_count": 3, "max_retries": 3},
+        logged_as="key:worker-a",
+    ),
+    Way(
+        "release", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/release", _token, "worker"), logged_as="key:worker-a"
+    ),
     Way("release", Actor.ADMIN, "job-page", _admin_gives_back, logged_as=ADMIN_NAME, through_api=False),
-    Way("release", Actor.SERVER, "hung-up-long-poll", _server_gives_back, logged_as=Actor.SERVER.value,
-        refusal=204, through_api=False),
-    Way("reap_retry", Actor.REAPER, "lease-ran-out", _reaper,
+    Way(
+        "release",
+        Actor.SERVER,
+        "hung-up-long-poll",
+        _server_gives_back,
+        logged_as=Actor.SERVER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "reap_retry",
+        Actor.REAPER,
+        "lease-ran-out",
+        _reaper,
         columns={"retry_count": 0, "max_retries": 3, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("reap_final", Actor.REAPER, "retries-spent", _reaper,
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "reap_final",
+        Actor.REAPER,
+        "retries-spent",
+        _reaper,
         columns={"retry_count": 3, "max_retries": 3, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("reap_final", Actor.REAPER, "quarantine", _reaper,
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "reap_final",
+        Actor.REAPER,
+        "quarantine",
+        _reaper,
         columns={"retry_count": 0, "max_retries": 3, "stall_count": 2, "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("timeout_retry", Actor.REAPER, "run-outlived-its-timeout", _reaper,
-        columns={"retry_count": 0, "max_retries": 3, "timeout_seconds": 30, "timeout_at": EXPIRED,
-                 "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("timeout_final", Actor.REAPER, "retries-spent", _reaper,
-        columns={"retry_count": 3, "max_retries": 3, "timeout_seconds": 30, "timeout_at": EXPIRED,
-                 "lease_expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("expire", Actor.REAPER, "expires-at-passed", _reaper, columns={"expires_at": EXPIRED},
-        logged_as=Actor.REAPER.value, refusal=204, through_api=False),
-    Way("run_now", Actor.ADMIN, "scheduled-page", _admin_runs_now, columns={"run_at": LATER},
-        logged_as=ADMIN_NAME, through_api=False),
-    Way("cancel", Actor.PRODUCER, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "producer"),
-        logged_as="key:producer-a"),
-    Way("cancel", Actor.ADMIN, "api", _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "admin"),
-        logged_as="key:admin-a"),
-    Way("retry", Actor.ADMIN, "api", _api(lambda i: f"/jobs/{i}/retry", lambda _: None, "admin"),
-        logged_as="key:admin-a"),
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "timeout_retry",
+        Actor.REAPER,
+        "run-outlived-its-timeout",
+        _reaper,
+        columns={
+            "retry_count": 0,
+            "max_retries": 3,
+            "timeout_seconds": 30,
+            "timeout_at": EXPIRED,
+            "lease_expires_at": EXPIRED,
+        },
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "timeout_final",
+        Actor.REAPER,
+        "retries-spent",
+        _reaper,
+        columns={
+            "retry_count": 3,
+            "max_retries": 3,
+            "timeout_seconds": 30,
+            "timeout_at": EXPIRED,
+            "lease_expires_at": EXPIRED,
+        },
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "expire",
+        Actor.REAPER,
+        "expires-at-passed",
+        _reaper,
+        columns={"expires_at": EXPIRED},
+        logged_as=Actor.REAPER.value,
+        refusal=204,
+        through_api=False,
+    ),
+    Way(
+        "run_now",
+        Actor.ADMIN,
+        "scheduled-page",
+        _admin_runs_now,
+        columns={"run_at": LATER},
+        logged_as=ADMIN_NAME,
+        through_api=False,
+    ),
+    Way(
+        "cancel",
+        Actor.PRODUCER,
+        "api",
+        _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "producer"),
+        logged_as="key:producer-a",
+    ),
+    Way(
+        "cancel",
+        Actor.ADMIN,
+        "api",
+        _api(lambda i: f"/jobs/{i}/cancel", lambda _: None, "admin"),
+        logged_as="key:admin-a",
+    ),
+    Way(
+        "retry",
+        Actor.ADMIN,
+        "api",
+        _api(lambda i: f"/jobs/{i}/retry", lambda _: None, "admin"),
+        logged_as="key:admin-a",
+    ),
 ]
 
 # The API key role that acts as each actor (the others are the server and the reaper, which have no key).
@@ -255,8 +408,12 @@ class Env:
 
 @pytest.fixture
 def env(client, producer, worker, other_worker, admin, read_job, make_job):
-    return Env(client, {"producer": producer, "worker": worker, "other_worker": other_worker, "admin": admin},
-               read_job, make_job)
+    return Env(
+        client,
+        {"producer": producer, "worker": worker, "other_worker": other_worker, "admin": admin},
+        read_job,
+        make_job,
+    )
 
 
 @pytest.fixture
@@ -271,8 +428,14 @@ def job_in(make_job):
         columns = {"producer_key_id": key_id("producer-a"), "producer": "producer-a", **way.columns}
         if holder or status is JobStatus.RUNNING:
             now = utcnow()
-            columns = {"worker_id": "worker-a", "claim_token": "token-a", "claimed_at": now, "heartbeat_at": now,
-                       "lease_expires_at": now + timedelta(seconds=300), **columns}
+            columns = {
+                "worker_id": "worker-a",
+                "claim_token": "token-a",
+                "claimed_at": now,
+                "heartbeat_at": now,
+                "lease_expires_at": now + timedelta(seconds=300),
+                **columns,
+            }
         for name, value in columns.items():
             if value == EXPIRED:
                 columns[name] = utcnow() - timedelta(seconds=1)
@@ -302,6 +465,7 @@ def _refusals():
 
 # --- the table itself -----------------------------------------------------------------------------------
 
+
 def test_every_transition_and_actor_is_walked():
     walked = {(way.action, way.actor) for way in WAYS}
     assert walked == {(t.action, actor) for t in TRANSITIONS for actor in t.actors}
@@ -319,6 +483,7 @@ def test_the_api_document_and_the_metrics_name_every_status_and_event():
 
 
 # --- every move -----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("way, from_status", list(_moves()))
 def test_move(env, job_in, read_job, way, from_status):
@@ -339,13 +504,18 @@ def test_move(env, job_in, read_job, way, from_status):
     assert len(log) == logged_before + way.prepared_events + 1, [entry.event for entry in log]
     entry = log[-1]
     assert (entry.event, entry.from_status, entry.to_status, entry.actor) == (
-        transition.event, from_status, transition.to_status, way.logged_as)
+        transition.event,
+        from_status,
+        transition.to_status,
+        way.logged_as,
+    )
     assert entry.attempt == row.retry_count
     if way.how == "quarantine":
         assert entry.error.startswith("quarantined")
 
 
 # --- every refusal --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("way, status", list(_refusals()))
 def test_refusal(env, job_in, read_job, way, status):
@@ -365,8 +535,9 @@ HOLDER_API_WAYS = [way for way in WAYS if way.actor is Actor.HOLDER and way.acti
 
 
 @pytest.mark.parametrize("way", HOLDER_API_WAYS, ids=str)
-@pytest.mark.parametrize("key, token", [("other_worker", "token-a"), ("worker", "token-b")],
-                         ids=["another-worker", "a-stale-token"])
+@pytest.mark.parametrize(
+    "key, token", [("other_worker", "token-a"), ("worker", "token-b")], ids=["another-worker", "a-stale-token"]
+)
 def test_only_the_holder_under_its_claim_token_may_act(env, job_in, read_job, way, key, token):
     job_id = job_in(JobStatus.RUNNING, way)
     before, logged = read_job(job_id), event_rows(job_id)
@@ -402,24 +573,33 @@ def test_no_other_role_may_act(env, job_in, read_job, way, role):
 
 # --- the documented diagram and table (docs/architecture.md) ------------------------------------------
 
+
 def _documented_states_section() -> str:
     text = STATES_DOC.read_text(encoding="utf-8")
     start = text.index("States, and who moves a job out of each")
     end = text.find("\n## ", start)
-    return text[start:end if end != -1 else len(text)]
+    return text[start : end if end != -1 else len(text)]
 
 
 def _expected_rows() -> list[list[str]]:
-    return [[", ".join(names(t.from_statuses)) or "–", t.action, t.to_status.value,
-             t.event.value if t.event else "–", ", ".join(actor.value for actor in t.actors), t.description]
-            for t in TRANSITIONS]
+    return [
+        [
+            ", ".join(names(t.from_statuses)) or "–",
+            t.action,
+            t.to_status.value,
+            t.event.value if t.event else "–",
+            ", ".join(actor.value for actor in t.actors),
+            t.description,
+        ]
+        for t in TRANSITIONS
+    ]
 
 
 def test_the_documented_table_is_the_transition_table():
     section = _documented_states_section()
     header = "| From | Action | To | Event | Who | When |"
     assert header in section
-    lines = section[section.index(header):].splitlines()[2:]
+    lines = section[section.index(header) :].splitlines()[2:]
     rows = []
     for line in lines:
         if not line.startswith("|"):

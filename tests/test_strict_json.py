@@ -1,5 +1,6 @@
 """Numbers a double cannot hold are refused anywhere in any body (400), so no answer ever carries
 ``Infinity``; and the check every test's answers go through (tests/support/strict_json.py) does catch one."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,13 @@ from tests.support.strict_json import NotStrictJSONAnswer
 
 JSON = "application/json"
 BEYOND_A_DOUBLE = [
-    "1e400", "-1e400", "1.8e308", "2E+308",
-    "1" + "0" * 309,                 # an integer literal past the largest double (1.79…e308)
+    "1e400",
+    "-1e400",
+    "1.8e308",
+    "2E+308",
+    "1" + "0" * 309,  # an integer literal past the largest double (1.79…e308)
     "-" + "9" * 309,
-    "1" + "0" * 5000,                # past Python's own 4300-digit limit for int()
+    "1" + "0" * 5000,  # past Python's own 4300-digit limit for int()
 ]
 
 
@@ -68,11 +72,14 @@ def test_a_batch_complete_with_a_result_beyond_a_double_completes_nothing(client
     assert read_job(job_id).status == "running"
 
 
-@pytest.mark.parametrize("path, text", [
-    ("/jobs/claim", '{"wait": 1e400}'),
-    ("/jobs/claim", '{"lease_seconds": 1e400}'),
-    ("/jobs/claim", '{"limit": ' + "9" * 400 + "}"),
-])
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("/jobs/claim", '{"wait": 1e400}'),
+        ("/jobs/claim", '{"lease_seconds": 1e400}'),
+        ("/jobs/claim", '{"limit": ' + "9" * 400 + "}"),
+    ],
+)
 def test_claim_numbers_beyond_a_double_are_400(client, worker, enqueue, read_job, path, text):
     job = enqueue()
     out_of_range_problem(post_raw(client, path, text, worker))
@@ -82,15 +89,17 @@ def test_claim_numbers_beyond_a_double_are_400(client, worker, enqueue, read_job
 def test_a_heartbeat_lease_beyond_a_double_is_400(client, worker, make_job, read_job):
     job_id = make_job(status="running")
     before = read_job(job_id).lease_expires_at
-    out_of_range_problem(post_raw(client, f"/jobs/{job_id}/heartbeat",
-                                  '{"claim_token": "token-a", "lease_seconds": 1e400}', worker))
+    out_of_range_problem(
+        post_raw(client, f"/jobs/{job_id}/heartbeat", '{"claim_token": "token-a", "lease_seconds": 1e400}', worker)
+    )
     assert read_job(job_id).lease_expires_at == before
 
 
 def test_the_largest_and_smallest_doubles_are_stored_and_served_back_as_they_came(client, producer, admin):
     largest = sys.float_info.max
-    text = json.dumps({"type": "email", "payload": {"max": largest, "min": -largest, "tiny": 5e-324,
-                                                     "big_int": int(largest)}})
+    text = json.dumps(
+        {"type": "email", "payload": {"max": largest, "min": -largest, "tiny": 5e-324, "big_int": int(largest)}}
+    )
     response = post_raw(client, "/jobs", text, producer)
     assert response.status_code == 201, response.get_json()
     payload = client.get(f"/jobs/{response.get_json()['id']}", headers=admin).get_json()["payload"]
@@ -99,15 +108,19 @@ def test_the_largest_and_smallest_doubles_are_stored_and_served_back_as_they_cam
 
 # --- the suite-wide check itself -----------------------------------------------------------------
 
-@pytest.mark.parametrize("body, content_type", [
-    ('{"x": Infinity}', "application/json"),
-    ('{"x": -Infinity}', "application/json"),
-    ('{"x": NaN}', "application/problem+json"),
-    ('{"x": 1e400}', "application/json; charset=utf-8"),
-    ('{"x": ' + "1" * 400 + "}", "application/json"),
-    (b'{"x": "\xff"}', "application/json"),
-    ("", "application/json"),
-])
+
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        ('{"x": Infinity}', "application/json"),
+        ('{"x": -Infinity}', "application/json"),
+        ('{"x": NaN}', "application/problem+json"),
+        ('{"x": 1e400}', "application/json; charset=utf-8"),
+        ('{"x": ' + "1" * 400 + "}", "application/json"),
+        (b'{"x": "\xff"}', "application/json"),
+        ("", "application/json"),
+    ],
+)
 def test_the_suite_fails_any_request_answered_with_json_a_strict_parser_refuses(app, client, body, content_type):
     app.add_url_rule("/test-not-strict-json", "not_strict_json", lambda: Response(body, content_type=content_type))
     with pytest.raises(NotStrictJSONAnswer):

@@ -1,4 +1,5 @@
 """Every state transition of a job, as a table; then failure backoff, retries and the event log."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -20,7 +21,6 @@ TRANSITIONS = [
     ("pending", "fail", "worker", 409, "pending"),
     ("pending", "heartbeat", "worker", 409, "pending"),
     ("pending", "release", "worker", 409, "pending"),
-
     ("running", "complete", "worker", 200, "completed"),
     ("running", "fail", "worker", 200, "pending"),
     ("running", "fail-for-good", "worker", 200, "failed"),
@@ -36,7 +36,6 @@ TRANSITIONS = [
     ("running", "cancel", "admin", 409, "running"),
     ("running", "retry", "admin", 409, "running"),
     ("running", "claim", "worker", 204, "running"),
-
     ("completed", "complete", "worker", 409, "completed"),
     ("completed", "fail", "worker", 409, "completed"),
     ("completed", "heartbeat", "worker", 409, "completed"),
@@ -45,14 +44,12 @@ TRANSITIONS = [
     ("completed", "cancel", "admin", 409, "completed"),
     ("completed", "retry", "admin", 409, "completed"),
     ("completed", "claim", "worker", 204, "completed"),
-
     ("failed", "retry", "admin", 200, "pending"),
     ("failed", "retry", "producer", 403, "failed"),
     ("failed", "cancel", "admin", 409, "failed"),
     ("failed", "complete", "worker", 409, "failed"),
     ("failed", "fail", "worker", 409, "failed"),
     ("failed", "claim", "worker", 204, "failed"),
-
     ("cancelled", "retry", "admin", 200, "pending"),
     ("cancelled", "cancel", "producer", 409, "cancelled"),
     ("cancelled", "cancel", "admin", 409, "cancelled"),
@@ -64,8 +61,13 @@ TRANSITIONS = [
 @pytest.fixture
 def headers_of(producer, other_producer, worker, other_worker, admin):
     """The table's actor names → their Authorization headers."""
-    return {"producer": producer, "other_producer": other_producer, "worker": worker,
-            "other_worker": other_worker, "admin": admin}
+    return {
+        "producer": producer,
+        "other_producer": other_producer,
+        "worker": worker,
+        "other_worker": other_worker,
+        "admin": admin,
+    }
 
 
 @pytest.fixture
@@ -100,8 +102,11 @@ def act(client, job_id: int, action: str, headers: dict):
     return client.post(path, json=body, headers=headers)
 
 
-@pytest.mark.parametrize("from_state, action, actor, code, to_state", TRANSITIONS,
-                         ids=[f"{f}-{a}-by-{who}" for f, a, who, _, _ in TRANSITIONS])
+@pytest.mark.parametrize(
+    "from_state, action, actor, code, to_state",
+    TRANSITIONS,
+    ids=[f"{f}-{a}-by-{who}" for f, a, who, _, _ in TRANSITIONS],
+)
 def test_transition(client, headers_of, job_in, read_job, from_state, action, actor, code, to_state):
     job_id = job_in(from_state)
     before = read_job(job_id)
@@ -125,29 +130,42 @@ def test_actions_on_a_job_that_does_not_exist_are_404(client, headers_of, action
     assert_problem(act(client, 424242, action, headers_of[actor]), 404)
 
 
-@pytest.mark.parametrize("from_state, action, actor", [
-    ("running", "complete", "worker"), ("running", "fail", "worker"), ("running", "fail-for-good", "worker"),
-    ("running", "heartbeat", "worker"), ("running", "release", "worker"), ("pending", "cancel", "producer"),
-    ("pending", "cancel", "admin"), ("failed", "retry", "admin"), ("cancelled", "retry", "admin"),
-])
-def test_every_action_answers_200_with_the_job_as_it_now_is(client, headers_of, job_in, admin,
-                                                            from_state, action, actor):
+@pytest.mark.parametrize(
+    "from_state, action, actor",
+    [
+        ("running", "complete", "worker"),
+        ("running", "fail", "worker"),
+        ("running", "fail-for-good", "worker"),
+        ("running", "heartbeat", "worker"),
+        ("running", "release", "worker"),
+        ("pending", "cancel", "producer"),
+        ("pending", "cancel", "admin"),
+        ("failed", "retry", "admin"),
+        ("cancelled", "retry", "admin"),
+    ],
+)
+def test_every_action_answers_200_with_the_job_as_it_now_is(
+    client, headers_of, job_in, admin, from_state, action, actor
+):
     job_id = job_in(from_state)
     response = act(client, job_id, action, headers_of[actor])
     assert response.status_code == 200
     now_seen_by_admin = client.get(f"/jobs/{job_id}", headers=admin).get_json()
     body = response.get_json()
     # Only what the caller may not see (V-10) can differ.
-    assert {k: v for k, v in body.items() if k != "error"} == \
-           {k: v for k, v in now_seen_by_admin.items() if k != "error"}
+    assert {k: v for k, v in body.items() if k != "error"} == {
+        k: v for k, v in now_seen_by_admin.items() if k != "error"
+    }
 
 
 # --- complete, heartbeat, release ----------------------------------------------------------------
 
+
 def test_complete_stores_the_result_and_the_time(client, worker, job_in, read_job):
     job_id = job_in("running")
-    body = client.post(f"/jobs/{job_id}/complete", json={"claim_token": "token-a", "result": {"rows": 3}},
-                       headers=worker).get_json()
+    body = client.post(
+        f"/jobs/{job_id}/complete", json={"claim_token": "token-a", "result": {"rows": 3}}, headers=worker
+    ).get_json()
     assert body["result"] == {"rows": 3}
     assert body["completed_at"] is not None
     row = read_job(job_id)
@@ -172,8 +190,9 @@ def test_heartbeat_extends_the_lease(client, worker, job_in, body, seconds):
 @pytest.mark.parametrize("lease_seconds", [0, 86401, "60"])
 def test_heartbeat_lease_out_of_bounds_is_422(client, worker, job_in, lease_seconds):
     job_id = job_in("running")
-    response = client.post(f"/jobs/{job_id}/heartbeat", json={"claim_token": "token-a", "lease_seconds": lease_seconds},
-                           headers=worker)
+    response = client.post(
+        f"/jobs/{job_id}/heartbeat", json={"claim_token": "token-a", "lease_seconds": lease_seconds}, headers=worker
+    )
     assert assert_problem(response, 422)["errors"][0]["pointer"] == "/lease_seconds"
 
 
@@ -186,6 +205,7 @@ def test_release_keeps_retry_count_and_frees_the_job(client, worker, job_in, rea
 
 
 # --- fail: requeue, backoff, failing for good ----------------------------------------------------
+
 
 def test_fail_with_retries_left_requeues_and_keeps_the_error(client, worker, admin, job_in, read_job):
     job_id = job_in("running", retry_count=1)
@@ -205,7 +225,8 @@ def test_base_zero_backoff_makes_a_failed_job_claimable_at_once(client, worker, 
 @pytest.mark.parametrize("config_overrides", [{"RETRY_BACKOFF_BASE": 10, "RETRY_BACKOFF_MAX": 50}])
 @pytest.mark.parametrize("retry_count, full_delay", [(0, 10), (1, 20), (2, 40), (3, 50), (8, 50)])
 def test_fail_backs_off_base_times_two_to_the_retry_count_capped_with_jitter(
-        client, worker, job_in, config_overrides, retry_count, full_delay):
+    client, worker, job_in, config_overrides, retry_count, full_delay
+):
     job_id = job_in("running", retry_count=retry_count, max_retries=10)
     before = utcnow()
     body = client.post(f"/jobs/{job_id}/fail", json={"claim_token": "token-a"}, headers=worker).get_json()
@@ -264,6 +285,7 @@ def test_retry_resets_retry_count_to_zero(client, admin, job_in, read_job, from_
 
 # --- the event log -------------------------------------------------------------------------------
 
+
 def test_the_event_log_records_every_change_with_actor_and_error(client, producer, worker, admin, enqueue, claim):
     job_id = enqueue(max_retries=1)["id"]
     token = claim()["claim_token"]
@@ -276,8 +298,9 @@ def test_the_event_log_records_every_change_with_actor_and_error(client, produce
 
     response = client.get(f"/jobs/{job_id}/events", headers=admin)
     assert response.status_code == 200
-    log = [(e["event"], e["from_status"], e["to_status"], e["actor"], e["error"])
-           for e in response.get_json()["events"]]
+    log = [
+        (e["event"], e["from_status"], e["to_status"], e["actor"], e["error"]) for e in response.get_json()["events"]
+    ]
     assert log == [
         ("enqueued", None, "pending", "key:producer-a", None),
         ("claimed", "pending", "running", "key:worker-a", None),
@@ -299,7 +322,9 @@ def test_cancel_and_release_are_logged(client, producer, worker, enqueue, claim)
     client.post(f"/jobs/{released}/release", json={"claim_token": token}, headers=worker)
     client.post(f"/jobs/{released}/cancel", headers=producer)
     assert [(e.event, e.actor) for e in event_rows(released)] == [
-        ("enqueued", "key:producer-a"), ("claimed", "key:worker-a"), ("released", "key:worker-a"),
+        ("enqueued", "key:producer-a"),
+        ("claimed", "key:worker-a"),
+        ("released", "key:worker-a"),
         ("cancelled", "key:producer-a"),
     ]
 

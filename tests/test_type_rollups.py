@@ -1,6 +1,7 @@
 """The type rollups: no state change writes them; the rollup step folds closed minutes of the event log into
 per-minute and per-hour rows, once per minute however often or from however many places it runs, and
 ``flask purge`` prunes old periods. Percentiles come from the histogram buckets."""
+
 from __future__ import annotations
 
 import threading
@@ -29,37 +30,52 @@ def the_mark() -> int | None:
 def test_no_state_change_writes_a_rollup_row(client, enqueue, claim, worker):
     enqueue(type="report")
     job = claim()
-    assert client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                       headers=worker).status_code == 200
+    assert (
+        client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker).status_code
+        == 200
+    )
     assert stored_rows(MINUTE) == {} and stored_rows(HOUR) == {}
 
 
 def test_flask_rollup_counts_each_minutes_jobs_per_type_and_says_through_when(app, runner):
     m10, m9 = minute_ago(10), minute_ago(9)
-    run_job("report", m10 + timedelta(seconds=1), wait=100 * MS, run=2 * MS)   # all in minute -10
-    run_job("report", m10 + timedelta(seconds=2), wait=1000 * MS, run=timedelta(seconds=58),
-            outcome="failed")                                                   # fails in minute -9
+    run_job("report", m10 + timedelta(seconds=1), wait=100 * MS, run=2 * MS)  # all in minute -10
+    run_job(
+        "report", m10 + timedelta(seconds=2), wait=1000 * MS, run=timedelta(seconds=58), outcome="failed"
+    )  # fails in minute -9
     run_job("email", m9 + timedelta(seconds=5), wait=1 * MS, run=1 * MS)
     result = runner.invoke(args=["rollup"])
     first, through = period_of(m10, MINUTE), the_mark()
-    assert result.output == (f"rolled up {(through - first) // MINUTE} minutes through "
-                             f"{rollups.as_time(through - MINUTE):%Y-%m-%d %H:%M} UTC\n")
+    assert result.output == (
+        f"rolled up {(through - first) // MINUTE} minutes through "
+        f"{rollups.as_time(through - MINUTE):%Y-%m-%d %H:%M} UTC\n"
+    )
     second = first + MINUTE
     assert stored_rows(MINUTE) == {
-        (first, "enqueued", "report", 0): 2, (first, "wait", "report", bucket_of(100 * MS)): 1,
-        (first, "wait", "report", bucket_of(1000 * MS)): 1, (first, "completed", "report", 0): 1,
+        (first, "enqueued", "report", 0): 2,
+        (first, "wait", "report", bucket_of(100 * MS)): 1,
+        (first, "wait", "report", bucket_of(1000 * MS)): 1,
+        (first, "completed", "report", 0): 1,
         (first, "run", "report", bucket_of(2 * MS)): 1,
-        (second, "failed", "report", 0): 1, (second, "run", "report", bucket_of(timedelta(seconds=58))): 1,
-        (second, "enqueued", "email", 0): 1, (second, "wait", "email", 1): 1, (second, "completed", "email", 0): 1,
+        (second, "failed", "report", 0): 1,
+        (second, "run", "report", bucket_of(timedelta(seconds=58))): 1,
+        (second, "enqueued", "email", 0): 1,
+        (second, "wait", "email", 1): 1,
+        (second, "completed", "email", 0): 1,
         (second, "run", "email", 1): 1,
     }
 
 
 def test_the_run_is_timed_from_the_latest_claim_before_its_end(app):
     start = minute_ago(20)
-    job_with_events("email", start,
-                    ("claimed", "running", start + 1 * MS), ("requeued", "pending", start + 3 * MS),
-                    ("claimed", "running", start + 1000 * MS), ("completed", "completed", start + 1100 * MS))
+    job_with_events(
+        "email",
+        start,
+        ("claimed", "running", start + 1 * MS),
+        ("requeued", "pending", start + 3 * MS),
+        ("claimed", "running", start + 1000 * MS),
+        ("completed", "completed", start + 1100 * MS),
+    )
     rollups.roll_up(utcnow())
     period = period_of(start, MINUTE)
     runs = {bucket: n for (p, metric, _t, bucket), n in stored_rows().items() if metric == "run" and p == period}
@@ -68,8 +84,9 @@ def test_the_run_is_timed_from_the_latest_claim_before_its_end(app):
 
 def test_the_wait_is_from_the_jobs_due_time_to_its_claim(app):
     start = minute_ago(20)
-    job_with_events("email", start, ("claimed", "running", start + timedelta(seconds=40)),
-                    run_at=start + timedelta(seconds=30))   # scheduled 30 s after enqueue, waited 10 s
+    job_with_events(
+        "email", start, ("claimed", "running", start + timedelta(seconds=40)), run_at=start + timedelta(seconds=30)
+    )  # scheduled 30 s after enqueue, waited 10 s
     rollups.roll_up(utcnow())
     waits = [bucket for (_p, metric, _t, bucket) in stored_rows() if metric == "wait"]
     assert waits == [bucket_of(timedelta(seconds=10))]
@@ -89,7 +106,7 @@ def test_rolling_up_again_what_was_rolled_counts_nothing_twice(app):
     run_job("email", start, wait=1 * MS, run=1 * MS)
     rollups.roll_up(utcnow())
     first = (stored_rows(MINUTE), stored_rows(HOUR))
-    with db.engine.begin() as conn:   # as if the step had died before moving its mark: it rolls them again
+    with db.engine.begin() as conn:  # as if the step had died before moving its mark: it rolls them again
         conn.execute(RollupMark.__table__.update().values(through=period_of(start, MINUTE)))
     rollups.roll_up(utcnow())
     assert (stored_rows(MINUTE), stored_rows(HOUR)) == first
@@ -99,8 +116,7 @@ def test_a_second_step_with_nothing_closed_since_rolls_nothing(app, runner):
     run_job("email", minute_ago(20), wait=1 * MS, run=1 * MS)
     runner.invoke(args=["rollup"])
     assert runner.invoke(args=["rollup"]).output.startswith("nothing to roll up: rolled up through ")
-    assert totals() == {("enqueued", "email"): 1, ("wait", "email"): 1, ("completed", "email"): 1,
-                        ("run", "email"): 1}
+    assert totals() == {("enqueued", "email"): 1, ("wait", "email"): 1, ("completed", "email"): 1, ("run", "email"): 1}
 
 
 def test_steps_from_four_threads_at_once_count_each_minute_once(app):
@@ -115,7 +131,7 @@ def test_steps_from_four_threads_at_once_count_each_minute_once(app):
         with app.app_context():
             barrier.wait()
             try:
-                rollups.roll_up(now, most=10)   # every thread wants the same ten minutes
+                rollups.roll_up(now, most=10)  # every thread wants the same ten minutes
                 rollups.roll_up(now, most=10)
             except BaseException as error:  # noqa: BLE001 - reported below
                 errors.append(error)
@@ -137,7 +153,7 @@ def test_a_step_rolls_at_most_the_minutes_it_is_given(app):
 
 
 def test_a_minute_inside_the_settle_lag_is_not_rolled(app):
-    now = datetime(2026, 12, 1, 1, 43, tzinfo=UTC) + settle_lag() - timedelta(seconds=1)   # 01:42: not settled
+    now = datetime(2026, 12, 1, 1, 43, tzinfo=UTC) + settle_lag() - timedelta(seconds=1)  # 01:42: not settled
     run_job("email", datetime(2026, 12, 1, 1, 41, 5, tzinfo=UTC), wait=1 * MS, run=1 * MS)
     run_job("email", datetime(2026, 12, 1, 1, 42, 5, tzinfo=UTC), wait=1 * MS, run=1 * MS)
     rolled = rollups.roll_up(now)

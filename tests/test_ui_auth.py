@@ -1,4 +1,5 @@
 """Signing in and out of the admin pages: sessions, CSRF, safe redirects (the throttle: test_login_throttle.py)."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,15 @@ from tests.support.ui import ADMIN_NAME, ADMIN_PASSWORD, csrf_token, post_form, 
 # Each request runs in its own app context, as on a server (tests/support/ui.py).
 pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
-PAGES = ["/admin", "/admin/", "/admin/jobs", "/admin/jobs?status=failed", "/admin/jobs/1", "/admin/workers",
-         "/admin/keys"]
+PAGES = [
+    "/admin",
+    "/admin/",
+    "/admin/jobs",
+    "/admin/jobs?status=failed",
+    "/admin/jobs/1",
+    "/admin/workers",
+    "/admin/keys",
+]
 
 
 def test_root_redirects_to_the_admin_pages(client):
@@ -35,8 +43,16 @@ def test_a_refresh_request_without_a_session_gets_401_not_the_login_page(client)
 def test_every_action_refuses_a_stranger(client, make_job, make_key, read_job):
     job = make_job(status="failed")
     make_key("worker", "x")
-    for path in ("/admin/logout", "/admin/reap", "/admin/jobs/retry", f"/admin/jobs/{job}/retry",
-                 f"/admin/jobs/{job}/cancel", f"/admin/jobs/{job}/release", "/admin/keys", "/admin/keys/x/revoke"):
+    for path in (
+        "/admin/logout",
+        "/admin/reap",
+        "/admin/jobs/retry",
+        f"/admin/jobs/{job}/retry",
+        f"/admin/jobs/{job}/cancel",
+        f"/admin/jobs/{job}/release",
+        "/admin/keys",
+        "/admin/keys/x/revoke",
+    ):
         response = post_form(client, path, {"scope": "matching", "name": "sneaky", "role": "admin"})
         assert response.status_code == 302, path
         assert response.headers["Location"].startswith("/admin/login"), path
@@ -85,15 +101,17 @@ def test_login_without_a_csrf_token_is_refused(client, admin_user):
 
 
 def test_a_forged_csrf_token_is_refused(client, admin_user):
-    response = client.post("/admin/login", data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD,
-                                                 "csrf_token": "forged"})
+    response = client.post(
+        "/admin/login", data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD, "csrf_token": "forged"}
+    )
     assert response.status_code == 400
 
 
 def test_a_token_from_another_session_is_refused(app, client, admin_user):
     other_token = csrf_token(app.test_client())
-    response = client.post("/admin/login", data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD,
-                                                 "csrf_token": other_token})
+    response = client.post(
+        "/admin/login", data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD, "csrf_token": other_token}
+    )
     assert response.status_code == 400
 
 
@@ -127,8 +145,9 @@ def test_the_page_asked_for_before_sign_in_is_where_sign_in_leads(client, admin_
 def test_v_open_redirect_next_in_the_form_never_leaves_the_app(app, admin_user):
     for target in ("//evil.com", "https://evil.com", "/\\evil.com"):
         client = app.test_client()
-        response = post_form(client, "/admin/login", {"username": ADMIN_NAME, "password": ADMIN_PASSWORD,
-                                                      "next": target})
+        response = post_form(
+            client, "/admin/login", {"username": ADMIN_NAME, "password": ADMIN_PASSWORD, "next": target}
+        )
         assert response.status_code == 302, target
         assert response.headers["Location"] == "/admin", target
 
@@ -153,9 +172,12 @@ def test_session_cookie_is_httponly_and_samesite_lax(client, admin_user):
 @pytest.mark.parametrize("config_overrides", [{"SESSION_COOKIE_SECURE": True}])
 def test_session_cookie_secure_is_configurable(client, admin_user, config_overrides):
     token = csrf_token_over_https(client)
-    response = client.post("/admin/login", base_url="https://localhost",
-                           headers={"Referer": "https://localhost/admin/login"},
-                           data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD, "csrf_token": token})
+    response = client.post(
+        "/admin/login",
+        base_url="https://localhost",
+        headers={"Referer": "https://localhost/admin/login"},
+        data={"username": ADMIN_NAME, "password": ADMIN_PASSWORD, "csrf_token": token},
+    )
     assert response.status_code == 302
     assert "Secure" in response.headers["Set-Cookie"]
 

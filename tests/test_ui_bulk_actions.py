@@ -1,5 +1,6 @@
 """Bulk cancel and delete (and retry) on the jobs page: a confirmation page naming the count first, only the
 jobs the state machine lets the action take, and a report of what changed and what was left alone and why."""
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,10 @@ def question(response) -> str:
 @pytest.fixture
 def jobs(make_job):
     """Two jobs in each status, by status."""
-    return {status: [make_job(status=status), make_job(status=status)]
-            for status in ("pending", "running", "completed", "failed", "cancelled")}
+    return {
+        status: [make_job(status=status), make_job(status=status)]
+        for status in ("pending", "running", "completed", "failed", "cancelled")
+    }
 
 
 def every(jobs) -> list[int]:
@@ -46,12 +49,14 @@ def every(jobs) -> list[int]:
 
 # --- asking first ------------------------------------------------------------------------------------
 
+
 def test_cancel_selected_asks_first_naming_the_count_and_changes_nothing(signed_in, jobs, read_job):
     response = ask(signed_in, do="cancel-selected", job_id=every(jobs))
     assert question(response) == "Cancel 2 jobs?"
     body = text_of(response)
-    assert ("Left alone: 2 cancelled, 2 completed, 2 failed, 2 running"
-            " (only waiting or pending jobs can be cancelled).") in body
+    assert (
+        "Left alone: 2 cancelled, 2 completed, 2 failed, 2 running (only waiting or pending jobs can be cancelled)."
+    ) in body
     assert ">Cancel 2 jobs</button>" in body and 'name="confirmed" value="yes"' in body
     assert all(read_job(job_id).status == "pending" for job_id in jobs["pending"])
 
@@ -82,10 +87,13 @@ def test_nothing_to_act_on_says_so_and_offers_only_the_way_back(signed_in, jobs)
 
 # --- acting, once confirmed ----------------------------------------------------------------------------
 
+
 def test_cancel_selected_cancels_the_pending_ones_and_reports_the_rest(signed_in, jobs, read_job):
     messages = confirm(signed_in, do="cancel-selected", job_id=every(jobs))
-    assert messages == ["Cancelled 2 jobs. Left alone 8: 2 cancelled, 2 completed, 2 failed, 2 running "
-                        "(only waiting or pending jobs can be cancelled)."]
+    assert messages == [
+        "Cancelled 2 jobs. Left alone 8: 2 cancelled, 2 completed, 2 failed, 2 running "
+        "(only waiting or pending jobs can be cancelled)."
+    ]
     assert [read_job(j).status for j in jobs["pending"]] == ["cancelled", "cancelled"]
     assert [read_job(j).status for j in jobs["running"]] == ["running", "running"]
     assert events_of(jobs["pending"][0])[-1].actor == f"admin:{ADMIN_NAME}"
@@ -94,33 +102,40 @@ def test_cancel_selected_cancels_the_pending_ones_and_reports_the_rest(signed_in
 
 def test_delete_selected_removes_only_finished_jobs_never_a_running_one(signed_in, jobs, read_job):
     messages = confirm(signed_in, do="delete-selected", job_id=every(jobs))
-    assert messages == ["Deleted 6 jobs. Left alone 4: 2 pending, 2 running "
-                        "(only completed, failed or cancelled jobs can be deleted)."]
+    assert messages == [
+        "Deleted 6 jobs. Left alone 4: 2 pending, 2 running (only completed, failed or cancelled jobs can be deleted)."
+    ]
     for status in ("completed", "failed", "cancelled"):
         assert all(read_job(j) is None and events_of(j) == [] for j in jobs[status])
     assert all(read_job(j).status == "running" for j in jobs["running"])
     assert all(read_job(j).status == "pending" for j in jobs["pending"])
 
 
-
 def test_delete_never_removes_a_finished_job_that_a_waiting_job_still_depends_on(signed_in, make_job, read_job):
     parent, other_parent = make_job(status="completed", has_dependents=True), make_job(status="running")
     child = make_job(status="waiting", run_when="completed")
     with db.engine.begin() as conn:
-        conn.execute(insert(JobDependency.__table__), [{"child_id": child, "parent_id": parent},
-                                                       {"child_id": child, "parent_id": other_parent}])
+        conn.execute(
+            insert(JobDependency.__table__),
+            [{"child_id": child, "parent_id": parent}, {"child_id": child, "parent_id": other_parent}],
+        )
     confirm(signed_in, do="delete-selected", job_id=[parent])
     assert read_job(parent).status == "completed"
     assert read_job(child).status == "waiting"
+
 
 def test_the_server_log_records_who_deleted_each_job(signed_in, jobs, caplog):
     # The job's own history goes with it, so the log line is where the admin's name stays.
     caplog.set_level(logging.INFO, logger="queuelog")
     confirm(signed_in, do="delete-selected", job_id=jobs["failed"])
-    deleted = [r.queuelog_fields for r in caplog.records
-               if getattr(r, "queuelog_fields", None) and r.getMessage().startswith("job_deleted")]
+    deleted = [
+        r.queuelog_fields
+        for r in caplog.records
+        if getattr(r, "queuelog_fields", None) and r.getMessage().startswith("job_deleted")
+    ]
     assert sorted((f["job_id"], f["status"], f["actor"]) for f in deleted) == [
-        (job_id, "failed", f"admin:{ADMIN_NAME}") for job_id in jobs["failed"]]
+        (job_id, "failed", f"admin:{ADMIN_NAME}") for job_id in jobs["failed"]
+    ]
 
 
 def test_cancel_all_matching_takes_the_pending_jobs_of_the_filter_only(signed_in, make_job, read_job):
@@ -128,8 +143,9 @@ def test_cancel_all_matching_takes_the_pending_jobs_of_the_filter_only(signed_in
     report = make_job(type="report")
     held = make_job(type="email", status="running")
     messages = confirm(signed_in, do="cancel-matching", type="email", up_to=10**6)
-    assert messages == ["Cancelled 3 matching jobs. Left alone: 1 running"
-                        " (only waiting or pending jobs can be cancelled)."]
+    assert messages == [
+        "Cancelled 3 matching jobs. Left alone: 1 running (only waiting or pending jobs can be cancelled)."
+    ]
     assert [read_job(j).status for j in email] == ["cancelled"] * 3
     assert (read_job(report).status, read_job(held).status) == ("pending", "running")
 
@@ -147,7 +163,8 @@ def test_delete_all_matching_with_a_status_it_cannot_take_deletes_nothing(signed
     response = ask(signed_in, do="delete-matching", status="running")
     assert question(response) == "Nothing to delete"
     assert confirm(signed_in, do="delete-matching", status="running", up_to=10**6) == [
-        "Deleted 0 matching jobs. Left alone: 2 running (only completed, failed or cancelled jobs can be deleted)."]
+        "Deleted 0 matching jobs. Left alone: 2 running (only completed, failed or cancelled jobs can be deleted)."
+    ]
     assert all(read_job(j).status == "running" for j in jobs["running"])
 
 
@@ -155,7 +172,8 @@ def test_retry_through_the_bulk_form_asks_and_retries(signed_in, jobs, read_job)
     assert question(ask(signed_in, do="retry-matching")) == "Retry 2 jobs?"  # failed ones, as retry-all always did
     assert confirm(signed_in, do="retry-matching", up_to=10**6) == [
         "Retried 2 matching jobs. Left alone: 2 cancelled, 2 completed, 2 pending, 2 running "
-        "(only failed or cancelled jobs can be retried)."]
+        "(only failed or cancelled jobs can be retried)."
+    ]
     assert [read_job(j).status for j in jobs["failed"]] == ["pending", "pending"]
 
 
@@ -165,7 +183,8 @@ def test_a_job_that_moved_on_between_question_and_answer_is_reported(signed_in, 
     assert "Cancel 1 job?" in body
     claim()  # a worker takes it before the admin confirms
     assert confirm(signed_in, do="cancel-selected", job_id=[waiting]) == [
-        "Cancelled 0 jobs. Left alone 1: 1 running (only waiting or pending jobs can be cancelled)."]
+        "Cancelled 0 jobs. Left alone 1: 1 running (only waiting or pending jobs can be cancelled)."
+    ]
     assert read_job(waiting).status == "running"
 
 
@@ -173,18 +192,23 @@ def test_a_deleted_job_is_reported_as_gone(signed_in, make_job):
     gone = make_job(status="completed")
     confirm(signed_in, do="delete-selected", job_id=[gone])
     assert confirm(signed_in, do="delete-selected", job_id=[gone]) == [
-        "Deleted 0 jobs. Left alone 1: 1 no longer exists."]
+        "Deleted 0 jobs. Left alone 1: 1 no longer exists."
+    ]
 
 
 # --- refusals ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("form", [
-    {"do": "explode-selected", "job_id": [1]},
-    {"do": "cancel-selected", "job_id": ["x"]},
-    {"do": "cancel-selected", "job_id": [2**63]},
-    {"do": "delete-matching", "up_to": "-1"},
-    {"do": "delete-matching", "path": "a..b", "value": "1"},
-])
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"do": "explode-selected", "job_id": [1]},
+        {"do": "cancel-selected", "job_id": ["x"]},
+        {"do": "cancel-selected", "job_id": [2**63]},
+        {"do": "delete-matching", "up_to": "-1"},
+        {"do": "delete-matching", "path": "a..b", "value": "1"},
+    ],
+)
 def test_a_malformed_bulk_request_changes_nothing_and_says_so(signed_in, jobs, read_job, form):
     before = {job_id: read_job(job_id) for job_id in every(jobs)}
     response = post_form(signed_in, "/admin/jobs/bulk", {**form, "confirmed": "yes"}, page="/admin/jobs")
@@ -207,8 +231,9 @@ def test_a_bulk_action_without_a_csrf_token_changes_nothing(signed_in, jobs, rea
 def test_a_viewer_is_refused_bulk_actions_with_403(viewer_client, jobs, read_job):
     token = csrf_token(viewer_client, "/admin")
     for do in ("cancel-matching", "delete-matching", "retry-matching"):
-        response = viewer_client.post("/admin/jobs/bulk", data={"do": do, "confirmed": "yes", "up_to": 10**6,
-                                                               "csrf_token": token})
+        response = viewer_client.post(
+            "/admin/jobs/bulk", data={"do": do, "confirmed": "yes", "up_to": 10**6, "csrf_token": token}
+        )
         assert response.status_code == 403
         response = viewer_client.post("/admin/jobs/bulk", data={"do": do, "csrf_token": token})
         assert response.status_code == 403  # not even the question
@@ -217,6 +242,7 @@ def test_a_viewer_is_refused_bulk_actions_with_403(viewer_client, jobs, read_job
 
 
 # --- the jobs page's buttons ---------------------------------------------------------------------------------
+
 
 def test_the_jobs_page_offers_cancel_and_delete_for_ticked_and_matching_jobs(signed_in, jobs):
     body = text_of(signed_in.get("/admin/jobs"))

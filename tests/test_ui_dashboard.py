@@ -1,4 +1,5 @@
 """The dashboard: counts, what is stalled, what failed, and the last hour at a glance."""
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,13 @@ def test_the_dashboard_counts_jobs_per_status(signed_in, make_job):
         for _ in range(count):
             make_job(status=status)
     body = text_of(signed_in.get("/admin"))
-    assert [tile(body, s) for s in ("pending", "running", "completed", "failed", "cancelled")] == \
-        ["3", "1", "4", "2", "1"]
+    assert [tile(body, s) for s in ("pending", "running", "completed", "failed", "cancelled")] == [
+        "3",
+        "1",
+        "4",
+        "2",
+        "1",
+    ]
 
 
 def test_each_count_links_to_the_jobs_with_that_status(signed_in, make_job):
@@ -71,9 +77,9 @@ def test_stalled_running_jobs_are_listed_with_a_reap_button(signed_in, make_job)
     stalled = make_job(status="running", worker_id="worker-z", lease_expires_at=utcnow() - timedelta(minutes=3))
     healthy = make_job(status="running")
     body = text_of(signed_in.get("/admin"))
-    section = body[body.index('id="stalled-title"'):body.index('id="types-title"')]
+    section = body[body.index('id="stalled-title"') : body.index('id="types-title"')]
     assert f"/admin/jobs/{stalled}" in section and "worker-z" in section
-    assert f"/admin/jobs/{healthy}\"" not in section
+    assert f'/admin/jobs/{healthy}"' not in section
     assert 'action="/admin/reap"' in section
     assert re.search(r'data-figure="stalled">.*?tile-value">1<', body, re.S)
 
@@ -86,7 +92,8 @@ def test_reap_now_gives_stalled_jobs_back_in_the_admins_name(signed_in, make_job
     assert read_job(stalled).retry_count == 1
     assert [(e.event, e.actor) for e in events_of(stalled)][-1] == ("reaped", f"admin:{ADMIN_NAME}")
     assert flashes(signed_in.get("/admin")) == [
-        "Reaped 1 stalled job: 1 back in the queue, 0 failed (no retries left), 0 quarantined."]
+        "Reaped 1 stalled job: 1 back in the queue, 0 failed (no retries left), 0 quarantined."
+    ]
 
 
 def test_reap_now_with_nothing_stalled_says_so(signed_in, make_job, read_job):
@@ -105,7 +112,7 @@ def test_reap_now_without_a_csrf_token_is_refused(signed_in, make_job, read_job)
 def test_recent_failures_show_the_error_and_link_to_the_job(signed_in, failed_job):
     job_id = failed_job(error="SMTP 550: mailbox unavailable")
     body = text_of(signed_in.get("/admin"))
-    section = body[body.index('id="failures-title"'):]
+    section = body[body.index('id="failures-title"') :]
     assert f'href="/admin/jobs/{job_id}"' in section
     assert "SMTP 550: mailbox unavailable" in section
 
@@ -113,7 +120,7 @@ def test_recent_failures_show_the_error_and_link_to_the_job(signed_in, failed_jo
 def test_a_quarantined_job_is_marked_on_the_dashboard(signed_in, make_job):
     make_job(status="failed", error="quarantined: its worker died 3 times", stall_count=3)
     body = text_of(signed_in.get("/admin"))
-    section = body[body.index('id="failures-title"'):]
+    section = body[body.index('id="failures-title"') :]
     assert 'class="badge quarantined"' in section
 
 
@@ -131,11 +138,11 @@ def test_the_chart_counts_completed_and_failed_per_minute_over_the_last_hour(sig
     _counted("failed", ten_ago, 1)
     _counted("failed", now - timedelta(minutes=20), 1)
     _counted("completed", now - timedelta(minutes=61), 1)  # too old
-    _counted("completed", now, 7, span=HOUR)               # the hours are for the longer ranges
+    _counted("completed", now, 7, span=HOUR)  # the hours are for the longer ranges
     body = text_of(signed_in.get("/admin"))
     assert "over the last hour: 3 completed, 2 failed" in body
     assert f"<title>{ten_ago:%H:%M} UTC: 3 completed, 1 failed</title>" in body
-    svg = body[body.index("<svg"):body.index("</svg>")]
+    svg = body[body.index("<svg") : body.index("</svg>")]
     assert svg.count("<title>") == 60
 
 
@@ -148,7 +155,7 @@ def test_the_24_hour_chart_counts_per_hour_from_the_stored_hours(signed_in):
     body = text_of(signed_in.get("/admin?range=24h"))
     assert "per hour over the last 24 hours: 40 completed, 2 failed" in body
     assert f"<title>{three_ago:%d %b %H}:00 UTC: 40 completed, 2 failed</title>" in body
-    svg = body[body.index("<svg"):body.index("</svg>")]
+    svg = body[body.index("<svg") : body.index("</svg>")]
     assert svg.count("<title>") == 24
 
 
@@ -157,7 +164,7 @@ def test_the_7_day_chart_draws_one_bar_per_hour(signed_in):
     _counted("completed", now - timedelta(days=6, hours=23), 9, span=HOUR)
     body = text_of(signed_in.get("/admin?range=7d"))
     assert "per hour over the last 7 days: 9 completed, 0 failed" in body
-    svg = body[body.index("<svg"):body.index("</svg>")]
+    svg = body[body.index("<svg") : body.index("</svg>")]
     assert svg.count("<title>") == 168
 
 
@@ -176,7 +183,7 @@ def test_the_chart_counts_events_rolled_up_by_flask_rollup_in_their_minutes(sign
 def test_the_minutes_after_the_rollup_mark_are_read_live_from_the_events(signed_in):
     mark_rolled()
     now = utcnow()
-    run_job("email", now - timedelta(seconds=1), wait=timedelta(0), run=timedelta(0))   # not settled: not rolled
+    run_job("email", now - timedelta(seconds=1), wait=timedelta(0), run=timedelta(0))  # not settled: not rolled
     body = text_of(signed_in.get("/admin"))
     assert "over the last hour: 1 completed, 0 failed" in body
 
@@ -201,7 +208,7 @@ def test_an_unknown_range_is_a_400_that_names_the_choices(signed_in):
 
 def test_the_chart_is_an_inline_svg_with_no_script(signed_in):
     body = text_of(signed_in.get("/admin"))
-    svg = body[body.index("<svg"):body.index("</svg>")]
+    svg = body[body.index("<svg") : body.index("</svg>")]
     assert 'role="img"' in svg and "<script" not in svg
 
 

@@ -6,6 +6,7 @@ jobs whose lease ran out; the tile, the gauge, each job's page and the reaper mu
 cannot be faked in a running server, so jobs are enqueued with a run_at in the past or future, and a job that
 became due minutes ago is built with the factory.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,8 +61,9 @@ def test_a_job_enqueued_with_a_past_run_at_has_waited_since_its_enqueue(signed_i
 
 def test_a_retry_counts_from_the_end_of_its_backoff_not_its_first_enqueue(signed_in, client, admin, make_job):
     now = utcnow()
-    retry = make_job(type="report", created_at=now - timedelta(hours=1), run_at=now - timedelta(seconds=90),
-                     retry_count=1)
+    retry = make_job(
+        type="report", created_at=now - timedelta(hours=1), run_at=now - timedelta(seconds=90), retry_count=1
+    )
 
     tile = oldest_tile(signed_in)
     metric = value(scrape(client, admin), OLDEST, type="report")
@@ -70,8 +72,7 @@ def test_a_retry_counts_from_the_end_of_its_backoff_not_its_first_enqueue(signed
     assert 90 <= metric < 150
 
 
-def test_jobs_not_due_yet_count_in_neither_the_tile_nor_the_metric(signed_in, client, admin, worker, enqueue,
-                                                                    claim):
+def test_jobs_not_due_yet_count_in_neither_the_tile_nor_the_metric(signed_in, client, admin, worker, enqueue, claim):
     enqueue(type="report", run_at=rfc3339(utcnow() + timedelta(hours=1)))
     failing = enqueue(type="email", max_retries=3)
     claimed = claim(types=["email"])
@@ -85,14 +86,15 @@ def test_jobs_not_due_yet_count_in_neither_the_tile_nor_the_metric(signed_in, cl
     assert 'data-figure="pending-due">0 due<' in body and 'data-figure="pending-scheduled">2 scheduled<' in body
 
 
-def test_the_tile_and_the_metric_name_the_same_oldest_due_job_and_age(signed_in, client, admin, worker, enqueue,
-                                                                       claim, make_job):
+def test_the_tile_and_the_metric_name_the_same_oldest_due_job_and_age(
+    signed_in, client, admin, worker, enqueue, claim, make_job
+):
     now = utcnow()
     enqueued = now - timedelta(minutes=10)
     oldest = make_job(type="report", created_at=enqueued, run_at=enqueued)
-    enqueue(type="email", run_at=rfc3339(now - timedelta(hours=2)))    # due since its enqueue, just now
-    enqueue(type="noop", run_at=rfc3339(now + timedelta(minutes=5)))   # scheduled
-    failing = enqueue(type="resize-image")                               # backing off
+    enqueue(type="email", run_at=rfc3339(now - timedelta(hours=2)))  # due since its enqueue, just now
+    enqueue(type="noop", run_at=rfc3339(now + timedelta(minutes=5)))  # scheduled
+    failing = enqueue(type="resize-image")  # backing off
     claimed = claim(types=["resize-image"])
     client.post(f"/jobs/{failing['id']}/fail", headers=worker, json={"claim_token": claimed["claim_token"]})
 
@@ -110,19 +112,26 @@ def test_the_tile_and_the_metric_name_the_same_oldest_due_job_and_age(signed_in,
     assert value(samples, OLDEST, type="noop") == 0 and value(samples, OLDEST, type="resize-image") == 0
 
 
-def test_the_tile_the_metric_the_job_pages_and_the_reaper_find_the_same_stalled_jobs(signed_in, client, admin,
-                                                                                       make_job):
+def test_the_tile_the_metric_the_job_pages_and_the_reaper_find_the_same_stalled_jobs(
+    signed_in, client, admin, make_job
+):
     now = utcnow()
-    stalled = {make_job(status="running", lease_expires_at=now - timedelta(seconds=5)),
-               make_job(status="running", lease_expires_at=now - timedelta(hours=1))}
+    stalled = {
+        make_job(status="running", lease_expires_at=now - timedelta(seconds=5)),
+        make_job(status="running", lease_expires_at=now - timedelta(hours=1)),
+    }
     healthy = {make_job(status="running", lease_expires_at=now + timedelta(minutes=5)), make_job(status="pending")}
 
     body = text_of(signed_in.get("/admin"))
-    said_stalled = {job for job in stalled | healthy
-                    if 'data-standing="stalled"' in text_of(signed_in.get(f"/admin/jobs/{job}"))}
+    said_stalled = {
+        job for job in stalled | healthy if 'data-standing="stalled"' in text_of(signed_in.get(f"/admin/jobs/{job}"))
+    }
 
-    assert re.search(r'data-figure="stalled">\s*<span class="tile-label">stalled</span>\s*'
-                     r'<span class="tile-value">2<', body)
+    assert re.search(
+        r'data-figure="stalled">\s*<span class="tile-label">stalled</span>\s*'
+        r'<span class="tile-value">2<',
+        body,
+    )
     assert value(scrape(client, admin), "queuelog_stalled_jobs") == 2
     assert said_stalled == stalled
     response = post_form(signed_in, "/admin/reap", page="/admin", follow_redirects=True)

@@ -4,6 +4,7 @@ Every rule of the admin blueprint is walked with values an id column or a text c
 ids past 64 bits, negative and non-digit ids, NULs (PostgreSQL text cannot hold them), bytes that are
 not UTF-8, very long strings. The answer may be a 404, a 400, a redirect or the page itself; never 500.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,18 +20,36 @@ from tests.support.ui import csrf_token, post_form
 pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 HOSTILE_VALUES = [
-    "9223372036854775808",            # one past the largest BIGINT: the id the issue reported
-    "18446744073709551616",           # past 64 bits unsigned
+    "9223372036854775808",  # one past the largest BIGINT: the id the issue reported
+    "18446744073709551616",  # past 64 bits unsigned
     "9" * 40,
-    "-1", "0", "1e400", "NaN", "abc", "",
-    "\x00", "a\x00b",                 # PostgreSQL text cannot hold NUL
+    "-1",
+    "0",
+    "1e400",
+    "NaN",
+    "abc",
+    "",
+    "\x00",
+    "a\x00b",  # PostgreSQL text cannot hold NUL
     "x" * 5000,
     "é🙂",
-    "²", "١٢٣",                       # digits to str.isdigit(), but only the second is one to int()
+    "²",
+    "١٢٣",  # digits to str.isdigit(), but only the second is one to int()
 ]
 # Query parameters the pages read, plus one they do not.
-QUERY_NAMES = ["status", "type", "priority", "worker", "worker_id", "q", "limit", "cursor", "partial", "next",
-               "unknown"]
+QUERY_NAMES = [
+    "status",
+    "type",
+    "priority",
+    "worker",
+    "worker_id",
+    "q",
+    "limit",
+    "cursor",
+    "partial",
+    "next",
+    "unknown",
+]
 
 
 def _admin_rules():
@@ -40,8 +59,9 @@ def _admin_rules():
 
 ADMIN_RULES = _admin_rules()
 GET_PATHS = sorted(rule.rule for rule in ADMIN_RULES if "GET" in rule.methods and not rule.arguments)
-PATH_RULES = sorted((rule.rule, method) for rule in ADMIN_RULES if rule.arguments
-                    for method in sorted(rule.methods & {"GET", "POST"}))
+PATH_RULES = sorted(
+    (rule.rule, method) for rule in ADMIN_RULES if rule.arguments for method in sorted(rule.methods & {"GET", "POST"})
+)
 
 
 def _with_value(rule: str, value: str) -> str:
@@ -84,17 +104,25 @@ def test_no_admin_query_value_is_a_500(signed_in, path):
 
 @pytest.mark.parametrize("value", HOSTILE_VALUES)
 def test_no_bulk_retry_form_value_is_a_500(signed_in, value):
-    for data in ({"scope": "selected", "job_id": [value]}, {"scope": value},
-                 {"scope": "matching", "type": value}, {"scope": "matching", "q": value},
-                 {"scope": "matching", "worker": value}, {"scope": "matching", "status": value}):
+    for data in (
+        {"scope": "selected", "job_id": [value]},
+        {"scope": value},
+        {"scope": "matching", "type": value},
+        {"scope": "matching", "q": value},
+        {"scope": "matching", "worker": value},
+        {"scope": "matching", "status": value},
+    ):
         _not_a_server_error(post_form(signed_in, "/admin/jobs/retry", data, page="/admin/jobs"), repr(data)[:80])
 
 
 @pytest.mark.parametrize("value", HOSTILE_VALUES)
 def test_no_key_form_value_is_a_500(signed_in, value):
-    for data in ({"name": value, "role": "worker"}, {"name": "k", "role": value},
-                 {"name": "k2", "role": "producer", "max_priority": value},
-                 {"name": "k3", "role": "worker", "types": value}):
+    for data in (
+        {"name": value, "role": "worker"},
+        {"name": "k", "role": value},
+        {"name": "k2", "role": "producer", "max_priority": value},
+        {"name": "k3", "role": "worker", "types": value},
+    ):
         _not_a_server_error(post_form(signed_in, "/admin/keys", data, page="/admin/keys"), repr(data)[:80])
 
 

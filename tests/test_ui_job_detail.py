@@ -1,4 +1,5 @@
 """One job's page: every field, payload and result, the error, the event log, and the actions that fit."""
+
 from __future__ import annotations
 
 import html
@@ -22,13 +23,37 @@ def actions_on(body: str) -> set[str]:
 
 def test_the_job_page_shows_every_field(signed_in, make_job):
     now = utcnow()
-    job = make_job(status="running", type="report", priority=20, retry_count=1, max_retries=5,
-                   idempotency_key="monthly-2026-11", producer="billing", worker_id="reports-1",
-                   payload={"account": 7, "format": "pdf"})
+    job = make_job(
+        status="running",
+        type="report",
+        priority=20,
+        retry_count=1,
+        max_retries=5,
+        idempotency_key="monthly-2026-11",
+        producer="billing",
+        worker_id="reports-1",
+        payload={"account": 7, "format": "pdf"},
+    )
     body = html.unescape(text_of(signed_in.get(f"/admin/jobs/{job}")))
-    for label in ("id", "type", "status", "priority", "retries used", "stalls", "idempotency key", "producer",
-                  "worker", "claim", "created", "run at", "claimed", "last heartbeat", "lease expires",
-                  "completed", "updated"):
+    for label in (
+        "id",
+        "type",
+        "status",
+        "priority",
+        "retries used",
+        "stalls",
+        "idempotency key",
+        "producer",
+        "worker",
+        "claim",
+        "created",
+        "run at",
+        "claimed",
+        "last heartbeat",
+        "lease expires",
+        "completed",
+        "updated",
+    ):
         assert f"<dt>{label}</dt>" in body
     assert "monthly-2026-11" in body and "billing" in body and "reports-1" in body
     assert "high" in body and "1 of 5" in body
@@ -37,44 +62,61 @@ def test_the_job_page_shows_every_field(signed_in, make_job):
 
 
 def test_payload_and_result_are_pretty_printed(signed_in, make_job):
-    job = make_job(status="completed", payload={"to": "a@example.com", "items": [1, 2]},
-                   result='{"sent":true,"ms":42}')
+    job = make_job(status="completed", payload={"to": "a@example.com", "items": [1, 2]}, result='{"sent":true,"ms":42}')
     body = html.unescape(text_of(signed_in.get(f"/admin/jobs/{job}")))
     assert '"items": [\n    1,\n    2\n  ],\n  "to": "a@example.com"' in body
     assert '{\n  "ms": 42,\n  "sent": true\n}' in body
 
 
 def test_the_last_error_is_shown_in_full(signed_in, failed_job):
-    error = "Traceback (most recent call last):\n  File \"send.py\", line 3\nSMTPError: 550 mailbox unavailable"
+    error = 'Traceback (most recent call last):\n  File "send.py", line 3\nSMTPError: 550 mailbox unavailable'
     job = failed_job(error=error)
     body = html.unescape(text_of(signed_in.get(f"/admin/jobs/{job}")))
     assert "Why it failed" in body
     assert error in body
 
 
-def test_the_event_log_shows_every_attempt_who_made_it_and_how_it_ended(signed_in, client, worker, enqueue,
-                                                                           claim):
+def test_the_event_log_shows_every_attempt_who_made_it_and_how_it_ended(signed_in, client, worker, enqueue, claim):
     job = enqueue(type="email", max_retries=1)
     first = claim()
-    client.post(f"/jobs/{job['id']}/fail", headers=worker,
-                json={"claim_token": first["claim_token"], "error": "timeout talking to SMTP"})
+    client.post(
+        f"/jobs/{job['id']}/fail",
+        headers=worker,
+        json={"claim_token": first["claim_token"], "error": "timeout talking to SMTP"},
+    )
     second = claim()
-    client.post(f"/jobs/{job['id']}/fail", headers=worker,
-                json={"claim_token": second["claim_token"], "error": "550 mailbox unavailable"})
+    client.post(
+        f"/jobs/{job['id']}/fail",
+        headers=worker,
+        json={"claim_token": second["claim_token"], "error": "550 mailbox unavailable"},
+    )
     body = text_of(signed_in.get(f"/admin/jobs/{job['id']}"))
-    log = body[body.index('<table class="data events">'):]
-    rows = re.findall(r'<span class="event-name">(\w+)</span>.*?<td class="mono actor">([^<]+)</td>'
-                      r'.*?<td class="num">([^<]+)</td>', log, re.S)
+    log = body[body.index('<table class="data events">') :]
+    rows = re.findall(
+        r'<span class="event-name">(\w+)</span>.*?<td class="mono actor">([^<]+)</td>'
+        r'.*?<td class="num">([^<]+)</td>',
+        log,
+        re.S,
+    )
     # The Run column counts runs (the first is 1), not retries; enqueueing belongs to no run.
-    assert rows == [("enqueued", "key:producer-a", "—"), ("claimed", "key:worker-a", "1"),
-                    ("requeued", "key:worker-a", "1"), ("claimed", "key:worker-a", "2"),
-                    ("failed", "key:worker-a", "2")]
+    assert rows == [
+        ("enqueued", "key:producer-a", "—"),
+        ("claimed", "key:worker-a", "1"),
+        ("requeued", "key:worker-a", "1"),
+        ("claimed", "key:worker-a", "2"),
+        ("failed", "key:worker-a", "2"),
+    ]
     assert "timeout talking to SMTP" in log and "550 mailbox unavailable" in log
 
 
 def test_the_actions_offered_fit_the_state(signed_in, make_job):
-    for status, expected in (("failed", {"retry"}), ("cancelled", {"retry"}), ("pending", {"cancel"}),
-                             ("running", {"release"}), ("completed", set())):
+    for status, expected in (
+        ("failed", {"retry"}),
+        ("cancelled", {"retry"}),
+        ("pending", {"cancel"}),
+        ("running", {"release"}),
+        ("completed", set()),
+    ):
         job = make_job(status=status)
         assert actions_on(text_of(signed_in.get(f"/admin/jobs/{job}"))) == expected, status
 
@@ -85,8 +127,12 @@ def test_retry_from_the_job_page_records_the_admins_name(signed_in, failed_job, 
     assert response.status_code == 302 and response.headers["Location"] == f"/admin/jobs/{job}"
     assert read_job(job).status == "pending"
     last = events_of(job)[-1]
-    assert (last.event, last.from_status, last.to_status, last.actor) == \
-        ("retried", "failed", "pending", f"admin:{ADMIN_NAME}")
+    assert (last.event, last.from_status, last.to_status, last.actor) == (
+        "retried",
+        "failed",
+        "pending",
+        f"admin:{ADMIN_NAME}",
+    )
     page = signed_in.get(f"/admin/jobs/{job}")
     assert flashes(page) == [f"Job {job} is back in the queue with a fresh retry budget."]
     assert f"admin:{ADMIN_NAME}" in text_of(page)
@@ -106,14 +152,14 @@ def test_give_back_takes_a_running_job_from_its_worker(signed_in, client, worker
     row = read_job(job["id"])
     assert row.status == "pending" and row.worker_id is None and row.retry_count == 0
     assert events_of(job["id"])[-1].actor == f"admin:{ADMIN_NAME}"
-    late = client.post(f"/jobs/{job['id']}/complete", headers=worker,
-                       json={"claim_token": claimed["claim_token"], "result": {}})
+    late = client.post(
+        f"/jobs/{job['id']}/complete", headers=worker, json={"claim_token": claimed["claim_token"], "result": {}}
+    )
     assert late.status_code == 409  # the worker's claim no longer counts
 
 
 def test_an_action_that_no_longer_fits_becomes_a_message_not_an_error_page(signed_in, make_job, read_job):
-    for status, action in (("pending", "retry"), ("running", "cancel"), ("failed", "release"),
-                           ("completed", "retry")):
+    for status, action in (("pending", "retry"), ("running", "cancel"), ("failed", "release"), ("completed", "retry")):
         job = make_job(status=status)
         response = post_form(signed_in, f"/admin/jobs/{job}/{action}", page=f"/admin/jobs/{job}")
         assert response.status_code == 302

@@ -1,5 +1,6 @@
 """How a job ended, as its page tells it: why a failed job was not retried, attempts counted as runs, and
 what stands in for a result the job will never have."""
+
 from __future__ import annotations
 
 import html
@@ -22,8 +23,11 @@ def page_of(client, job_id: int) -> str:
 
 def reason_on(body: str) -> tuple[str, str] | None:
     """(kind, sentence) of the page's "Not retried" line, or None when the page has none."""
-    match = re.search(r'<p class="reason" data-reason="([a-z-]+)">'
-                      r'<strong>Not retried: ([a-z ]+)\.</strong> ([^<]+)</p>', body)
+    match = re.search(
+        r'<p class="reason" data-reason="([a-z-]+)">'
+        r"<strong>Not retried: ([a-z ]+)\.</strong> ([^<]+)</p>",
+        body,
+    )
     if match is None:
         return None
     assert match.group(1) == match.group(2).replace(" ", "-")
@@ -44,8 +48,11 @@ def run_and_fail(client, worker, enqueue, claim):
         for _ in range(times):
             claimed = claim()
             assert claimed["id"] == job["id"]
-            response = client.post(f"/jobs/{job['id']}/fail", headers=worker, json={
-                "claim_token": claimed["claim_token"], "error": "boom", "retryable": retryable})
+            response = client.post(
+                f"/jobs/{job['id']}/fail",
+                headers=worker,
+                json={"claim_token": claimed["claim_token"], "error": "boom", "retryable": retryable},
+            )
             assert response.status_code == 200, response.get_json()
         return job["id"]
 
@@ -68,33 +75,36 @@ def worker_dies_holding(signed_in, enqueue, claim):
 
 # --- why a failed job was not retried ----------------------------------------------------------
 
+
 def test_a_job_its_worker_failed_as_permanent_says_not_retryable(signed_in, run_and_fail, read_job):
     job = run_and_fail(max_retries=3, retryable=False)
     assert read_job(job).status == "failed"
     assert reason_on(page_of(signed_in, job)) == (
-        "not retryable", "Its worker reported run 1 of 4 as a permanent failure, so the 3 retries left were not used.")
+        "not retryable",
+        "Its worker reported run 1 of 4 as a permanent failure, so the 3 retries left were not used.",
+    )
 
 
 def test_a_job_that_failed_every_run_it_was_allowed_says_retries_spent(signed_in, run_and_fail, read_job):
     job = run_and_fail(max_retries=1, times=2)
     assert read_job(job).status == "failed"
-    assert reason_on(page_of(signed_in, job)) == (
-        "retries spent", "All 2 runs it was allowed (max_retries 1) failed.")
+    assert reason_on(page_of(signed_in, job)) == ("retries spent", "All 2 runs it was allowed (max_retries 1) failed.")
 
 
 def test_a_job_allowed_no_retry_that_failed_once_says_retries_spent(signed_in, run_and_fail):
     job = run_and_fail(max_retries=0)
-    assert reason_on(page_of(signed_in, job)) == (
-        "retries spent", "All 1 run it was allowed (max_retries 0) failed.")
+    assert reason_on(page_of(signed_in, job)) == ("retries spent", "All 1 run it was allowed (max_retries 0) failed.")
 
 
-def test_a_job_whose_worker_stopped_heartbeating_on_its_last_run_says_timed_out(signed_in, worker_dies_holding,
-                                                                              read_job):
+def test_a_job_whose_worker_stopped_heartbeating_on_its_last_run_says_timed_out(
+    signed_in, worker_dies_holding, read_job
+):
     job = worker_dies_holding(max_retries=0)
     assert read_job(job).status == "failed"
     assert reason_on(page_of(signed_in, job)) == (
-        "timed out", "Its worker stopped heartbeating on run 1 of 1, the last one its retries allow, "
-                     "and the lease ran out.")
+        "timed out",
+        "Its worker stopped heartbeating on run 1 of 1, the last one its retries allow, and the lease ran out.",
+    )
 
 
 def test_a_job_whose_workers_kept_dying_says_quarantined(signed_in, worker_dies_holding, read_job):
@@ -125,6 +135,7 @@ def test_a_failed_job_with_no_error_text_still_says_why(signed_in, make_job):
 
 # --- attempts are runs -------------------------------------------------------------------------
 
+
 def test_a_job_that_failed_on_its_first_run_shows_one_attempt_not_none(signed_in, run_and_fail):
     job = run_and_fail(max_retries=3, retryable=False)
     assert attempts_cell(text_of(signed_in.get("/admin/jobs")), job) == "1 of 4"
@@ -150,13 +161,17 @@ def test_an_admins_retry_starts_the_count_again(signed_in, run_and_fail):
 
 # --- a result the job will never have ----------------------------------------------------------
 
-@pytest.mark.parametrize(("status", "says"), [
-    ("failed", "No result: the job failed."),
-    ("cancelled", "No result: the job was cancelled."),
-    ("completed", "No result: its worker returned none."),
-    ("pending", "No result yet."),
-    ("running", "No result yet."),
-])
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        ("failed", "No result: the job failed."),
+        ("cancelled", "No result: the job was cancelled."),
+        ("completed", "No result: its worker returned none."),
+        ("pending", "No result yet."),
+        ("running", "No result yet."),
+    ],
+)
 def test_a_job_without_a_result_says_why(signed_in, make_job, status, says):
     body = page_of(signed_in, make_job(status=status))
     assert re.search(r'<p class="muted" data-field="result">([^<]+)</p>', body).group(1) == says

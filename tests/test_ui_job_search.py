@@ -1,4 +1,5 @@
 """The jobs table searched by its last error and by a value in its payload, on both databases."""
+
 from __future__ import annotations
 
 import html
@@ -17,7 +18,7 @@ def listed(response) -> set[int]:
     """Job ids in the table."""
     assert response.status_code == 200, text_of(response)[:2000]
     body = text_of(response)
-    table = body[body.index('<table class="data jobs">'):body.index("</table>")]
+    table = body[body.index('<table class="data jobs">') : body.index("</table>")]
     return {int(n) for n in re.findall(r'<a class="job-link" href="/admin/jobs/(\d+)">', table)}
 
 
@@ -26,6 +27,7 @@ def search(client, **filters):
 
 
 # --- error text ------------------------------------------------------------------------------------
+
 
 def test_error_contains_finds_the_jobs_whose_last_error_holds_the_text(signed_in, make_job):
     smtp = make_job(status="failed", error="SMTPRecipientsRefused: 550 mailbox unavailable")
@@ -55,6 +57,7 @@ def test_error_contains_combines_with_the_other_filters(signed_in, make_job):
 
 # --- payload ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def payloads(make_job):
     """Jobs by name, each with a payload that tells one kind of JSON value from another."""
@@ -73,21 +76,24 @@ def payloads(make_job):
     }
 
 
-@pytest.mark.parametrize(("path", "value", "wanted"), [
-    ("customer_id", "42", {"number", "decimal"}),
-    ("customer_id", '"42"', {"text"}),
-    ("order.customer.id", '"abc"', {"nested"}),
-    ("$.order.customer.id", '"abc"', {"nested"}),
-    ("order.customer.id", "abc", {"nested"}),        # not JSON: taken as the string
-    ("urgent", "true", {"true"}),
-    ("urgent", "1", {"one"}),
-    ("urgent", "null", {"null"}),                     # present and null; a missing key is not null
-    ("urgent", "false", set()),
-    ("items[1].sku", '"B-2"', {"list"}),
-    ("items[0].sku", '"B-2"', set()),
-    ("tenant-id", '"t1"', {"dash"}),
-    ("customer_id.deeper", "42", set()),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "wanted"),
+    [
+        ("customer_id", "42", {"number", "decimal"}),
+        ("customer_id", '"42"', {"text"}),
+        ("order.customer.id", '"abc"', {"nested"}),
+        ("$.order.customer.id", '"abc"', {"nested"}),
+        ("order.customer.id", "abc", {"nested"}),  # not JSON: taken as the string
+        ("urgent", "true", {"true"}),
+        ("urgent", "1", {"one"}),
+        ("urgent", "null", {"null"}),  # present and null; a missing key is not null
+        ("urgent", "false", set()),
+        ("items[1].sku", '"B-2"', {"list"}),
+        ("items[0].sku", '"B-2"', set()),
+        ("tenant-id", '"t1"', {"dash"}),
+        ("customer_id.deeper", "42", set()),
+    ],
+)
 def test_a_payload_filter_compares_json_values(signed_in, payloads, path, value, wanted):
     found = listed(search(signed_in, path=path, value=value))
     assert found == {payloads[name] for name in wanted}
@@ -101,18 +107,21 @@ def test_a_payload_filter_combines_with_error_and_status(signed_in, make_job):
     assert listed(search(signed_in, status="failed", error="declined", path="customer_id", value="7")) == {wanted}
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    ({"path": "order..id", "value": "1"}, "Payload path: '' is not a path step"),
-    ({"path": "order[x]", "value": "1"}, "Payload path: 'order[x]' is not a path step"),
-    ({"path": "a b", "value": "1"}, "Payload path: 'a b' is not a path step"),
-    ({"path": "customer_id"}, "Payload value: give the value to compare with"),
-    ({"value": "42"}, "Payload path: give the path the value is compared at"),
-    ({"path": "customer_id", "value": '{"a": 1}'}, "Payload value: compare with one value"),
-    ({"path": "customer_id", "value": "1" * 30}, "Payload value: that number is too large"),
-    ({"path": "customer_id", "value": "1e999"}, "Payload value: a number must be finite"),
-    ({"path": ".".join(["a"] * 20), "value": "1"}, "Payload path: a path goes at most 16 steps deep"),
-    ({"path": "x" * 201, "value": "1"}, "Payload path: Field cannot be longer than 200 characters."),
-])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"path": "order..id", "value": "1"}, "Payload path: '' is not a path step"),
+        ({"path": "order[x]", "value": "1"}, "Payload path: 'order[x]' is not a path step"),
+        ({"path": "a b", "value": "1"}, "Payload path: 'a b' is not a path step"),
+        ({"path": "customer_id"}, "Payload value: give the value to compare with"),
+        ({"value": "42"}, "Payload path: give the path the value is compared at"),
+        ({"path": "customer_id", "value": '{"a": 1}'}, "Payload value: compare with one value"),
+        ({"path": "customer_id", "value": "1" * 30}, "Payload value: that number is too large"),
+        ({"path": "customer_id", "value": "1e999"}, "Payload value: a number must be finite"),
+        ({"path": ".".join(["a"] * 20), "value": "1"}, "Payload path: a path goes at most 16 steps deep"),
+        ({"path": "x" * 201, "value": "1"}, "Payload path: Field cannot be longer than 200 characters."),
+    ],
+)
 def test_a_bad_payload_filter_is_a_readable_400(signed_in, query, message):
     response = search(signed_in, **query)
     assert response.status_code == 400
@@ -128,8 +137,9 @@ def test_the_search_fields_keep_what_was_typed(signed_in):
 def test_the_new_filters_survive_auto_refresh_and_paging(signed_in, make_job):
     ids = [make_job(status="failed", error="boom", payload={"n": 1}) for _ in range(3)]
     make_job(status="failed", error="other", payload={"n": 1})
-    partial = signed_in.get("/admin/jobs?" + urlencode({"error": "boom", "path": "n", "value": "1",
-                                                        "partial": "1", "limit": "2"}))
+    partial = signed_in.get(
+        "/admin/jobs?" + urlencode({"error": "boom", "path": "n", "value": "1", "partial": "1", "limit": "2"})
+    )
     assert partial.headers["X-Queuelog-Partial"] == "1"
     body = text_of(partial)
     assert set(int(n) for n in re.findall(r'href="/admin/jobs/(\d+)"', body)) == set(ids[1:])

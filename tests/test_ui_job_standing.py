@@ -1,5 +1,6 @@
 """A job's page says where it stands now: stalled (as the dashboard says), scheduled or backing off (in the
 Scheduled page's words, with the due time), due since when, or waiting for which parents."""
+
 from __future__ import annotations
 
 import html
@@ -51,7 +52,8 @@ def test_a_running_job_whose_lease_is_live_is_not_called_stalled(signed_in, make
 
 
 def test_a_scheduled_jobs_page_gives_its_due_time_in_utc_and_from_now_and_links_the_scheduled_page(
-        signed_in, enqueue, read_job):
+    signed_in, enqueue, read_job
+):
     job = enqueue(run_at=rfc3339(utcnow() + timedelta(hours=1)))["id"]
     due = read_job(job).run_at
 
@@ -68,8 +70,11 @@ def test_a_backing_off_job_is_called_what_the_scheduled_page_calls_it(signed_in,
     client.post(f"/jobs/{job}/fail", headers=worker, json={"claim_token": claimed["claim_token"]})
 
     kind, text = standing(signed_in, job)
-    row = re.search(rf'<tr data-job="{job}">.*?data-reason="([a-z-]+)">([^<]+)</td>',
-                    text_of(signed_in.get("/admin/scheduled")), re.S)
+    row = re.search(
+        rf'<tr data-job="{job}">.*?data-reason="([a-z-]+)">([^<]+)</td>',
+        text_of(signed_in.get("/admin/scheduled")),
+        re.S,
+    )
 
     assert kind == "backing-off" == row.group(1)
     assert text.startswith("Backing off after failed run 1 of 4: due ")

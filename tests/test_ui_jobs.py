@@ -1,4 +1,5 @@
 """The jobs table: filters, lookup, cursor pages, and retrying failed jobs in bulk."""
+
 from __future__ import annotations
 
 import html
@@ -16,7 +17,7 @@ def listed(response) -> list[int]:
     """Job ids in the table, in the order shown."""
     assert response.status_code == 200, text_of(response)[:500]
     body = text_of(response)
-    table = body[body.index('<table class="data jobs">'):body.index("</table>")]
+    table = body[body.index('<table class="data jobs">') : body.index("</table>")]
     return [int(n) for n in re.findall(r'<a class="job-link" href="/admin/jobs/(\d+)">', table)]
 
 
@@ -33,9 +34,13 @@ def test_jobs_filter_by_status_type_priority_and_worker(signed_in, make_job):
         "held-by-b": make_job(status="running", worker_id="worker-b"),
         "held-by-a": make_job(status="running", worker_id="worker-a"),
     }
-    for query, wanted in (("status=failed", {"failed-email"}), ("type=report", {"pending-report"}),
-                          ("priority=high", {"high"}), ("worker=worker-b", {"held-by-b"}),
-                          ("status=failed&type=report", set())):
+    for query, wanted in (
+        ("status=failed", {"failed-email"}),
+        ("type=report", {"pending-report"}),
+        ("priority=high", {"high"}),
+        ("worker=worker-b", {"held-by-b"}),
+        ("status=failed&type=report", set()),
+    ):
         assert set(listed(signed_in.get(f"/admin/jobs?{query}"))) == {jobs[name] for name in wanted}, query
 
 
@@ -46,14 +51,16 @@ def test_jobs_filter_by_concurrency_key(signed_in, make_job):
     assert listed(signed_in.get("/admin/jobs?key=tenant-42")) == tenant[::-1]
     assert listed(signed_in.get("/admin/jobs?key=tenant-42&status=failed")) == [tenant[1]]
     assert 'name="key" placeholder="any key" size="14" type="text" value="tenant-42"' in text_of(
-        signed_in.get("/admin/jobs?key=tenant-42"))
+        signed_in.get("/admin/jobs?key=tenant-42")
+    )
 
 
 def test_retry_all_matching_a_concurrency_key_takes_only_its_failed_jobs(signed_in, make_job, read_job):
     mine = make_job(status="failed", concurrency_key="tenant-42")
     other = make_job(status="failed", concurrency_key="tenant-7")
-    response = post_form(signed_in, "/admin/jobs/retry", {"scope": "matching", "key": "tenant-42"},
-                         page="/admin/jobs?key=tenant-42")
+    response = post_form(
+        signed_in, "/admin/jobs/retry", {"scope": "matching", "key": "tenant-42"}, page="/admin/jobs?key=tenant-42"
+    )
     assert response.headers["Location"] == "/admin/jobs?key=tenant-42"
     assert (read_job(mine).status, read_job(other).status) == ("pending", "failed")
 
@@ -117,10 +124,11 @@ def test_a_bad_cursor_shows_the_newest_jobs_with_a_note(signed_in, make_job):
 
 
 def test_bad_filters_are_a_readable_400(signed_in):
-    for query, message in (("status=exploded", "Status: Not a valid choice"),
-                           ("priority=urgent", "Priority: Not a valid choice"),
-                           ("q=" + "x" * 201,
-                            "Job id or idempotency key: Field cannot be longer than 200 characters.")):
+    for query, message in (
+        ("status=exploded", "Status: Not a valid choice"),
+        ("priority=urgent", "Priority: Not a valid choice"),
+        ("q=" + "x" * 201, "Job id or idempotency key: Field cannot be longer than 200 characters."),
+    ):
         response = signed_in.get(f"/admin/jobs?{query}")
         assert response.status_code == 400, query
         assert message in html.unescape(text_of(response)), query
@@ -138,8 +146,9 @@ def test_every_job_but_a_running_one_has_a_checkbox(signed_in, make_job):
 
 def test_retry_selected_puts_the_ticked_jobs_back_in_the_queue(signed_in, make_job, read_job):
     first, second, untouched = (make_job(status="failed", retry_count=3) for _ in range(3))
-    response = post_form(signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [first, second]},
-                         page="/admin/jobs")
+    response = post_form(
+        signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [first, second]}, page="/admin/jobs"
+    )
     assert response.status_code == 302
     assert [read_job(j).status for j in (first, second, untouched)] == ["pending", "pending", "failed"]
     assert read_job(first).retry_count == 0
@@ -149,34 +158,41 @@ def test_retry_selected_puts_the_ticked_jobs_back_in_the_queue(signed_in, make_j
 
 def test_retry_selected_leaves_jobs_that_are_not_failed_and_says_so(signed_in, make_job, read_job):
     failed, running = make_job(status="failed"), make_job(status="running")
-    post_form(signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [failed, running]},
-              page="/admin/jobs")
+    post_form(signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [failed, running]}, page="/admin/jobs")
     assert read_job(failed).status == "pending" and read_job(running).status == "running"
     assert flashes(signed_in.get("/admin/jobs")) == [
-        "Retried 1 job. 1 of the selected jobs was no longer failed or cancelled and left as is."]
+        "Retried 1 job. 1 of the selected jobs was no longer failed or cancelled and left as is."
+    ]
 
 
 def test_retry_selected_with_nothing_ticked_explains(signed_in):
     post_form(signed_in, "/admin/jobs/retry", {"scope": "selected"}, page="/admin/jobs")
     assert flashes(signed_in.get("/admin/jobs")) == [
-        "Tick the failed jobs to retry first (or use “retry all matching”)."]
+        "Tick the failed jobs to retry first (or use “retry all matching”)."
+    ]
 
 
 def test_retry_selected_refuses_more_than_a_page_of_ids(signed_in, make_job, read_job):
     failed = make_job(status="failed")
-    post_form(signed_in, "/admin/jobs/retry", {"scope": "selected", "job_id": [failed, *range(10**6, 10**6 + 200)]},
-              page="/admin/jobs")
+    post_form(
+        signed_in,
+        "/admin/jobs/retry",
+        {"scope": "selected", "job_id": [failed, *range(10**6, 10**6 + 200)]},
+        page="/admin/jobs",
+    )
     assert read_job(failed).status == "failed"
     assert flashes(signed_in.get("/admin/jobs")) == [
-        "Tick at most 200 jobs at a time (or use “retry all matching”); nothing was changed."]
+        "Tick at most 200 jobs at a time (or use “retry all matching”); nothing was changed."
+    ]
 
 
 def test_retry_all_matching_takes_only_the_failed_jobs_of_the_filter(signed_in, make_job, read_job):
     reports = [make_job(status="failed", type="report") for _ in range(3)]
     other_type = make_job(status="failed", type="email")
     cancelled = make_job(status="cancelled", type="report")
-    response = post_form(signed_in, "/admin/jobs/retry", {"scope": "matching", "type": "report"},
-                         page="/admin/jobs?type=report")
+    response = post_form(
+        signed_in, "/admin/jobs/retry", {"scope": "matching", "type": "report"}, page="/admin/jobs?type=report"
+    )
     assert response.headers["Location"] == "/admin/jobs?type=report"
     assert [read_job(j).status for j in reports] == ["pending"] * 3
     assert read_job(other_type).status == "failed"

@@ -1,4 +1,5 @@
 """The API keys page: list, issue with the secret shown once, revoke."""
+
 from __future__ import annotations
 
 import html
@@ -104,7 +105,7 @@ def test_revoking_a_key_asks_first_on_a_page_naming_the_key(signed_in, client, m
     response = post_form(signed_in, "/admin/keys/ops/revoke", page="/admin/keys")
     assert response.status_code == 200
     body = text_of(response)
-    assert "<h1 id=\"confirm-title\">Revoke key ops?</h1>" in body
+    assert '<h1 id="confirm-title">Revoke key ops?</h1>' in body
     assert 'action="/admin/keys/ops/revoke"' in body and 'name="confirmed" value="yes"' in body
     assert 'href="/admin/keys"' in body  # the way back changes nothing
     assert client.get("/jobs", headers=bearer(secret)).status_code == 200  # not revoked yet

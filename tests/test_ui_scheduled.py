@@ -1,5 +1,6 @@
 """The Scheduled page (pending jobs not due yet, with "Run now"), the dashboard's due/scheduled split, and a
 timed-out job's page."""
+
 from __future__ import annotations
 
 import re
@@ -61,10 +62,13 @@ def test_each_scheduled_job_shows_its_due_time(signed_in, waiting, read_job):
 def test_run_now_makes_the_job_due_and_logs_the_admin(signed_in, waiting, read_job):
     token = csrf_token(signed_in, "/admin/scheduled")
     assert set(map(int, RUN_NOW.findall(text_of(signed_in.get("/admin/scheduled"))))) == {
-        waiting["later"], waiting["backoff"]}
+        waiting["later"],
+        waiting["backoff"],
+    }
 
-    response = signed_in.post(f"/admin/jobs/{waiting['later']}/run-now", data={"csrf_token": token},
-                              follow_redirects=True)
+    response = signed_in.post(
+        f"/admin/jobs/{waiting['later']}/run-now", data={"csrf_token": token}, follow_redirects=True
+    )
 
     assert response.status_code == 200
     assert f"Job {waiting['later']} is due now" in " ".join(flashes(response))
@@ -72,7 +76,11 @@ def test_run_now_makes_the_job_due_and_logs_the_admin(signed_in, waiting, read_j
     assert row.status == "pending" and row.run_at <= utcnow()
     last = events_of(waiting["later"])[-1]
     assert (last.event, last.actor, last.from_status, last.to_status) == (
-        "rescheduled", f"admin:{ADMIN_NAME}", "pending", "pending")
+        "rescheduled",
+        f"admin:{ADMIN_NAME}",
+        "pending",
+        "pending",
+    )
     assert f'data-job="{waiting["later"]}"' not in text_of(response)
 
 
@@ -126,7 +134,7 @@ def test_a_viewer_sees_the_scheduled_jobs_without_run_now_and_is_refused_403(cli
     db.session.commit()
     user_id = user.id
     db.session.rollback()
-    with client.session_transaction() as session:   # signed in as a viewer, as tests/test_ui_viewer.py does
+    with client.session_transaction() as session:  # signed in as a viewer, as tests/test_ui_viewer.py does
         session["_user_id"] = str(user_id)
         session["_fresh"] = True
         session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)
@@ -141,8 +149,9 @@ def test_a_viewer_sees_the_scheduled_jobs_without_run_now_and_is_refused_403(cli
 
 
 def test_a_job_the_worker_gave_up_on_at_its_timeout_says_timed_out(signed_in, failed_job, read_job):
-    job_id = failed_job(error="TimeoutError: timed out: the handler did not finish within the job's timeout_seconds",
-                        timeout_seconds=5)
+    job_id = failed_job(
+        error="TimeoutError: timed out: the handler did not finish within the job's timeout_seconds", timeout_seconds=5
+    )
 
     body = text_of(signed_in.get(f"/admin/jobs/{job_id}"))
 

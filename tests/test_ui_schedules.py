@@ -1,6 +1,7 @@
 """The Schedules pages: the list (next run, last job and its status, paused or not), create and edit with
 readable errors, pause / resume / run now / delete; viewers look without any action; a scheduled job's page
 links to its schedule."""
+
 from __future__ import annotations
 
 import functools
@@ -20,15 +21,29 @@ from tests.support.ui import flashes, post_form, text_of
 
 pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
-FORM = {"name": "nightly-report", "cron": "0 3 * * *", "every_seconds": "", "timezone": "Europe/Berlin",
-        "job_type": "report", "payload": '{"kind": "daily"}', "priority": "high", "max_retries": "5",
-        "catch_up": "one"}
+FORM = {
+    "name": "nightly-report",
+    "cron": "0 3 * * *",
+    "every_seconds": "",
+    "timezone": "Europe/Berlin",
+    "job_type": "report",
+    "payload": '{"kind": "daily"}',
+    "priority": "high",
+    "max_retries": "5",
+    "catch_up": "one",
+}
 
 
 @pytest.fixture
 def nightly(app):
-    return schedules.create_schedule({"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
-                                      "job": {"type": "report", "payload": {"kind": "daily"}}})
+    return schedules.create_schedule(
+        {
+            "name": "nightly-report",
+            "cron": "0 3 * * *",
+            "timezone": "Europe/Berlin",
+            "job": {"type": "report", "payload": {"kind": "daily"}},
+        }
+    )
 
 
 def page(client, path="/admin/schedules"):
@@ -61,16 +76,19 @@ def test_creating_from_the_form_makes_the_schedule(signed_in):
     assert state.spec.job.max_retries == 5
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"cron": "61 * * * *"}, "is not a valid cron expression: bad minute"),
-    ({"cron": "", "every_seconds": ""}, "give a cron expression or an interval"),
-    ({"every_seconds": "5"}, "give either a cron expression or an interval, not both"),
-    ({"timezone": "Nowhere/Town"}, "unknown timezone 'Nowhere/Town'"),
-    ({"timezone": "right/UTC"}, "'right/UTC' means different things on different hosts; use 'UTC'"),
-    ({"payload": "{not json"}, "not valid JSON"),
-    ({"payload": "[1, 2]"}, "must be a JSON object"),
-    ({"name": "has space"}, "1-100 characters: letters, digits, '_', '.', ':' or '-'"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cron": "61 * * * *"}, "is not a valid cron expression: bad minute"),
+        ({"cron": "", "every_seconds": ""}, "give a cron expression or an interval"),
+        ({"every_seconds": "5"}, "give either a cron expression or an interval, not both"),
+        ({"timezone": "Nowhere/Town"}, "unknown timezone 'Nowhere/Town'"),
+        ({"timezone": "right/UTC"}, "'right/UTC' means different things on different hosts; use 'UTC'"),
+        ({"payload": "{not json"}, "not valid JSON"),
+        ({"payload": "[1, 2]"}, "must be a JSON object"),
+        ({"name": "has space"}, "1-100 characters: letters, digits, '_', '.', ':' or '-'"),
+    ],
+)
 def test_a_bad_field_is_shown_readably_beside_it(signed_in, change, message):
     response = post_form(signed_in, "/admin/schedules", {**FORM, **change}, page="/admin/schedules")
     assert response.status_code == 400
@@ -89,8 +107,9 @@ def test_editing_changes_the_schedule_and_errors_stay_on_the_page(signed_in, nig
     path = "/admin/schedules/nightly-report"
     body = page(signed_in, path)
     assert 'value="0 3 * * *"' in body and "Europe/Berlin" in body
-    response = post_form(signed_in, path, {**FORM, "cron": "", "every_seconds": "30", "priority": "critical"},
-                         page=path)
+    response = post_form(
+        signed_in, path, {**FORM, "cron": "", "every_seconds": "30", "priority": "critical"}, page=path
+    )
     assert response.status_code == 302
     state = schedules.get_schedule("nightly-report")
     assert state.spec.timing.every_seconds == 30 and state.spec.job.priority == 30
@@ -104,8 +123,9 @@ def test_pause_resume_run_now_and_delete(signed_in, nightly):
     assert ">Resume<" in page(signed_in)
     post_form(signed_in, "/admin/schedules/nightly-report/resume", page="/admin/schedules")
     assert not schedules.get_schedule("nightly-report").spec.paused
-    response = post_form(signed_in, "/admin/schedules/nightly-report/run", page="/admin/schedules",
-                         follow_redirects=True)
+    response = post_form(
+        signed_in, "/admin/schedules/nightly-report/run", page="/admin/schedules", follow_redirects=True
+    )
     job_id = schedules.get_schedule("nightly-report").last_job_id
     assert job_id is not None and f"Job {job_id} enqueued for schedule nightly-report." in flashes(response)
     post_form(signed_in, "/admin/schedules/nightly-report/delete", page="/admin/schedules")
@@ -124,6 +144,7 @@ def test_a_scheduled_jobs_page_links_to_its_schedule(signed_in, nightly):
 
 
 # --- viewers ------------------------------------------------------------------------------------------
+
 
 @functools.cache
 def _viewer_hash() -> str:
@@ -153,8 +174,17 @@ def test_a_viewer_sees_the_schedules_without_any_action(viewer, nightly, path):
         assert control not in body
 
 
-@pytest.mark.parametrize("action", ["", "/nightly-report", "/nightly-report/pause", "/nightly-report/resume",
-                                    "/nightly-report/run", "/nightly-report/delete"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "",
+        "/nightly-report",
+        "/nightly-report/pause",
+        "/nightly-report/resume",
+        "/nightly-report/run",
+        "/nightly-report/delete",
+    ],
+)
 def test_a_viewers_post_is_refused_with_403(viewer, nightly, action):
     response = post_form(viewer, "/admin/schedules" + action, FORM, page="/admin/schedules")
     assert response.status_code == 403

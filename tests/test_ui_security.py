@@ -1,4 +1,5 @@
 """The pages are safe to expose: attacker text stays text, no inline script, strict headers."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser
@@ -16,9 +17,16 @@ SCRIPT = "<script>alert('xss')</script>"
 @pytest.fixture
 def hostile_job(make_job):
     """A failed job whose every attacker-controlled field carries markup."""
-    job = make_job(status="failed", type=f"t{SCRIPT}", payload={"name": SCRIPT, SCRIPT: 1},
-                   result=f'{{"out": "{SCRIPT}"}}', error=f"quarantined: {SCRIPT}", worker_id=f"w{SCRIPT}",
-                   idempotency_key=f"k{SCRIPT}", producer=f"p{SCRIPT}")
+    job = make_job(
+        status="failed",
+        type=f"t{SCRIPT}",
+        payload={"name": SCRIPT, SCRIPT: 1},
+        result=f'{{"out": "{SCRIPT}"}}',
+        error=f"quarantined: {SCRIPT}",
+        worker_id=f"w{SCRIPT}",
+        idempotency_key=f"k{SCRIPT}",
+        producer=f"p{SCRIPT}",
+    )
     return job
 
 
@@ -33,8 +41,14 @@ def test_v_xss_a_script_payload_enqueued_through_the_api_renders_as_text(signed_
 
 
 def test_v_xss_job_fields_render_as_text_on_every_page(signed_in, hostile_job):
-    for page in ("/admin", "/admin/jobs", f"/admin/jobs/{hostile_job}", "/admin/workers",
-                 "/admin/jobs?status=failed&partial=1", "/admin?partial=1"):
+    for page in (
+        "/admin",
+        "/admin/jobs",
+        f"/admin/jobs/{hostile_job}",
+        "/admin/workers",
+        "/admin/jobs?status=failed&partial=1",
+        "/admin?partial=1",
+    ):
         response = signed_in.get(page)
         assert response.status_code == 200, page
         assert_inert(text_of(response))
@@ -116,7 +130,7 @@ def test_assets_are_served_locally_with_nosniff(client):
 def test_pages_load_nothing_from_other_sites(signed_in, hostile_job):
     for page in ("/admin", "/admin/jobs", f"/admin/jobs/{hostile_job}", "/admin/keys", "/admin/workers"):
         body = text_of(signed_in.get(page))
-        assert "src=\"http" not in body and "href=\"http" not in body and "//cdn" not in body
+        assert 'src="http' not in body and 'href="http' not in body and "//cdn" not in body
 
 
 def test_the_json_api_is_left_to_its_own_headers(client, admin):

@@ -1,5 +1,6 @@
 """Admin sessions end on the server: sign-out, a new password or a deleted user end every copy of the
 cookie, and a session expires after an idle time and after an absolute lifetime, however busy."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,12 +51,18 @@ def age_sessions(**by):
     """Move every stored session's times back, as if that much time had passed."""
     with db.engine.begin() as conn:
         for row in conn.execute(select(AdminSession.id, AdminSession.created_at, AdminSession.last_seen_at)).all():
-            conn.execute(update(AdminSession).where(AdminSession.id == row.id).values(
-                created_at=row.created_at - by.get("created", timedelta()),
-                last_seen_at=row.last_seen_at - by.get("last_seen", timedelta())))
+            conn.execute(
+                update(AdminSession)
+                .where(AdminSession.id == row.id)
+                .values(
+                    created_at=row.created_at - by.get("created", timedelta()),
+                    last_seen_at=row.last_seen_at - by.get("last_seen", timedelta()),
+                )
+            )
 
 
 # --- sign-out ------------------------------------------------------------------------------------
+
 
 def test_v_cookie_replay_a_copy_taken_before_sign_out_no_longer_opens_the_keys_page(app, admin_user):
     admin = signed_in_browser(app)
@@ -74,8 +81,9 @@ def test_v_cookie_replay_a_copy_taken_before_sign_out_cannot_create_an_admin_key
     thief = copy_of_the_cookie(app, admin)
     token = csrf_token(thief, "/admin/keys")  # a form token of that session, read while it was live
     sign_out(admin)
-    response = thief.post("/admin/keys", data={"name": "backdoor", "role": "admin", "max_priority": "",
-                                               "types": "", "csrf_token": token})
+    response = thief.post(
+        "/admin/keys", data={"name": "backdoor", "role": "admin", "max_priority": "", "types": "", "csrf_token": token}
+    )
     assert is_sent_to_sign_in(response)
     assert db.session.execute(select(func.count()).select_from(ApiKey)).scalar_one() == 0
 
@@ -101,10 +109,10 @@ def test_the_database_holds_only_a_digest_of_the_session_token(app, admin_user):
 
 # --- password change and deletion ----------------------------------------------------------------
 
+
 def test_a_new_password_ends_every_session_of_that_user(app, admin_user, runner):
     admin = signed_in_browser(app)
-    result = runner.invoke(args=["users", "set-password", ADMIN_NAME, "--password-stdin"],
-                           input=NEW_PASSWORD + "\n")
+    result = runner.invoke(args=["users", "set-password", ADMIN_NAME, "--password-stdin"], input=NEW_PASSWORD + "\n")
     assert result.exit_code == 0, result.output
     assert is_sent_to_sign_in(admin.get("/admin"))
     assert sign_in(app.test_client()).status_code == 200  # the old password is refused
@@ -140,6 +148,7 @@ def test_a_page_request_soon_after_the_last_does_not_rewrite_the_session(app, ad
 
 
 # --- expiry --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("config_overrides", [{"SESSION_IDLE_MINUTES": 0.02}])  # 1.2 s
 def test_a_session_left_idle_longer_than_the_idle_time_has_ended(app, admin_user, config_overrides):
@@ -211,8 +220,9 @@ def test_the_idle_time_comes_from_the_environment(database_url, admin_user, monk
             db.engine.dispose()
 
 
-@pytest.mark.parametrize("name, value", [("SESSION_IDLE_MINUTES", "0"), ("SESSION_IDLE_MINUTES", "soon"),
-                                         ("SESSION_MAX_HOURS", "-1")])
+@pytest.mark.parametrize(
+    "name, value", [("SESSION_IDLE_MINUTES", "0"), ("SESSION_IDLE_MINUTES", "soon"), ("SESSION_MAX_HOURS", "-1")]
+)
 def test_a_bad_session_setting_stops_the_start_with_a_clear_message(database_url, monkeypatch, name, value):
     monkeypatch.setenv(f"QUEUELOG_{name}", value)
     with pytest.raises(ValueError, match=f"QUEUELOG_{name}"):

@@ -1,5 +1,6 @@
 """The Top errors page: failed jobs grouped by their error's cause, the masking rules, the stored group
 written by every way of failing, and each group's links and actions."""
+
 from __future__ import annotations
 
 import html
@@ -22,28 +23,36 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 # --- the masking rules -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("error", "group"), [
-    ("Timeout after 30s talking to 10.0.0.7", "Timeout after <n>s talking to <ip>"),
-    ("Timeout after 12s talking to 10.0.0.9:5432", "Timeout after <n>s talking to <ip>"),
-    ("KeyError: 'customer_42'", "KeyError: <str>"),
-    ('ValueError: bad value "abc" in field `name`', "ValueError: bad value <str> in field <str>"),
-    ("job 123e4567-e89b-12d3-a456-426614174000 not found", "job <uuid> not found"),
-    ("segfault at 0x7fff12ab in worker", "segfault at <hex> in worker"),
-    ("commit deadbeef01 is missing", "commit <hex> is missing"),
-    ("mail to bob@example.com bounced", "mail to <email> bounced"),
-    ("SMTPRecipientsRefused: 550 5.1.1 <bob@example.com>: rejected",
-     "SMTPRecipientsRefused: <n> <n> <email>: rejected"),
-    ("balance -2.50 below zero", "balance <n> below zero"),
-    ("utf8 codec over HTTP2 failed", "utf8 codec over HTTP2 failed"),   # digits glued to a word stay
-    ("Error10 in step abc123", "Error10 in step abc123"),
-    ("deadline   exceeded\tnow", "deadline exceeded now"),
-    ("first line 1\nsecond line 2", "first line <n>"),
-    ("\n\n  card declined 402  \n", "card declined <n>"),
-    ("Traceback (most recent call last):\n  File \"w.py\", line 3\nZeroDivisionError: division by zero",
-     "ZeroDivisionError: division by zero"),
-    ("", "(no error message)"),
-    (None, "(no error message)"),
-])
+
+@pytest.mark.parametrize(
+    ("error", "group"),
+    [
+        ("Timeout after 30s talking to 10.0.0.7", "Timeout after <n>s talking to <ip>"),
+        ("Timeout after 12s talking to 10.0.0.9:5432", "Timeout after <n>s talking to <ip>"),
+        ("KeyError: 'customer_42'", "KeyError: <str>"),
+        ('ValueError: bad value "abc" in field `name`', "ValueError: bad value <str> in field <str>"),
+        ("job 123e4567-e89b-12d3-a456-426614174000 not found", "job <uuid> not found"),
+        ("segfault at 0x7fff12ab in worker", "segfault at <hex> in worker"),
+        ("commit deadbeef01 is missing", "commit <hex> is missing"),
+        ("mail to bob@example.com bounced", "mail to <email> bounced"),
+        (
+            "SMTPRecipientsRefused: 550 5.1.1 <bob@example.com>: rejected",
+            "SMTPRecipientsRefused: <n> <n> <email>: rejected",
+        ),
+        ("balance -2.50 below zero", "balance <n> below zero"),
+        ("utf8 codec over HTTP2 failed", "utf8 codec over HTTP2 failed"),  # digits glued to a word stay
+        ("Error10 in step abc123", "Error10 in step abc123"),
+        ("deadline   exceeded\tnow", "deadline exceeded now"),
+        ("first line 1\nsecond line 2", "first line <n>"),
+        ("\n\n  card declined 402  \n", "card declined <n>"),
+        (
+            'Traceback (most recent call last):\n  File "w.py", line 3\nZeroDivisionError: division by zero',
+            "ZeroDivisionError: division by zero",
+        ),
+        ("", "(no error message)"),
+        (None, "(no error message)"),
+    ],
+)
 def test_an_errors_group_masks_what_changes_from_job_to_job(error, group):
     assert error_group(error) == group
 
@@ -53,6 +62,7 @@ def test_a_long_error_group_is_cut_to_the_column(app):
 
 
 # --- the stored group, written by every way of failing ---------------------------------------------------
+
 
 def stored_group(job_id: int) -> str | None:
     with db.engine.connect() as conn:
@@ -67,8 +77,11 @@ def test_failing_a_job_stores_its_group(failed_job):
 def test_a_failed_attempt_with_retries_left_stores_its_group_too(client, worker, enqueue, claim):
     job = enqueue(max_retries=3)
     claimed = claim()
-    response = client.post(f"/jobs/{job['id']}/fail", headers=worker,
-                           json={"claim_token": claimed["claim_token"], "error": "HTTP 503 from 10.1.2.3"})
+    response = client.post(
+        f"/jobs/{job['id']}/fail",
+        headers=worker,
+        json={"claim_token": claimed["claim_token"], "error": "HTTP 503 from 10.1.2.3"},
+    )
     assert response.get_json()["status"] == "pending"
     assert stored_group(job["id"]) == "HTTP <n> from <ip>"
 
@@ -83,11 +96,13 @@ def test_a_reaped_job_stores_the_reapers_reason_as_its_group(app, make_job):
 
 # --- the page --------------------------------------------------------------------------------------------
 
+
 def groups_shown(response) -> list[tuple[str, int]]:
     """(group, failed count) per row, in the order shown."""
     assert response.status_code == 200, text_of(response)[:1000]
-    rows = re.findall(r'<tr data-group="([^"]*)">.*?<td class="num n-failed"><a [^>]*>([\d,]+)</a>',
-                      text_of(response), re.S)
+    rows = re.findall(
+        r'<tr data-group="([^"]*)">.*?<td class="num n-failed"><a [^>]*>([\d,]+)</a>', text_of(response), re.S
+    )
     return [(html.unescape(group), int(count.replace(",", ""))) for group, count in rows]
 
 
@@ -98,14 +113,22 @@ def test_the_page_groups_failed_jobs_by_cause_largest_first(signed_in, failed_jo
     failed_job(error="KeyError: 'customer_43'", type="email")
     failed_job(error="card declined")
     assert groups_shown(signed_in.get("/admin/errors")) == [
-        ("Timeout after <n>s talking to <ip>", 3), ("KeyError: <str>", 2), ("card declined", 1)]
+        ("Timeout after <n>s talking to <ip>", 3),
+        ("KeyError: <str>", 2),
+        ("card declined", 1),
+    ]
 
 
 def test_each_group_says_which_types_and_when_first_and_last_seen(signed_in, make_job):
     now = utcnow()
     for job_type, minutes in (("report", 90), ("email", 5), ("report", 30)):
-        make_job(status="failed", type=job_type, error="boom", error_group="boom",
-                 updated_at=now - timedelta(minutes=minutes))
+        make_job(
+            status="failed",
+            type=job_type,
+            error="boom",
+            error_group="boom",
+            updated_at=now - timedelta(minutes=minutes),
+        )
     body = text_of(signed_in.get("/admin/errors"))
     row = re.search(r'<tr data-group="boom">(.*?)</tr>', body, re.S).group(1)
     assert "<td>email, report</td>" in row
@@ -116,8 +139,8 @@ def test_each_group_says_which_types_and_when_first_and_last_seen(signed_in, mak
 
 def test_only_failed_jobs_are_counted(signed_in, make_job):
     make_job(status="failed", error="boom", error_group="boom")
-    make_job(status="pending", error="boom", error_group="boom")          # waiting for another try
-    make_job(status="completed", error="boom", error_group="boom")        # failed once, then succeeded
+    make_job(status="pending", error="boom", error_group="boom")  # waiting for another try
+    make_job(status="completed", error="boom", error_group="boom")  # failed once, then succeeded
     assert groups_shown(signed_in.get("/admin/errors")) == [("boom", 1)]
 
 
@@ -129,7 +152,7 @@ def test_the_count_links_to_the_jobs_of_the_group(signed_in, failed_job):
     assert link == "/admin/jobs?" + urlencode({"status": "failed", "group": "Timeout after <n>s talking to <ip>"})
     listed = text_of(signed_in.get(link))
     assert re.findall(r'<a class="job-link" href="/admin/jobs/(\d+)">', listed) == [str(wanted)]
-    assert "Error group: <span class=\"mono\">Timeout after &lt;n&gt;s talking to &lt;ip&gt;</span>" in listed
+    assert 'Error group: <span class="mono">Timeout after &lt;n&gt;s talking to &lt;ip&gt;</span>' in listed
 
 
 def test_no_failed_jobs_says_so(signed_in, make_job):
@@ -151,12 +174,13 @@ def test_the_nav_links_to_the_page(signed_in):
 
 # --- retry all, cancel all in a group ----------------------------------------------------------------
 
+
 def test_retry_all_in_a_group_asks_naming_the_count_then_retries_only_that_group(signed_in, failed_job, read_job):
     group = [failed_job(error=f"Timeout after {n}s talking to 10.0.0.{n}") for n in (1, 2)]
     other = failed_job(error="card declined")
     form = {"do": "retry-matching", "status": "failed", "group": "Timeout after <n>s talking to <ip>"}
     asked = post_form(signed_in, "/admin/jobs/bulk", form, page="/admin/errors")
-    assert "<h1 id=\"confirm-title\">Retry 2 jobs?</h1>" in text_of(asked)
+    assert '<h1 id="confirm-title">Retry 2 jobs?</h1>' in text_of(asked)
     assert read_job(group[0]).status == "failed"
     up_to = re.search(r'name="up_to" value="(\d+)"', text_of(asked)).group(1)
     post_form(signed_in, "/admin/jobs/bulk", {**form, "confirmed": "yes", "up_to": up_to}, page="/admin/errors")
@@ -174,9 +198,10 @@ def test_cancel_all_in_a_group_stops_its_jobs_waiting_for_another_try(signed_in,
     assert 'value="cancel-matching"' in body and "Stop the 2 pending jobs" in body
     form = {"do": "cancel-matching", "status": "pending", "group": "HTTP <n>"}
     asked = post_form(signed_in, "/admin/jobs/bulk", form, page="/admin/errors")
-    assert "<h1 id=\"confirm-title\">Cancel 2 jobs?</h1>" in text_of(asked)
-    response = post_form(signed_in, "/admin/jobs/bulk", {**form, "confirmed": "yes", "up_to": 10**6},
-                         page="/admin/errors")
+    assert '<h1 id="confirm-title">Cancel 2 jobs?</h1>' in text_of(asked)
+    response = post_form(
+        signed_in, "/admin/jobs/bulk", {**form, "confirmed": "yes", "up_to": 10**6}, page="/admin/errors"
+    )
     assert flashes(signed_in.get(response.headers["Location"])) == ["Cancelled 2 matching jobs."]
     assert [read_job(j).status for j in waiting] == ["cancelled", "cancelled"]
     assert read_job(unrelated).status == "pending"

@@ -1,5 +1,6 @@
 """The Types page: every configured type with its pause, limits and figures; pause, resume and limit it
 through the same function as PATCH /types; bad limits are readable messages; who changed what."""
+
 from __future__ import annotations
 
 import html
@@ -20,8 +21,10 @@ def cells(body: str, job_type: str) -> dict[str, str]:
     """The list's row for a type: its cells' text by data-field."""
     row = re.search(rf'<tr data-type="{re.escape(job_type)}">(.*?)</tr>', body, re.S)
     assert row, f"no row for type {job_type}"
-    return {name: _text(value) for name, value in re.findall(r'<td[^>]*data-field="(\w+)"[^>]*>(.*?)</td>',
-                                                             row.group(1), re.S)}
+    return {
+        name: _text(value)
+        for name, value in re.findall(r'<td[^>]*data-field="(\w+)"[^>]*>(.*?)</td>', row.group(1), re.S)
+    }
 
 
 def _text(fragment: str) -> str:
@@ -38,8 +41,9 @@ def field_errors(body: str) -> list[str]:
 
 
 def set_limits(client, job_type: str = "email", **fields):
-    return post_form(client, f"/admin/types/{job_type}/limits", {**NO_LIMITS, **fields},
-                     page=f"/admin/types/{job_type}")
+    return post_form(
+        client, f"/admin/types/{job_type}/limits", {**NO_LIMITS, **fields}, page=f"/admin/types/{job_type}"
+    )
 
 
 def api_type(client, admin, job_type: str = "email") -> dict:
@@ -50,24 +54,45 @@ def api_type(client, admin, job_type: str = "email") -> dict:
 
 # --- the list ----------------------------------------------------------------------------------
 
+
 def test_the_list_shows_every_configured_type_with_its_figures_and_no_limits(signed_in, make_job):
     for status in ("pending", "pending", "running", "completed"):
         make_job(type="report", status=status)
     body = text_of(signed_in.get("/admin/types"))
     assert re.findall(r'<tr data-type="([^"]+)">', body) == JOB_TYPES
-    assert cells(body, "report") == {"state": "active", "pending": "2", "running": "1", "concurrency_limit": "none",
-                                     "rate_limit": "none", "key_concurrency_limit": "none",
-                                     "unique_scope": "per producer"}
+    assert cells(body, "report") == {
+        "state": "active",
+        "pending": "2",
+        "running": "1",
+        "concurrency_limit": "none",
+        "rate_limit": "none",
+        "key_concurrency_limit": "none",
+        "unique_scope": "per producer",
+    }
     assert cells(body, "email")["pending"] == "0"
 
 
 def test_the_list_shows_a_pause_and_the_limits_set_through_the_api(signed_in, client, admin):
-    client.patch("/types/email", headers=admin, json={"paused": True, "concurrency_limit": 3,
-                                                       "rate_limit": {"jobs": 20, "per_seconds": 2},
-                                                       "key_concurrency_limit": 1})
+    client.patch(
+        "/types/email",
+        headers=admin,
+        json={
+            "paused": True,
+            "concurrency_limit": 3,
+            "rate_limit": {"jobs": 20, "per_seconds": 2},
+            "key_concurrency_limit": 1,
+        },
+    )
     row = cells(text_of(signed_in.get("/admin/types")), "email")
-    assert row == {"state": "paused", "pending": "0", "running": "0", "concurrency_limit": "3",
-                   "rate_limit": "20 per 2 s", "key_concurrency_limit": "1", "unique_scope": "per producer"}
+    assert row == {
+        "state": "paused",
+        "pending": "0",
+        "running": "0",
+        "concurrency_limit": "3",
+        "rate_limit": "20 per 2 s",
+        "key_concurrency_limit": "1",
+        "unique_scope": "per producer",
+    }
 
 
 def test_the_header_links_to_the_types_page(signed_in):
@@ -79,8 +104,8 @@ def test_the_header_links_to_the_types_page(signed_in):
 
 # --- pause and resume --------------------------------------------------------------------------
 
-def test_pause_on_the_list_pauses_the_type_and_no_worker_claims_its_jobs(signed_in, client, admin, worker,
-                                                                          enqueue):
+
+def test_pause_on_the_list_pauses_the_type_and_no_worker_claims_its_jobs(signed_in, client, admin, worker, enqueue):
     enqueue(type="email")
     response = post_form(signed_in, "/admin/types/email/pause?from=list", page="/admin/types")
     assert response.status_code == 302 and response.headers["Location"] == "/admin/types"
@@ -88,8 +113,10 @@ def test_pause_on_the_list_pauses_the_type_and_no_worker_claims_its_jobs(signed_
     assert client.post("/jobs/claim", headers=worker, json={"types": ["email"]}).status_code == 204
     page = signed_in.get("/admin/types")
     assert cells(text_of(page), "email")["state"] == "paused"
-    assert ("Paused email: no worker will claim its jobs until it is resumed. "
-            "Enqueueing still works, and running jobs finish.") in flashes(page)
+    assert (
+        "Paused email: no worker will claim its jobs until it is resumed. "
+        "Enqueueing still works, and running jobs finish."
+    ) in flashes(page)
 
 
 def test_resume_on_the_types_own_page_lets_its_jobs_be_claimed(signed_in, client, admin, worker, enqueue):
@@ -120,23 +147,35 @@ def test_a_pause_without_a_csrf_token_changes_nothing(signed_in, client, admin):
 
 # --- limits ------------------------------------------------------------------------------------
 
+
 def test_the_limits_form_sets_all_three_limits_as_the_api_shows_them(signed_in, client, admin):
-    response = set_limits(signed_in, concurrency_limit="3", rate_jobs="20", rate_seconds="2",
-                          key_concurrency_limit="1")
+    response = set_limits(signed_in, concurrency_limit="3", rate_jobs="20", rate_seconds="2", key_concurrency_limit="1")
     assert response.status_code == 302 and response.headers["Location"] == "/admin/types/email"
-    assert api_type(client, admin) == {"type": "email", "paused": False, "concurrency_limit": 3,
-                                       "rate_limit": {"jobs": 20, "per_seconds": 2}, "key_concurrency_limit": 1,
-                                       "unique_scope": "producer", "pending": 0, "running": 0}
+    assert api_type(client, admin) == {
+        "type": "email",
+        "paused": False,
+        "concurrency_limit": 3,
+        "rate_limit": {"jobs": 20, "per_seconds": 2},
+        "key_concurrency_limit": 1,
+        "unique_scope": "producer",
+        "pending": 0,
+        "running": 0,
+    }
     page = signed_in.get("/admin/types/email")
-    assert ("Limits of email saved: concurrency limit 3, rate limit 20 per 2 s, key concurrency limit 1."
-            in flashes(page))
+    assert "Limits of email saved: concurrency limit 3, rate limit 20 per 2 s, key concurrency limit 1." in flashes(
+        page
+    )
 
 
 def test_the_types_page_shows_its_limits_in_the_form_ready_to_change(signed_in):
     set_limits(signed_in, concurrency_limit="3", rate_jobs="20", rate_seconds="2")
     body = text_of(signed_in.get("/admin/types/email"))
-    for name, value in (("concurrency_limit", "3"), ("rate_jobs", "20"), ("rate_seconds", "2"),
-                        ("key_concurrency_limit", "")):
+    for name, value in (
+        ("concurrency_limit", "3"),
+        ("rate_jobs", "20"),
+        ("rate_seconds", "2"),
+        ("key_concurrency_limit", ""),
+    ):
         assert re.search(rf'name="{name}"[^>]*value="{value}"', body), name
 
 
@@ -148,46 +187,86 @@ def test_emptying_a_field_removes_that_limit_and_keeps_the_others(signed_in, cli
 
 
 def test_remove_every_limit_clears_all_three_and_leaves_a_pause(signed_in, client, admin):
-    client.patch("/types/email", headers=admin, json={"paused": True, "concurrency_limit": 3,
-                                                       "key_concurrency_limit": 2})
+    client.patch(
+        "/types/email", headers=admin, json={"paused": True, "concurrency_limit": 3, "key_concurrency_limit": 2}
+    )
     response = post_form(signed_in, "/admin/types/email/clear", page="/admin/types/email")
     assert response.status_code == 302
-    assert api_type(client, admin) == {"type": "email", "paused": True, "concurrency_limit": None,
-                                       "rate_limit": None, "key_concurrency_limit": None, "unique_scope": "producer",
-                                       "pending": 0, "running": 0}
+    assert api_type(client, admin) == {
+        "type": "email",
+        "paused": True,
+        "concurrency_limit": None,
+        "rate_limit": None,
+        "key_concurrency_limit": None,
+        "unique_scope": "producer",
+        "pending": 0,
+        "running": 0,
+    }
     assert "Removed every limit of email." in flashes(signed_in.get("/admin/types/email"))
 
 
-@pytest.mark.parametrize("fields, field, message", [
-    ({"concurrency_limit": "0"}, "concurrency_limit",
-     "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '0'"),
-    ({"concurrency_limit": "three"}, "concurrency_limit",
-     "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not 'three'"),
-    ({"key_concurrency_limit": "-1"}, "key_concurrency_limit",
-     "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '-1'"),
-    ({"key_concurrency_limit": "2.5"}, "key_concurrency_limit",
-     "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '2.5'"),
-    ({"rate_jobs": "0", "rate_seconds": "2"}, "rate_jobs",
-     "N must be a whole number of claims from 1 to 1,000,000, not '0'"),
-    ({"rate_jobs": "20", "rate_seconds": "0"}, "rate_seconds",
-     "S (seconds) must be a whole number from 1 to 86,400, not '0'"),
-    ({"rate_jobs": "20", "rate_seconds": "86401"}, "rate_seconds",
-     "S (seconds) must be a whole number from 1 to 86,400, not '86401'"),
-    ({"rate_jobs": "20"}, "rate_seconds", "give S too, or empty N for no rate limit"),
-    ({"rate_seconds": "2"}, "rate_jobs", "give N too, or empty S for no rate limit"),
-    ({"concurrency_limit": "1" * 31}, "concurrency_limit", "Field cannot be longer than 30 characters."),
-])
-def test_a_bad_limit_is_a_readable_400_on_its_field_and_changes_nothing(signed_in, client, admin, fields, field,
-                                                                         message):
+@pytest.mark.parametrize(
+    "fields, field, message",
+    [
+        (
+            {"concurrency_limit": "0"},
+            "concurrency_limit",
+            "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '0'",
+        ),
+        (
+            {"concurrency_limit": "three"},
+            "concurrency_limit",
+            "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not 'three'",
+        ),
+        (
+            {"key_concurrency_limit": "-1"},
+            "key_concurrency_limit",
+            "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '-1'",
+        ),
+        (
+            {"key_concurrency_limit": "2.5"},
+            "key_concurrency_limit",
+            "must be a whole number of jobs from 1 to 1,000,000, or empty for no limit, not '2.5'",
+        ),
+        (
+            {"rate_jobs": "0", "rate_seconds": "2"},
+            "rate_jobs",
+            "N must be a whole number of claims from 1 to 1,000,000, not '0'",
+        ),
+        (
+            {"rate_jobs": "20", "rate_seconds": "0"},
+            "rate_seconds",
+            "S (seconds) must be a whole number from 1 to 86,400, not '0'",
+        ),
+        (
+            {"rate_jobs": "20", "rate_seconds": "86401"},
+            "rate_seconds",
+            "S (seconds) must be a whole number from 1 to 86,400, not '86401'",
+        ),
+        ({"rate_jobs": "20"}, "rate_seconds", "give S too, or empty N for no rate limit"),
+        ({"rate_seconds": "2"}, "rate_jobs", "give N too, or empty S for no rate limit"),
+        ({"concurrency_limit": "1" * 31}, "concurrency_limit", "Field cannot be longer than 30 characters."),
+    ],
+)
+def test_a_bad_limit_is_a_readable_400_on_its_field_and_changes_nothing(
+    signed_in, client, admin, fields, field, message
+):
     response = set_limits(signed_in, **fields)
     assert response.status_code == 400
     body = text_of(response)
     label = re.search(rf'<label>(?:(?!</label>).)*name="{field}"(?:(?!</label>).)*</label>', body, re.S).group(0)
     assert message in field_errors(label)
     assert 'aria-invalid="true"' in label
-    assert api_type(client, admin) == {"type": "email", "paused": False, "concurrency_limit": None,
-                                       "rate_limit": None, "key_concurrency_limit": None, "unique_scope": "producer",
-                                       "pending": 0, "running": 0}
+    assert api_type(client, admin) == {
+        "type": "email",
+        "paused": False,
+        "concurrency_limit": None,
+        "rate_limit": None,
+        "key_concurrency_limit": None,
+        "unique_scope": "producer",
+        "pending": 0,
+        "running": 0,
+    }
     assert history_rows(body) == []
 
 
@@ -204,10 +283,12 @@ def test_the_largest_window_is_accepted(signed_in, client, admin):
 
 # --- who changed what --------------------------------------------------------------------------
 
+
 def test_the_history_shows_who_changed_what_from_the_page_and_the_api_newest_first(signed_in, client, admin):
     set_limits(signed_in, concurrency_limit="3")
-    client.patch("/types/email", headers=admin, json={"concurrency_limit": 5, "rate_limit": {"jobs": 20,
-                                                                                               "per_seconds": 2}})
+    client.patch(
+        "/types/email", headers=admin, json={"concurrency_limit": 5, "rate_limit": {"jobs": 20, "per_seconds": 2}}
+    )
     post_form(signed_in, "/admin/types/email/pause", page="/admin/types/email")
     rows = history_rows(text_of(signed_in.get("/admin/types/email")))
     api_history = client.get("/types/email/history", headers=admin).get_json()["history"]
@@ -231,8 +312,17 @@ def test_saving_the_same_limits_again_writes_no_history(signed_in):
 
 # --- types that do not exist -------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/admin/types/parcel", "/admin/types/parcel/pause", "/admin/types/parcel/resume",
-                                  "/admin/types/parcel/limits", "/admin/types/parcel/clear"])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/types/parcel",
+        "/admin/types/parcel/pause",
+        "/admin/types/parcel/resume",
+        "/admin/types/parcel/limits",
+        "/admin/types/parcel/clear",
+    ],
+)
 def test_a_type_not_configured_is_a_404_page(signed_in, path):
     if path.endswith("parcel"):
         response = signed_in.get(path)
@@ -243,6 +333,7 @@ def test_a_type_not_configured_is_a_404_page(signed_in, path):
 
 
 # --- the dashboard and the job page ------------------------------------------------------------
+
 
 def by_type_row(body: str, job_type: str) -> str | None:
     match = re.search(rf'<tr>\s*<th scope="row"><a href="/admin/jobs\?type={re.escape(job_type)}">.*?</tr>', body, re.S)
@@ -277,9 +368,10 @@ def test_a_resumed_type_is_no_longer_marked(signed_in, client, admin, make_job):
 def test_the_job_page_shows_the_jobs_concurrency_key_linking_to_its_jobs(signed_in, enqueue):
     job = enqueue(type="email", concurrency_key="tenant-42")
     body = text_of(signed_in.get(f"/admin/jobs/{job['id']}"))
-    assert ('<dt>concurrency key</dt><dd class="mono" data-field="concurrency_key">'
-            '<a href="/admin/jobs?key=tenant-42" title="Every job with this concurrency key">tenant-42</a></dd>'
-            ) in body
+    assert (
+        '<dt>concurrency key</dt><dd class="mono" data-field="concurrency_key">'
+        '<a href="/admin/jobs?key=tenant-42" title="Every job with this concurrency key">tenant-42</a></dd>'
+    ) in body
 
 
 def test_a_job_without_a_concurrency_key_shows_no_such_field(signed_in, enqueue):

@@ -4,6 +4,7 @@ Every page opens for a viewer, the pages show a viewer no action, and the server
 a viewer sends with 403, even with a valid CSRF token, leaving everything as it was. Admins, made the
 same way as before (``flask users create NAME``), act as before.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,9 @@ def _viewer_password_hash() -> str:
 @pytest.fixture
 def viewer(client, app):
     """The test client signed in as a viewer (a server-side session, as a sign-in makes)."""
-    user = User(username=VIEWER_NAME, password_hash=_viewer_password_hash(), created_at=utcnow(),
-                role=UserRole.VIEWER.value)
+    user = User(
+        username=VIEWER_NAME, password_hash=_viewer_password_hash(), created_at=utcnow(), role=UserRole.VIEWER.value
+    )
     db.session.add(user)
     db.session.commit()
     user_id = user.id
@@ -60,15 +62,17 @@ def jobs_in_every_state(make_job, failed_job):
     made = {"failed": failed_job(error="SMTPRecipientsRefused: 550 mailbox unavailable")}  # first: claimed next
     made.update({status: make_job(status=status) for status in ("pending", "running", "completed", "cancelled")})
     made["stalled"] = make_job(status="running", lease_expires_at=utcnow().replace(year=2020))
-    made["scheduled"] = make_job(run_at=utcnow() + timedelta(hours=1))   # the Scheduled page's "Run now"
+    made["scheduled"] = make_job(run_at=utcnow() + timedelta(hours=1))  # the Scheduled page's "Run now"
     return made
 
 
 # --- creating viewers --------------------------------------------------------------------------
 
+
 def test_users_create_with_role_viewer_makes_a_viewer(runner, app):
-    result = runner.invoke(args=["users", "create", "looker", "--password-stdin", "--role", "viewer"],
-                           input="a long passphrase\n")
+    result = runner.invoke(
+        args=["users", "create", "looker", "--password-stdin", "--role", "viewer"], input="a long passphrase\n"
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == "created viewer looker\n"
     assert verify_password("looker", "a long passphrase").role == "viewer"
@@ -81,8 +85,9 @@ def test_users_create_without_a_role_makes_an_admin_as_before(runner, app):
 
 
 def test_users_create_refuses_a_role_that_does_not_exist(runner, app):
-    result = runner.invoke(args=["users", "create", "ops", "--password-stdin", "--role", "owner"],
-                           input="a long passphrase\n")
+    result = runner.invoke(
+        args=["users", "create", "ops", "--password-stdin", "--role", "owner"], input="a long passphrase\n"
+    )
     assert result.exit_code == 2
     assert "'owner' is not one of 'admin', 'viewer'" in result.output
     assert verify_password("ops", "a long passphrase") is None
@@ -90,8 +95,9 @@ def test_users_create_refuses_a_role_that_does_not_exist(runner, app):
 
 def test_users_list_shows_each_users_role(runner, app):
     runner.invoke(args=["users", "create", "ops", "--password-stdin"], input="a long passphrase\n")
-    runner.invoke(args=["users", "create", "looker", "--password-stdin", "--role", "viewer"],
-                  input="a long passphrase\n")
+    runner.invoke(
+        args=["users", "create", "looker", "--password-stdin", "--role", "viewer"], input="a long passphrase\n"
+    )
     header, *rows = runner.invoke(args=["users", "list"]).stdout.splitlines()
     assert header.split("\t")[:2] == ["username", "role"]
     assert [row.split("\t")[:2] for row in rows] == [["looker", "viewer"], ["ops", "admin"]]
@@ -105,8 +111,12 @@ def test_users_made_before_roles_existed_stay_admins(tmp_path):
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO users (username, password_hash, created_at) "
-                              "VALUES ('old-admin', 'scrypt:x', '2026-11-01 00:00:00')"))
+            conn.execute(
+                text(
+                    "INSERT INTO users (username, password_hash, created_at) "
+                    "VALUES ('old-admin', 'scrypt:x', '2026-11-01 00:00:00')"
+                )
+            )
         upgraded = flask_command(env, "db", "upgrade")
         assert upgraded.returncode == 0, upgraded.stderr
         with engine.connect() as conn:
@@ -117,9 +127,13 @@ def test_users_made_before_roles_existed_stay_admins(tmp_path):
 
 # --- a viewer looks ----------------------------------------------------------------------------
 
+
 def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
-    db.session.add(User(username=VIEWER_NAME, password_hash=_viewer_password_hash(), created_at=utcnow(),
-                        role=UserRole.VIEWER.value))
+    db.session.add(
+        User(
+            username=VIEWER_NAME, password_hash=_viewer_password_hash(), created_at=utcnow(), role=UserRole.VIEWER.value
+        )
+    )
     db.session.commit()
     signed = sign_in(client, VIEWER_NAME, VIEWER_PASSWORD)
     assert signed.status_code == 302 and signed.headers["Location"] == "/admin"
@@ -129,14 +143,25 @@ def test_a_viewer_signs_in_and_out_like_an_admin(client, app):
     assert client.get("/admin").status_code == 302  # signed out: back to the sign-in form
 
 
-@pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin/types", "/admin/types/email", "/admin/scheduled",
-                                  "/admin/errors"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "/admin",
+        "/admin/jobs",
+        "/admin/jobs?status=failed",
+        "/admin/workers",
+        "/admin/keys",
+        "/admin/types",
+        "/admin/types/email",
+        "/admin/scheduled",
+        "/admin/errors",
+    ],
+)
 def test_every_page_opens_for_a_viewer(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     response = viewer.get(page)
     assert response.status_code == 200
-    assert "<span class=\"role\">viewer</span>" in text_of(response)
+    assert '<span class="role">viewer</span>' in text_of(response)
 
 
 @pytest.mark.parametrize("status", ["pending", "running", "stalled", "completed", "failed", "cancelled"])
@@ -146,17 +171,42 @@ def test_a_job_page_opens_for_a_viewer_in_every_state(viewer, jobs_in_every_stat
     assert "View only: your account cannot change jobs." in text_of(response)
 
 
-@pytest.mark.parametrize("page", ["/admin", "/admin/jobs", "/admin/jobs?status=failed", "/admin/workers",
-                                  "/admin/keys", "/admin?partial=1", "/admin/jobs?partial=1", "/admin/types",
-                                  "/admin/types/email", "/admin/scheduled", "/admin/scheduled?partial=1",
-                                  "/admin/errors", "/admin/errors?partial=1"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "/admin",
+        "/admin/jobs",
+        "/admin/jobs?status=failed",
+        "/admin/workers",
+        "/admin/keys",
+        "/admin?partial=1",
+        "/admin/jobs?partial=1",
+        "/admin/types",
+        "/admin/types/email",
+        "/admin/scheduled",
+        "/admin/scheduled?partial=1",
+        "/admin/errors",
+        "/admin/errors?partial=1",
+    ],
+)
 def test_a_viewers_pages_carry_no_action(viewer, jobs_in_every_state, make_key, page):
     make_key("worker", "worker-b")
     body = text_of(viewer.get(page))
     assert not ACTION_FORM.search(body), ACTION_FORM.search(body).group(0)
-    for control in ('type="checkbox"', "Reap now", "Retry selected", "Retry all", "Revoke", "Create a key",
-                    'form="bulk-retry"', "Save limits", "Remove every limit", "Cancel all", "Delete",
-                    "Cancel selected"):
+    for control in (
+        'type="checkbox"',
+        "Reap now",
+        "Retry selected",
+        "Retry all",
+        "Revoke",
+        "Create a key",
+        'form="bulk-retry"',
+        "Save limits",
+        "Remove every limit",
+        "Cancel all",
+        "Delete",
+        "Cancel selected",
+    ):
         assert control not in body, control
 
 
@@ -184,25 +234,43 @@ def test_an_admins_pages_still_carry_the_actions(signed_in, jobs_in_every_state)
     assert "Retry selected" in jobs_page and 'type="checkbox" form="bulk-retry"' in jobs_page
     assert 'action="/admin/jobs/retry"' in jobs_page
     assert f'action="/admin/jobs/{jobs_in_every_state["failed"]}/retry"' in text_of(
-        signed_in.get(f"/admin/jobs/{jobs_in_every_state['failed']}"))
-    assert "<span class=\"role\">" not in jobs_page
+        signed_in.get(f"/admin/jobs/{jobs_in_every_state['failed']}")
+    )
+    assert '<span class="role">' not in jobs_page
 
 
 # --- a viewer cannot act -----------------------------------------------------------------------
 
+
 def _action_routes(app) -> list:
     """Every route of the pages that takes a POST, but signing in and out."""
-    return sorted((rule for rule in app.url_map.iter_rules()
-                   if rule.endpoint.startswith("ui.") and "POST" in rule.methods
-                   and rule.endpoint not in VIEWER_MAY_POST), key=lambda rule: rule.rule)
+    return sorted(
+        (
+            rule
+            for rule in app.url_map.iter_rules()
+            if rule.endpoint.startswith("ui.") and "POST" in rule.methods and rule.endpoint not in VIEWER_MAY_POST
+        ),
+        key=lambda rule: rule.rule,
+    )
 
 
 def test_the_action_routes_are_the_ones_the_pages_offer(app):
     # A floor, not the whole list: a route added later is refused to viewers by the same guard.
     assert {rule.endpoint for rule in _action_routes(app)} >= {
-        "ui.reap_now", "ui.retry_jobs", "ui.retry_job", "ui.cancel_job", "ui.release_job", "ui.run_job_now",
-        "ui.create_api_key", "ui.revoke_api_key", "ui.pause_type", "ui.resume_type", "ui.limit_type",
-        "ui.clear_type_limits", "ui.bulk_jobs"}
+        "ui.reap_now",
+        "ui.retry_jobs",
+        "ui.retry_job",
+        "ui.cancel_job",
+        "ui.release_job",
+        "ui.run_job_now",
+        "ui.create_api_key",
+        "ui.revoke_api_key",
+        "ui.pause_type",
+        "ui.resume_type",
+        "ui.limit_type",
+        "ui.clear_type_limits",
+        "ui.bulk_jobs",
+    }
 
 
 def _form_for(endpoint: str, jobs: dict) -> dict:
@@ -219,11 +287,16 @@ def _form_for(endpoint: str, jobs: dict) -> dict:
 
 
 def test_every_action_a_viewer_sends_is_refused_with_403_even_with_a_valid_csrf_token(
-        app, viewer, jobs_in_every_state, make_key, read_job):
+    app, viewer, jobs_in_every_state, make_key, read_job
+):
     worker_b = keys.authenticate(make_key("worker", "worker-b"))
     process = worker_processes.register(worker_b, worker_processes.NewProcess("box", 1, "v1", 1, ()))
-    values = {"job_id": jobs_in_every_state["failed"], "name": "worker-b", "job_type": "email",
-              "process_id": process.id}
+    values = {
+        "job_id": jobs_in_every_state["failed"],
+        "name": "worker-b",
+        "job_type": "email",
+        "process_id": process.id,
+    }
     before = {job_id: read_job(job_id) for job_id in jobs_in_every_state.values()}
     token = csrf_token(viewer, "/admin")
     for rule in _action_routes(app):

@@ -1,4 +1,5 @@
 """The workers page: what each worker holds now, when it was last seen, what it completed and failed."""
+
 from __future__ import annotations
 
 import html
@@ -16,10 +17,13 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 def worker_rows(response) -> dict[str, str]:
     assert response.status_code == 200
-    rows = re.findall(r'<th scope="row" class="mono"><a href="[^"]+">([^<]+)</a></th>(.*?)</tr>',
-                      text_of(response), re.S)
-    return {html.unescape(name): re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", cells))).strip()
-            for name, cells in rows}
+    rows = re.findall(
+        r'<th scope="row" class="mono"><a href="[^"]+">([^<]+)</a></th>(.*?)</tr>', text_of(response), re.S
+    )
+    return {
+        html.unescape(name): re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", cells))).strip()
+        for name, cells in rows
+    }
 
 
 def test_each_worker_key_is_listed_even_when_idle(signed_in, make_key):
@@ -36,8 +40,8 @@ def test_a_worker_shows_the_jobs_it_holds_now(signed_in, make_key, make_job):
     held = [make_job(status="running", worker_id="mailer-1") for _ in range(2)]
     make_job(status="running", worker_id="someone-else")
     body = text_of(signed_in.get("/admin/workers"))
-    row = body[body.index(">mailer-1</a>"):]
-    row = row[:row.index("</tr>")]
+    row = body[body.index(">mailer-1</a>") :]
+    row = row[: row.index("</tr>")]
     assert set(map(int, re.findall(r'href="/admin/jobs/(\d+)"', row))) == set(held)
     assert worker_rows(signed_in.get("/admin/workers"))["mailer-1"].startswith("2 ")
 
@@ -45,8 +49,12 @@ def test_a_worker_shows_the_jobs_it_holds_now(signed_in, make_key, make_job):
 def test_last_seen_is_the_latest_claim_or_heartbeat(signed_in, make_key, make_job):
     make_key("worker", "mailer-1")
     now = utcnow()
-    make_job(status="running", worker_id="mailer-1", claimed_at=now - timedelta(hours=3),
-             heartbeat_at=now - timedelta(minutes=7, seconds=30))
+    make_job(
+        status="running",
+        worker_id="mailer-1",
+        claimed_at=now - timedelta(hours=3),
+        heartbeat_at=now - timedelta(minutes=7, seconds=30),
+    )
     last_seen = re.search(r"\b(\d+m \d+s) ago", worker_rows(signed_in.get("/admin/workers"))["mailer-1"])
     assert shows_age(last_seen.group(1), timedelta(minutes=7, seconds=30), since=now)
 

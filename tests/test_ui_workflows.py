@@ -1,5 +1,6 @@
 """A job's page draws its workflow (parents and children, each linked, with their states) and its progress
 report, every key of it; the jobs list filters waiting jobs."""
+
 from __future__ import annotations
 
 import html
@@ -36,11 +37,17 @@ def test_the_job_page_draws_parents_and_children_with_their_states_each_linked(s
     link(job, first, second)
     link(child, job)
     graph = section(text_of(signed_in.get(f"/admin/jobs/{job}")), "workflow")
-    for other, job_type, status in ((first, "report", "completed"), (second, "resize-image", "running"),
-                                    (child, "noop", "waiting")):
-        assert re.search(rf'<a href="/admin/jobs/{other}"><span class="mono">#{other}</span> {job_type}</a>'
-                         rf'\s*<span class="badge status-{status}">{status}</span>', graph), graph
-    assert "Parents <span class=\"muted\">(2)</span>" in graph and "Children <span class=\"muted\">(1)</span>" in graph
+    for other, job_type, status in (
+        (first, "report", "completed"),
+        (second, "resize-image", "running"),
+        (child, "noop", "waiting"),
+    ):
+        assert re.search(
+            rf'<a href="/admin/jobs/{other}"><span class="mono">#{other}</span> {job_type}</a>'
+            rf'\s*<span class="badge status-{status}">{status}</span>',
+            graph,
+        ), graph
+    assert 'Parents <span class="muted">(2)</span>' in graph and 'Children <span class="muted">(1)</span>' in graph
     assert "runs once every parent completed" in graph
 
 
@@ -68,7 +75,7 @@ def test_the_jobs_list_filters_waiting_jobs(signed_in, make_job):
     waiting = make_job(status="waiting", run_when="completed")
     pending = make_job(status="pending")
     body = text_of(signed_in.get("/admin/jobs?status=waiting"))
-    assert f"/admin/jobs/{waiting}" in body and f"/admin/jobs/{pending}\"" not in body
+    assert f"/admin/jobs/{waiting}" in body and f'/admin/jobs/{pending}"' not in body
     assert '<option selected value="waiting">' in body or 'value="waiting" selected' in body
 
 

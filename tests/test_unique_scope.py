@@ -3,6 +3,7 @@ own by default; an admin may share a type's windows among every producer (unique
 hit on a job the caller may not see answers only {"deduplicated": true}. No path lets a job depend on, or
 read, a job its producer may not see.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -13,8 +14,14 @@ from openapi_schema_validator import OAS31Validator
 from queuelog.core.clock import rfc3339, utcnow
 from tests.support.factories import assert_problem, count_jobs, event_rows
 
-INVOICE = {"type": "email", "payload": {"card": "4242 4242 4242 4242"}, "unique_for": 3600,
-           "unique_key": "invoice-42", "idempotency_key": "a-secret-idempotency-key", "concurrency_key": "tenant-a"}
+INVOICE = {
+    "type": "email",
+    "payload": {"card": "4242 4242 4242 4242"},
+    "unique_for": 3600,
+    "unique_key": "invoice-42",
+    "idempotency_key": "a-secret-idempotency-key",
+    "concurrency_key": "tenant-a",
+}
 HIDDEN = {"deduplicated": True}
 
 
@@ -59,6 +66,7 @@ def _text(response) -> str:
 
 
 # --- the default: each producer key has its own windows ------------------------------------------------
+
 
 def test_v33_another_producers_enqueue_with_the_same_unique_key_is_its_own_job(client, invoice, other_producer):
     response = _post(client, other_producer, payload={"n": 1}, unique_for=3600, unique_key="invoice-42")
@@ -116,6 +124,7 @@ def test_an_admins_windows_are_its_own_too(client, invoice, admin):
 
 # --- the setting: GET, PATCH, history --------------------------------------------------------------
 
+
 def test_every_type_keeps_windows_per_producer_until_an_admin_shares_them(client, admin):
     assert {item["unique_scope"] for item in client.get("/types", headers=admin).get_json()["types"]} == {"producer"}
     assert client.get("/types/email", headers=admin).get_json()["unique_scope"] == "producer"
@@ -147,8 +156,10 @@ def test_a_producer_may_not_share_a_types_windows(client, producer):
 
 # --- a shared window (unique_scope "type") ----------------------------------------------------------
 
+
 def test_v33_in_a_shared_window_another_producers_hit_answers_only_that_it_was_deduplicated(
-        client, shared_invoice, other_producer):
+    client, shared_invoice, other_producer
+):
     response = _post(client, other_producer, payload={"n": 1}, unique_for=3600, unique_key="invoice-42")
 
     assert response.status_code == 200
@@ -181,11 +192,15 @@ def test_a_shared_window_is_per_type(client, shared, invoice, other_producer):
 
 
 def test_v33_in_a_shared_window_a_batch_item_hitting_a_hidden_job_answers_only_that(
-        client, shared_invoice, other_producer):
-    response = _batch(client, other_producer,
-                      {"type": "email", "unique_for": 3600, "unique_key": "invoice-42"},
-                      {"type": "email", "payload": {"n": 2}, "unique_for": 3600, "unique_key": "invoice-42"},
-                      {"type": "email", "payload": {"n": 3}})
+    client, shared_invoice, other_producer
+):
+    response = _batch(
+        client,
+        other_producer,
+        {"type": "email", "unique_for": 3600, "unique_key": "invoice-42"},
+        {"type": "email", "payload": {"n": 2}, "unique_for": 3600, "unique_key": "invoice-42"},
+        {"type": "email", "payload": {"n": 3}},
+    )
 
     assert response.status_code == 201
     hit, same_window, new = response.get_json()["jobs"]
@@ -201,7 +216,8 @@ def test_a_batch_that_only_hits_hidden_jobs_answers_200(client, shared_invoice, 
 
 
 def test_sharing_a_types_windows_leaves_the_windows_producers_took_before_their_own(
-        client, invoice, shared, other_producer):
+    client, invoice, shared, other_producer
+):
     shared()
     response = _post(client, other_producer, unique_for=3600, unique_key="invoice-42")
 
@@ -216,8 +232,9 @@ def test_the_hidden_hit_answers_match_the_documented_200s(client, shared_invoice
         OAS31Validator({**schema, "components": document["components"]}).validate(response.get_json())
 
     validate("/jobs", _post(client, other_producer, unique_for=3600, unique_key="invoice-42"))
-    validate("/jobs/batch", _batch(client, other_producer, {"type": "email", "unique_for": 3600,
-                                                           "unique_key": "invoice-42"}))
+    validate(
+        "/jobs/batch", _batch(client, other_producer, {"type": "email", "unique_for": 3600, "unique_key": "invoice-42"})
+    )
     assert document["components"]["schemas"]["HiddenDedupeHit"]["required"] == ["deduplicated"]
 
 
@@ -231,6 +248,7 @@ def test_windows_are_per_producer_again_once_the_type_is_set_back(client, admin,
 
 
 # --- no path to another producer's job: depends_on ----------------------------------------------------
+
 
 def test_v33_a_single_enqueue_depending_on_another_producers_job_is_422(client, invoice, other_producer):
     response = _post(client, other_producer, depends_on=[invoice["id"]])
@@ -249,8 +267,9 @@ def test_v33_a_batch_depending_on_another_producers_job_by_id_is_422(client, inv
 
 
 def test_a_batch_ref_names_the_callers_own_new_job(client, other_producer):
-    response = _batch(client, other_producer, {"type": "email", "ref": "parent"},
-                      {"type": "email", "depends_on": ["parent"]})
+    response = _batch(
+        client, other_producer, {"type": "email", "ref": "parent"}, {"type": "email", "depends_on": ["parent"]}
+    )
 
     parent, child = response.get_json()["jobs"]
     assert response.status_code == 201 and child["depends_on"] == [parent["id"]]
@@ -258,9 +277,12 @@ def test_a_batch_ref_names_the_callers_own_new_job(client, other_producer):
 
 
 def test_v33_a_ref_deduplicated_into_another_producers_job_cannot_be_a_parent(client, shared_invoice, other_producer):
-    response = _batch(client, other_producer,
-                      {"type": "email", "unique_for": 3600, "unique_key": "invoice-42", "ref": "invoice"},
-                      {"type": "email", "payload": {"step": "charge"}, "depends_on": ["invoice"]})
+    response = _batch(
+        client,
+        other_producer,
+        {"type": "email", "unique_for": 3600, "unique_key": "invoice-42", "ref": "invoice"},
+        {"type": "email", "payload": {"step": "charge"}, "depends_on": ["invoice"]},
+    )
 
     problem = assert_problem(response, 422)
     assert [error["pointer"] for error in problem["errors"]] == ["/jobs/1/depends_on/0"]
@@ -269,11 +291,15 @@ def test_v33_a_ref_deduplicated_into_another_producers_job_cannot_be_a_parent(cl
 
 
 def test_v33_a_ref_through_an_item_in_the_same_window_as_a_hidden_hit_cannot_be_a_parent(
-        client, shared_invoice, other_producer):
-    response = _batch(client, other_producer,
-                      {"type": "email", "unique_for": 3600, "unique_key": "invoice-42"},
-                      {"type": "email", "unique_for": 3600, "unique_key": "invoice-42", "ref": "again"},
-                      {"type": "email", "depends_on": ["again"]})
+    client, shared_invoice, other_producer
+):
+    response = _batch(
+        client,
+        other_producer,
+        {"type": "email", "unique_for": 3600, "unique_key": "invoice-42"},
+        {"type": "email", "unique_for": 3600, "unique_key": "invoice-42", "ref": "again"},
+        {"type": "email", "depends_on": ["again"]},
+    )
 
     problem = assert_problem(response, 422)
     assert [error["pointer"] for error in problem["errors"]] == ["/jobs/2/depends_on/0"]
@@ -281,8 +307,12 @@ def test_v33_a_ref_through_an_item_in_the_same_window_as_a_hidden_hit_cannot_be_
 
 
 def test_a_ref_deduplicated_into_the_callers_own_job_depends_on_that_job(client, producer, invoice):
-    response = _batch(client, producer, {**INVOICE, "idempotency_key": None, "ref": "invoice"},
-                      {"type": "email", "depends_on": ["invoice"]})
+    response = _batch(
+        client,
+        producer,
+        {**INVOICE, "idempotency_key": None, "ref": "invoice"},
+        {"type": "email", "depends_on": ["invoice"]},
+    )
 
     assert response.status_code == 201, response.get_json()
     hit, child = response.get_json()["jobs"]
@@ -290,13 +320,16 @@ def test_a_ref_deduplicated_into_the_callers_own_job_depends_on_that_job(client,
     assert child["depends_on"] == [invoice["id"]] and child["status"] == "waiting"
 
 
-def test_a_ref_in_the_same_window_as_the_callers_own_hit_makes_a_child_that_is_decided(
-        client, producer, invoice, run):
+def test_a_ref_in_the_same_window_as_the_callers_own_hit_makes_a_child_that_is_decided(client, producer, invoice, run):
     # The ref's item is answered through an earlier item of the batch: the child still waits for that job,
     # and is decided when it completes.
-    response = _batch(client, producer, {**INVOICE, "idempotency_key": None},
-                      {**INVOICE, "idempotency_key": None, "payload": {}, "ref": "again"},
-                      {"type": "report", "depends_on": ["again"]})
+    response = _batch(
+        client,
+        producer,
+        {**INVOICE, "idempotency_key": None},
+        {**INVOICE, "idempotency_key": None, "payload": {}, "ref": "again"},
+        {"type": "report", "depends_on": ["again"]},
+    )
     child = response.get_json()["jobs"][2]
     assert child["depends_on"] == [invoice["id"]]
 
@@ -307,8 +340,10 @@ def test_a_ref_in_the_same_window_as_the_callers_own_hit_makes_a_child_that_is_d
 
 # --- an admin's retry of a failed parent ------------------------------------------------------------
 
+
 def test_v33_an_admins_retry_of_a_failed_parent_shows_no_other_producer_anything(
-        client, producer, other_producer, admin, run):
+    client, producer, other_producer, admin, run
+):
     parent = _post(client, producer).get_json()
     admins_child = _post(client, admin, depends_on=[parent["id"]]).get_json()
     theirs = _post(client, other_producer, type="report").get_json()

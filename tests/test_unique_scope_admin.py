@@ -1,5 +1,6 @@
 """The unique scope of a type on the admin side: the Types pages show it and change it through the function
 PATCH /types calls (so the history records it), and ``flask types`` shows and sets it."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,11 +13,13 @@ pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
 
 
 def set_scope(client, scope: str, job_type: str = "email"):
-    return post_form(client, f"/admin/types/{job_type}/unique-scope", {"unique_scope": scope},
-                     page=f"/admin/types/{job_type}")
+    return post_form(
+        client, f"/admin/types/{job_type}/unique-scope", {"unique_scope": scope}, page=f"/admin/types/{job_type}"
+    )
 
 
 # --- the pages ----------------------------------------------------------------------------------
+
 
 def test_the_types_list_shows_each_types_dedupe_windows(signed_in, client, admin):
     client.patch("/types/report", json={"unique_scope": "type"}, headers=admin)
@@ -41,7 +44,8 @@ def test_the_scope_form_shares_the_windows_as_the_api_shows_it_and_says_so(signe
     page = signed_in.get("/admin/types/email")
     assert "Dedupe windows of email: shared by every producer." in flashes(page)
     assert history_rows(text_of(page))[0].endswith(
-        f"admin:{ADMIN_NAME} dedupe windows: per producer → shared by every producer")
+        f"admin:{ADMIN_NAME} dedupe windows: per producer → shared by every producer"
+    )
 
 
 def test_a_bad_scope_from_the_form_is_a_400_on_its_field_and_changes_nothing(signed_in, client, admin):
@@ -59,6 +63,7 @@ def test_a_viewer_may_not_change_the_scope(viewer_client, client, admin):
 
 # --- flask types ---------------------------------------------------------------------------------
 
+
 def test_flask_types_unique_scope_sets_it_and_prints_the_types_line(runner, client, admin):
     result = runner.invoke(args=["types", "unique-scope", "email", "type"])
 
@@ -66,7 +71,8 @@ def test_flask_types_unique_scope_sets_it_and_prints_the_types_line(runner, clie
     assert api_type(client, admin)["unique_scope"] == "type"
     [change] = client.get("/types/email/history", headers=admin).get_json()["history"]
     assert change["actor"].startswith("cli") and change["changes"] == {
-        "unique_scope": {"old": "producer", "new": "type"}}
+        "unique_scope": {"old": "producer", "new": "type"}
+    }
 
 
 def test_flask_types_list_shows_the_unique_scope_last(runner, client, admin):

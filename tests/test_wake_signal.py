@@ -3,6 +3,7 @@
 Real sockets, real processes (a killed one, a forked one, one that exits); the database file need not
 exist for the sockets, and each test names its own, so no two tests share a directory.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,9 @@ def listeners(database):
     started = []
 
     def start(seconds: float = 30):
-        process = subprocess.Popen([sys.executable, "-c", LISTENER, database, str(seconds)], cwd=REPO_ROOT,
-                                   stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", LISTENER, database, str(seconds)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+        )
         started.append(process)
         return process, process.stdout.readline().strip()
 
@@ -88,7 +90,7 @@ def test_an_announcement_wakes_a_listener_in_another_process(database, listeners
 
 
 def test_a_process_is_not_woken_by_its_own_announcement(database, listening):
-    wake_signal.announce(database)   # its own waiters were woken in-process already (wakeup's checkin hook)
+    wake_signal.announce(database)  # its own waiters were woken in-process already (wakeup's checkin hook)
     assert not listening.wait(0.3)
 
 
@@ -97,13 +99,13 @@ def test_a_socket_left_by_a_killed_process_is_removed_and_the_others_are_still_w
     alive, _ = listeners()
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    assert os.path.exists(stale)   # a killed process removes nothing
+    assert os.path.exists(stale)  # a killed process removes nothing
 
     wake_signal.announce(database)
 
     assert alive.stdout.readline().strip() == "woken"
     assert not os.path.exists(stale)
-    wake_signal.announce(database)   # and the next announcement does not trip over it
+    wake_signal.announce(database)  # and the next announcement does not trip over it
     assert alive.stdout.readline().strip() == "woken"
 
 
@@ -113,9 +115,9 @@ def test_a_process_that_exits_removes_its_socket_and_the_last_one_the_directory(
     assert leaving.wait(timeout=30) == 0
     assert not os.path.exists(leaves) and os.path.exists(stays)
 
-    staying.send_signal(signal.SIGTERM)   # Python's default: it exits without its atexit hooks
+    staying.send_signal(signal.SIGTERM)  # Python's default: it exits without its atexit hooks
     staying.wait()
-    wake_signal.announce(database)   # removes the socket it left
+    wake_signal.announce(database)  # removes the socket it left
     listeners(seconds=0)[0].wait(timeout=30)
     assert not os.path.exists(wake_signal.directory_for(database))
 
@@ -132,7 +134,7 @@ def test_a_forked_child_listens_on_its_own_socket_and_leaves_its_parents_alone(d
     parents = wake_signal.socket_path(database)
     report_read, report_write = os.pipe()
     child = os.fork()
-    if child == 0:   # the child: report its own socket, wake the parent, then go without a trace
+    if child == 0:  # the child: report its own socket, wake the parent, then go without a trace
         code = 1
         try:
             inherited = wake_signal.socket_path(database)
@@ -140,7 +142,7 @@ def test_a_forked_child_listens_on_its_own_socket_and_leaves_its_parents_alone(d
             wake_signal.listen(database, woken.set)
             os.write(report_write, f"{inherited} {wake_signal.socket_path(database)}\n".encode())
             wake_signal.announce(database)
-            code = 0 if woken.wait(10) else 2   # the parent announces back
+            code = 0 if woken.wait(10) else 2  # the parent announces back
             wake_signal.stop(database)
         finally:
             os._exit(code)
@@ -176,7 +178,7 @@ def test_a_temp_directory_others_may_write_to_is_not_used_and_waiters_poll_inste
     database = str(deep / "queuelog.db")
     directory = wake_signal.directory_for(database)
     os.mkdir(directory)
-    os.chmod(directory, 0o777)   # as another user could have made it, to read or redirect wake-ups
+    os.chmod(directory, 0o777)  # as another user could have made it, to read or redirect wake-ups
     try:
         assert not wake_signal.listen(database, lambda: None)
         assert sockets_in(directory) == []
@@ -186,11 +188,12 @@ def test_a_temp_directory_others_may_write_to_is_not_used_and_waiters_poll_inste
 
 
 @pytest.mark.skipif(test_db_kind() != "sqlite", reason="the wake socket is SQLite's; PostgreSQL has LISTEN")
-def test_a_server_process_listens_from_its_first_waiting_claim_until_its_engine_is_disposed(app, client, worker,
-                                                                                             enqueue, database_url):
+def test_a_server_process_listens_from_its_first_waiting_claim_until_its_engine_is_disposed(
+    app, client, worker, enqueue, database_url
+):
     database = database_url.removeprefix("sqlite:///")
     enqueue()
-    assert client.post("/jobs/claim", headers=worker).status_code == 200   # not waiting: no socket
+    assert client.post("/jobs/claim", headers=worker).status_code == 200  # not waiting: no socket
     assert wake_signal.socket_path(database) is None
 
     for _ in range(2):

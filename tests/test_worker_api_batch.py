@@ -6,6 +6,7 @@
 - POST /jobs/batch: up to 500 jobs, all-or-nothing, idempotency per item;
 - POST /jobs/{id}/release: the holding worker gives a job back without counting a failure.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -21,19 +22,28 @@ def events_of(client, admin, job_id):
 
 # --- POST /jobs/complete ---------------------------------------------------------------------------
 
+
 def test_batch_complete_answers_each_item_in_order(client, worker, enqueue, claim, read_job):
     first, stale, second = enqueue(), enqueue(), enqueue()
     held = {job["id"]: job["claim_token"] for job in claim(limit=3)["jobs"]}
-    response = complete_many(client, worker, [
-        {"id": first["id"], "claim_token": held[first["id"]], "result": {"sent": True}},
-        {"id": stale["id"], "claim_token": "a-stale-token"},
-        {"id": 999_999, "claim_token": "whatever"},
-        {"id": second["id"], "claim_token": held[second["id"]]},
-    ])
+    response = complete_many(
+        client,
+        worker,
+        [
+            {"id": first["id"], "claim_token": held[first["id"]], "result": {"sent": True}},
+            {"id": stale["id"], "claim_token": "a-stale-token"},
+            {"id": 999_999, "claim_token": "whatever"},
+            {"id": second["id"], "claim_token": held[second["id"]]},
+        ],
+    )
     assert response.status_code == 200
     results = response.get_json()["results"]
     assert [(r["id"], r["status"]) for r in results] == [
-        (first["id"], 200), (stale["id"], 409), (999_999, 404), (second["id"], 200)]
+        (first["id"], 200),
+        (stale["id"], 409),
+        (999_999, 404),
+        (second["id"], 200),
+    ]
     assert results[0]["job"]["status"] == "completed"
     assert results[0]["job"]["result"] == {"sent": True}
     assert results[3]["job"]["result"] is None
@@ -43,10 +53,17 @@ def test_batch_complete_answers_each_item_in_order(client, worker, enqueue, clai
 def test_batch_complete_of_one_claim_keeps_each_jobs_own_result(client, worker, enqueue, claim, read_job, admin):
     jobs = [enqueue() for _ in range(5)]
     held = claim(limit=5)["jobs"]
-    results = [{"n": 1}, None, {"text": 'a "quoted" \\ back-slashed ✓ line\nbreak'}, {"n": 1},
-               {"nested": {"list": [1, None]}}]
-    items = [{"id": job["id"], "claim_token": job["claim_token"], **({"result": r} if r is not None else {})}
-             for job, r in zip(held, results, strict=True)]
+    results = [
+        {"n": 1},
+        None,
+        {"text": 'a "quoted" \\ back-slashed ✓ line\nbreak'},
+        {"n": 1},
+        {"nested": {"list": [1, None]}},
+    ]
+    items = [
+        {"id": job["id"], "claim_token": job["claim_token"], **({"result": r} if r is not None else {})}
+        for job, r in zip(held, results, strict=True)
+    ]
     response = complete_many(client, worker, items)
     assert [r["status"] for r in response.get_json()["results"]] == [200] * 5
     for job, expected in zip(held, results, strict=True):
@@ -58,8 +75,9 @@ def test_batch_complete_of_one_claim_keeps_each_jobs_own_result(client, worker, 
 def test_batch_complete_refusals_are_problem_documents(client, worker, enqueue, claim):
     job = enqueue()
     claim()
-    results = complete_many(client, worker, [{"id": job["id"], "claim_token": "stale"},
-                                             {"id": 424242, "claim_token": "x"}]).get_json()["results"]
+    results = complete_many(
+        client, worker, [{"id": job["id"], "claim_token": "stale"}, {"id": 424242, "claim_token": "x"}]
+    ).get_json()["results"]
     conflict, missing = results[0]["problem"], results[1]["problem"]
     assert conflict["status"] == 409 and conflict["title"] == "Conflict" and conflict["job_status"] == "running"
     assert conflict["type"].endswith("/conflict") and "cannot complete job" in conflict["detail"]
@@ -70,8 +88,11 @@ def test_batch_complete_refusals_are_problem_documents(client, worker, enqueue, 
 def test_batch_complete_refused_item_does_not_undo_the_others(client, worker, enqueue, claim, read_job):
     done, refused = enqueue(), enqueue()
     held = {job["id"]: job["claim_token"] for job in claim(limit=2)["jobs"]}
-    complete_many(client, worker, [{"id": refused["id"], "claim_token": "wrong"},
-                                   {"id": done["id"], "claim_token": held[done["id"]]}])
+    complete_many(
+        client,
+        worker,
+        [{"id": refused["id"], "claim_token": "wrong"}, {"id": done["id"], "claim_token": held[done["id"]]}],
+    )
     assert read_job(done["id"]).status == "completed"
     assert read_job(refused["id"]).status == "running"
     assert read_job(refused["id"]).claim_token == held[refused["id"]]
@@ -101,17 +122,20 @@ def test_batch_complete_records_a_completed_event_per_job(client, worker, admin,
         assert events_of(client, admin, job["id"]) == ["enqueued", "claimed", "completed"]
 
 
-@pytest.mark.parametrize("body, pointer", [
-    ({"jobs": []}, "/jobs"),
-    ({"jobs": [{"id": 1, "claim_token": "t"}] * 101}, "/jobs"),
-    ({"jobs": [{"claim_token": "t"}]}, "/jobs/0/id"),
-    ({"jobs": [{"id": "1", "claim_token": "t"}]}, "/jobs/0/id"),
-    ({"jobs": [{"id": 1}]}, "/jobs/0/claim_token"),
-    ({"jobs": [{"id": 1, "claim_token": "t", "result": [1]}]}, "/jobs/0/result"),
-    ({"jobs": [{"id": 1, "claim_token": "t", "status": "completed"}]}, "/jobs/0/status"),
-    ({"jobs": ["1"]}, "/jobs/0"),
-    ({"jobs": [{"id": 1, "claim_token": "t"}], "extra": 1}, "/extra"),
-])
+@pytest.mark.parametrize(
+    "body, pointer",
+    [
+        ({"jobs": []}, "/jobs"),
+        ({"jobs": [{"id": 1, "claim_token": "t"}] * 101}, "/jobs"),
+        ({"jobs": [{"claim_token": "t"}]}, "/jobs/0/id"),
+        ({"jobs": [{"id": "1", "claim_token": "t"}]}, "/jobs/0/id"),
+        ({"jobs": [{"id": 1}]}, "/jobs/0/claim_token"),
+        ({"jobs": [{"id": 1, "claim_token": "t", "result": [1]}]}, "/jobs/0/result"),
+        ({"jobs": [{"id": 1, "claim_token": "t", "status": "completed"}]}, "/jobs/0/status"),
+        ({"jobs": ["1"]}, "/jobs/0"),
+        ({"jobs": [{"id": 1, "claim_token": "t"}], "extra": 1}, "/extra"),
+    ],
+)
 def test_batch_complete_validates_the_whole_body_first(client, worker, enqueue, claim, read_job, body, pointer):
     job = enqueue()
     token = claim()["claim_token"]
@@ -145,6 +169,7 @@ def test_batch_complete_route_does_not_shadow_the_single_complete(client, worker
 
 # --- POST /jobs/claim with limit -------------------------------------------------------------------
 
+
 def test_batch_claim_takes_up_to_limit_jobs_in_claim_order(client, worker, make_job):
     low = [make_job(priority=0) for _ in range(3)]
     high = make_job(priority=20)
@@ -174,9 +199,11 @@ def test_batch_claim_limit_is_1_to_100(client, worker, limit):
 
 # --- POST /jobs/batch ------------------------------------------------------------------------------
 
+
 def test_batch_enqueue_creates_up_to_500_jobs(client, producer):
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email", "payload": {"n": n}} for n in range(500)]},
-                           headers=producer)
+    response = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email", "payload": {"n": n}} for n in range(500)]}, headers=producer
+    )
     assert response.status_code == 201
     jobs = response.get_json()["jobs"]
     assert [j["payload"]["n"] for j in jobs] == list(range(500))
@@ -190,8 +217,7 @@ def test_batch_enqueue_refuses_501_jobs(client, producer, admin):
 
 
 def test_batch_enqueue_is_all_or_nothing(client, producer, admin):
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "not-allowed"}]},
-                           headers=producer)
+    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "not-allowed"}]}, headers=producer)
     assert response.status_code == 422
     assert response.get_json()["errors"][0]["pointer"] == "/jobs/1/type"
     assert client.get("/jobs", headers=admin).get_json()["jobs"] == []
@@ -199,29 +225,33 @@ def test_batch_enqueue_is_all_or_nothing(client, producer, admin):
 
 def test_batch_enqueue_replays_each_idempotency_key(client, producer):
     first = client.post("/jobs/batch", json={"jobs": [{"type": "email", "idempotency_key": "a"}]}, headers=producer)
-    again = client.post("/jobs/batch", json={"jobs": [{"type": "email", "idempotency_key": "a"},
-                                                      {"type": "email", "idempotency_key": "b"}]},
-                        headers=producer)
+    again = client.post(
+        "/jobs/batch",
+        json={"jobs": [{"type": "email", "idempotency_key": "a"}, {"type": "email", "idempotency_key": "b"}]},
+        headers=producer,
+    )
     assert again.status_code == 201
     replayed, created = again.get_json()["jobs"]
     assert replayed["id"] == first.get_json()["jobs"][0]["id"] and replayed["created"] is False
     assert created["created"] is True
-    only_replay = client.post("/jobs/batch", json={"jobs": [{"type": "email", "idempotency_key": "b"}]},
-                              headers=producer)
+    only_replay = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email", "idempotency_key": "b"}]}, headers=producer
+    )
     assert only_replay.status_code == 200
     assert only_replay.get_json()["jobs"][0]["id"] == created["id"]
 
 
 def test_batch_enqueue_key_reused_for_another_request_refuses_the_whole_batch(client, producer, admin):
     client.post("/jobs", json={"type": "email", "idempotency_key": "k"}, headers=producer)
-    response = client.post("/jobs/batch", json={"jobs": [{"type": "email"},
-                                                         {"type": "report", "idempotency_key": "k"}]},
-                           headers=producer)
+    response = client.post(
+        "/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "report", "idempotency_key": "k"}]}, headers=producer
+    )
     assert response.status_code == 422
     assert len(client.get("/jobs", headers=admin).get_json()["jobs"]) == 1
 
 
 # --- POST /jobs/{id}/release -----------------------------------------------------------------------
+
 
 def test_release_gives_the_job_back_without_counting_a_failure(client, worker, admin, enqueue, claim, read_job):
     job = enqueue()
@@ -229,8 +259,12 @@ def test_release_gives_the_job_back_without_counting_a_failure(client, worker, a
     response = client.post(f"/jobs/{job['id']}/release", json={"claim_token": token}, headers=worker)
     assert response.status_code == 200
     body = response.get_json()
-    assert (body["status"], body["retry_count"], body["worker_id"], body["lease_expires_at"]) == \
-        ("pending", 0, None, None)
+    assert (body["status"], body["retry_count"], body["worker_id"], body["lease_expires_at"]) == (
+        "pending",
+        0,
+        None,
+        None,
+    )
     row = read_job(job["id"])
     assert (row.status, row.retry_count, row.claim_token, row.stall_count) == ("pending", 0, None, 0)
     assert events_of(client, admin, job["id"])[-1] == "released"
@@ -273,5 +307,4 @@ def test_release_needs_the_claim_token_and_a_worker_key(client, worker, producer
     missing = client.post(f"/jobs/{job['id']}/release", json={}, headers=worker)
     assert missing.status_code == 422
     assert missing.get_json()["errors"][0]["pointer"] == "/claim_token"
-    assert client.post(f"/jobs/{job['id']}/release", json={"claim_token": token},
-                       headers=producer).status_code == 403
+    assert client.post(f"/jobs/{job['id']}/release", json={"claim_token": token}, headers=producer).status_code == 403

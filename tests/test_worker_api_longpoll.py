@@ -3,6 +3,7 @@
 A waiting claim must hold no transaction or lock and must not spin; other server processes'
 enqueues wake it too (LISTEN/NOTIFY on PostgreSQL, short polling on SQLite).
 """
+
 from __future__ import annotations
 
 import resource
@@ -98,8 +99,9 @@ def test_waiting_claim_wakes_for_a_released_job(client, worker, other_worker, en
     job = enqueue()
     held = claim(headers=other_worker)
     waiter = start_waiting(client, worker, wait=10)
-    released = client.post(f"/jobs/{job['id']}/release", json={"claim_token": held["claim_token"]},
-                           headers=other_worker)
+    released = client.post(
+        f"/jobs/{job['id']}/release", json={"claim_token": held["claim_token"]}, headers=other_worker
+    )
     assert released.status_code == 200
     response = waiter.result()
     assert response.status_code == 200
@@ -111,8 +113,9 @@ def test_waiting_claim_wakes_for_a_failed_job_that_is_requeued(client, worker, o
     job = enqueue()
     held = claim(headers=other_worker)
     waiter = start_waiting(client, worker, wait=10)
-    client.post(f"/jobs/{job['id']}/fail", json={"claim_token": held["claim_token"], "error": "x"},
-                headers=other_worker)
+    client.post(
+        f"/jobs/{job['id']}/fail", json={"claim_token": held["claim_token"], "error": "x"}, headers=other_worker
+    )
     response = waiter.result()
     assert response.status_code == 200
     assert response.get_json()["retry_count"] == 1
@@ -155,9 +158,15 @@ def test_waiting_claim_does_not_block_a_concurrent_enqueue(client, worker, produ
 APP_SESSIONS = "longpoll-under-test"
 
 
-@pytest.mark.parametrize("config_overrides", [
-    {"SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"application_name": APP_SESSIONS}}}
-    if test_db_kind() == "postgresql" else {}], indirect=True)
+@pytest.mark.parametrize(
+    "config_overrides",
+    [
+        {"SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"application_name": APP_SESSIONS}}}
+        if test_db_kind() == "postgresql"
+        else {}
+    ],
+    indirect=True,
+)
 def test_waiting_claim_holds_no_transaction_or_lock(client, worker, database_url):
     # Watched for 2.2 s of its 5 s wait, which takes in two of its rechecks (a read each second).
     waiter = start_waiting(client, worker, wait=5)
@@ -183,13 +192,17 @@ def test_waiting_claim_holds_no_transaction_or_lock(client, worker, database_url
                 while time.monotonic() < watch_until:
                     # A session between statements of an open transaction, and any lock on jobs held
                     # by a session that is not running a statement right now.
-                    held = conn.execute(text(
-                        "SELECT count(*) FILTER (WHERE a.state LIKE 'idle in transaction%'),"
-                        " (SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                        "  JOIN pg_stat_activity b ON b.pid = l.pid"
-                        "  WHERE c.relname = 'jobs' AND b.application_name = :app AND b.state <> 'active'),"
-                        " count(*)"
-                        " FROM pg_stat_activity a WHERE a.application_name = :app"), {"app": APP_SESSIONS}).one()
+                    held = conn.execute(
+                        text(
+                            "SELECT count(*) FILTER (WHERE a.state LIKE 'idle in transaction%'),"
+                            " (SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                            "  JOIN pg_stat_activity b ON b.pid = l.pid"
+                            "  WHERE c.relname = 'jobs' AND b.application_name = :app AND b.state <> 'active'),"
+                            " count(*)"
+                            " FROM pg_stat_activity a WHERE a.application_name = :app"
+                        ),
+                        {"app": APP_SESSIONS},
+                    ).one()
                     conn.rollback()
                     in_transaction, idle_locks, sessions = held
                     assert (in_transaction, idle_locks) == (0, 0)
@@ -219,8 +232,10 @@ def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url,
     env = server_env(database_url)
     threads = ("--threads", "4")
     worker_key, producer_key = make_key("worker", "lp-worker"), make_key("producer", "lp-producer")
-    with running_server(env, workers=1, extra_args=threads) as waiting_server, \
-            running_server(env, workers=1, extra_args=threads) as enqueue_server:
+    with (
+        running_server(env, workers=1, extra_args=threads) as waiting_server,
+        running_server(env, workers=1, extra_args=threads) as enqueue_server,
+    ):
         import requests
 
         latencies = []
@@ -228,8 +243,9 @@ def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url,
             result = {}
 
             def wait_for_job(result):
-                result["response"] = requests.post(waiting_server.url + "/jobs/claim", json={"wait": 10},
-                                                   headers=bearer(worker_key), timeout=20)
+                result["response"] = requests.post(
+                    waiting_server.url + "/jobs/claim", json={"wait": 10}, headers=bearer(worker_key), timeout=20
+                )
                 result["at"] = time.monotonic()
 
             thread = threading.Thread(target=wait_for_job, args=(result,))
@@ -239,11 +255,16 @@ def test_long_poll_wakes_when_another_server_process_enqueues(app, database_url,
             time.sleep(0.2)
             assert thread.is_alive()
             if enqueue == "one":
-                answer = requests.post(enqueue_server.url + "/jobs", json={"type": "ok"},
-                                       headers=bearer(producer_key), timeout=10).json()
+                answer = requests.post(
+                    enqueue_server.url + "/jobs", json={"type": "ok"}, headers=bearer(producer_key), timeout=10
+                ).json()
             else:
-                [answer] = requests.post(enqueue_server.url + "/jobs/batch", json={"jobs": [{"type": "ok"}]},
-                                         headers=bearer(producer_key), timeout=10).json()["jobs"]
+                [answer] = requests.post(
+                    enqueue_server.url + "/jobs/batch",
+                    json={"jobs": [{"type": "ok"}]},
+                    headers=bearer(producer_key),
+                    timeout=10,
+                ).json()["jobs"]
             enqueued_at = time.monotonic()
             thread.join(15)
             assert result["response"].status_code == 200
@@ -260,19 +281,22 @@ def test_listener_reconnects_after_its_connection_is_killed(app, database_url):
     listener_pids = text("SELECT pid FROM pg_stat_activity WHERE application_name = :name")
     try:
         with engine.connect() as conn:
+
             def pids():
                 found = {row.pid for row in conn.execute(listener_pids, {"name": pg_listener.LISTENER_NAME})}
                 conn.rollback()
                 return found
 
             killed = wait_until(pids, 5)
-            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                              " WHERE application_name = :name"), {"name": pg_listener.LISTENER_NAME})
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name"),
+                {"name": pg_listener.LISTENER_NAME},
+            )
             conn.commit()
             wait_until(lambda: pids() and not pids() & killed, 10)
             wait_until(lambda: waker.listening, 5)
             before = waker.generation
-            conn.execute(text(f"NOTIFY {pg_listener.CHANNEL}"))   # as another server process's enqueue does
+            conn.execute(text(f"NOTIFY {pg_listener.CHANNEL}"))  # as another server process's enqueue does
             conn.commit()
             wait_until(lambda: waker.generation > before, 2)
     finally:

@@ -1,4 +1,5 @@
 """The ``queuelog-worker`` command line and the worker library's surface (no server needed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,12 +25,15 @@ def refused(capsys, argv) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [
-    [TARGET, "--key", "ql_secret"],
-    [TARGET, "--api-key=ql_secret"],
-    [TARGET, "ql_secret"],
-    ["--token", "abc", TARGET],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [TARGET, "--key", "ql_secret"],
+        [TARGET, "--api-key=ql_secret"],
+        [TARGET, "ql_secret"],
+        ["--token", "abc", TARGET],
+    ],
+)
 def test_cli_refuses_an_api_key_on_the_command_line(env, capsys, argv):
     message = refused(capsys, argv)
     assert "QUEUELOG_API_KEY" in message and "never on the command line" in message
@@ -51,8 +55,9 @@ def test_cli_names_a_target_that_is_not_a_worker(env, capsys):
     assert "cannot import 'no.such.module'" in refused(capsys, ["no.such.module:worker"])
 
 
-@pytest.mark.parametrize("option", [["--concurrency", "0"], ["--wait", "31"], ["--wait", "-1"],
-                                    ["--concurrency", "two"]])
+@pytest.mark.parametrize(
+    "option", [["--concurrency", "0"], ["--wait", "31"], ["--wait", "-1"], ["--concurrency", "two"]]
+)
 def test_cli_checks_its_numbers(env, capsys, option):
     refused(capsys, [TARGET, *option])
 

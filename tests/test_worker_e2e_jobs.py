@@ -1,4 +1,5 @@
 """End to end: a real gunicorn server and real ``queuelog-worker`` processes running tests/worker_apps/jobs.py."""
+
 from __future__ import annotations
 
 import re
@@ -28,18 +29,20 @@ def test_worker_completes_a_job_with_its_handlers_result(start_worker, producer_
     assert logged(worker, rf"job {job['id']} type=ok outcome=completed duration_ms=\d+")
 
 
-def test_handler_exception_fails_the_attempt_with_a_short_message(start_worker, producer_client, read_job,
-                                                                   server):
+def test_handler_exception_fails_the_attempt_with_a_short_message(start_worker, producer_client, read_job, server):
     worker = start_worker()
     job = producer_client.enqueue("boom", {"what": "invoice 7"}, max_retries=1)
     row = finished(read_job, job["id"], "failed")
-    assert row.retry_count == 1   # it was retried once, then failed for good
+    assert row.retry_count == 1  # it was retried once, then failed for good
     assert row.error == "ValueError: cannot handle invoice 7"
     # The traceback is in the worker's log, never on the server.
-    assert "Traceback" in worker.log() and 'raise ValueError' in worker.log()
+    assert "Traceback" in worker.log() and "raise ValueError" in worker.log()
     assert "Traceback" not in (row.error or "")
-    assert logged(worker, rf'job {job["id"]} type=boom outcome=failed retry=yes duration_ms=\d+ '
-                          r'error="ValueError: cannot handle invoice 7"')
+    assert logged(
+        worker,
+        rf"job {job['id']} type=boom outcome=failed retry=yes duration_ms=\d+ "
+        r'error="ValueError: cannot handle invoice 7"',
+    )
 
 
 def test_permanent_error_fails_the_job_without_a_retry(start_worker, producer_client, read_job):
@@ -59,10 +62,11 @@ def test_worker_claims_only_the_types_it_has_handlers_for(start_worker, producer
     assert read_job(other["id"]).status == "pending"
 
 
-def test_concurrent_worker_runs_jobs_at_once_with_batch_claims_and_acks(start_worker, producer_client,
-                                                                         read_job, server):
+def test_concurrent_worker_runs_jobs_at_once_with_batch_claims_and_acks(
+    start_worker, producer_client, read_job, server
+):
     start_worker(concurrency=4)
-    time.sleep(0.5)   # let its first long-poll reach the server, so the batch lands in one claim
+    time.sleep(0.5)  # let its first long-poll reach the server, so the batch lands in one claim
     started = time.monotonic()
     jobs = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 1.5}}] * 4)
     for job in jobs:
@@ -91,7 +95,7 @@ def test_job_of_a_killed_worker_is_reaped_when_its_lease_ends(start_worker, prod
     # Until its first heartbeat the job may not be the worker's yet: killed between the server's claim and
     # its answer, a worker is seen to have hung up, and the server gives the job back at once.
     wait_until(lambda: (row := read_job(job["id"])).status == "running" and row.heartbeat_at > row.claimed_at, 10)
-    worker.kill()   # no more heartbeats
+    worker.kill()  # no more heartbeats
     time.sleep(LEASE_SECONDS + 0.5)
     assert queue.reap().requeued == [job["id"]]
     row = read_job(job["id"])
@@ -109,7 +113,7 @@ def test_worker_logs_a_lost_lease_and_carries_on(start_worker, producer_client, 
     worker = start_worker()
     job = producer_client.enqueue("sleep", {"seconds": 1.5})
     wait_until(lambda: read_job(job["id"]).status == "running", 10)
-    queue.release(job["id"], "admin:test")   # taken away from the worker while its handler runs
+    queue.release(job["id"], "admin:test")  # taken away from the worker while its handler runs
     wait_until(lambda: f"job {job['id']} type=sleep outcome=lease-lost" in worker.log(), 10)
     # The job went back to the queue; the same worker picks it up again and finishes it.
     row = wait_until(lambda: (row := read_job(job["id"])).status == "completed" and row, 15)

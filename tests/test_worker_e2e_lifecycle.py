@@ -1,4 +1,5 @@
 """End to end: a worker's shutdown on signals, its idle request rate, and a server restart under it."""
+
 from __future__ import annotations
 
 import re
@@ -53,17 +54,17 @@ def test_a_stopping_worker_claims_no_new_job(start_worker, producer_client, read
 
 def test_idle_worker_stops_at_once_on_a_signal(start_worker):
     worker = start_worker()
-    time.sleep(1)   # its long-poll is now waiting on the server
+    time.sleep(1)  # its long-poll is now waiting on the server
     started = time.monotonic()
     worker.signal()
     assert worker.wait(timeout=10) == 0
-    assert time.monotonic() - started < 8   # not the rest of its 30 s long-poll; generous for a busy machine
+    assert time.monotonic() - started < 8  # not the rest of its 30 s long-poll; generous for a busy machine
 
 
 def test_a_worker_stopped_while_idle_leaves_no_claim_behind(start_worker, producer_client, read_job):
     """Its aborted long-poll must not claim the next job on the server for a worker that is gone."""
     worker = start_worker()
-    time.sleep(1)   # its long-poll is now waiting on the server
+    time.sleep(1)  # its long-poll is now waiting on the server
     worker.signal()
     assert worker.wait(timeout=10) == 0
     job = producer_client.enqueue("ok")
@@ -73,14 +74,13 @@ def test_a_worker_stopped_while_idle_leaves_no_claim_behind(start_worker, produc
     wait_until(lambda: read_job(job["id"]).status == "completed", 10)
 
 
-def test_second_signal_releases_the_unfinished_job_and_exits(start_worker, producer_client, read_job, client,
-                                                             admin):
+def test_second_signal_releases_the_unfinished_job_and_exits(start_worker, producer_client, read_job, client, admin):
     worker = start_worker()
     job = producer_client.enqueue("sleep", {"seconds": 60})
     held(read_job, job["id"])
     worker.signal()
     time.sleep(0.5)
-    assert worker.process.poll() is None   # still finishing the job
+    assert worker.process.poll() is None  # still finishing the job
     worker.signal()
     assert worker.wait(timeout=10) == 0
     row = read_job(job["id"])
@@ -105,16 +105,16 @@ def test_worker_survives_a_server_restart_and_finishes_its_jobs(start_worker, pr
     for job in during:
         running(read_job, job["id"])
     server.stop()
-    time.sleep(4)              # the handlers finish while the server is down: their acks must wait
+    time.sleep(4)  # the handlers finish while the server is down: their acks must wait
     assert worker.process.poll() is None
-    server.start()             # back on the same port
+    server.start()  # back on the same port
     for job in during:
         completed(read_job, job["id"])
         assert read_job(job["id"]).retry_count == 0
     assert producer_client.get_job(during[0]["id"])["result"] == {"slept": 3}
     after = producer_client.enqueue("ok")
     completed(read_job, after["id"])
-    assert "acknowledging" in worker.log()   # it did have to retry
+    assert "acknowledging" in worker.log()  # it did have to retry
     worker.signal()
     assert worker.wait(timeout=15) == 0
 

@@ -4,6 +4,7 @@ The worker judges from its handlers' recent run times how many jobs would start 
 beyond its free slots (``--prefetch`` caps them, 0 turns it off). A job claimed ahead that has not started within
 1 s of its claim goes back to the queue, and so do all of them on a first signal.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -37,8 +38,10 @@ def events(client, admin, job_id) -> list[str]:
 
 def a_slow_job_then_short_ones(producer_client, seconds: float, short: int = 5):
     """One batch: a job that sleeps ``seconds``, then ``short`` quick ones, claimed in that order."""
-    jobs = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": seconds}}]
-                                         + [{"type": "ok", "payload": {"n": n}} for n in range(short)])
+    jobs = producer_client.enqueue_batch(
+        [{"type": "sleep", "payload": {"seconds": seconds}}]
+        + [{"type": "ok", "payload": {"n": n}} for n in range(short)]
+    )
     return jobs[0], jobs[1:]
 
 
@@ -70,15 +73,16 @@ def test_prefetch_0_claims_only_for_the_free_slots(warm_worker, producer_client,
     wait_until(lambda: statuses(read_job, short) == {"completed"}, 30)
 
 
-def test_jobs_claimed_ahead_behind_a_slow_handler_go_to_another_worker(warm_worker, start_worker, producer_client,
-                                                                       read_job, client, admin):
+def test_jobs_claimed_ahead_behind_a_slow_handler_go_to_another_worker(
+    warm_worker, start_worker, producer_client, read_job, client, admin
+):
     first = warm_worker()
     # Long enough to outlast a second worker's start and the short jobs on a busy machine (killed after the test).
     slow, short = a_slow_job_then_short_ones(producer_client, 60)
     logged(first, r"claimed 6 job\(s\), 5 of them ahead of the free slots")
-    start_worker()   # its key is e2e-worker-2
+    start_worker()  # its key is e2e-worker-2
     wait_until(lambda: statuses(read_job, short) == {"completed"}, 15)
-    assert read_job(slow["id"]).status == "running"   # the first worker is still on the slow job
+    assert read_job(slow["id"]).status == "running"  # the first worker is still on the slow job
     for job in short:
         row = read_job(job["id"])
         assert (row.worker_id, row.retry_count) == ("e2e-worker-2", 0)
@@ -86,8 +90,9 @@ def test_jobs_claimed_ahead_behind_a_slow_handler_go_to_another_worker(warm_work
     logged(first, r"giving back 5 job\(s\) claimed ahead that have not started in time")
 
 
-def test_first_signal_gives_back_the_jobs_claimed_ahead_and_finishes_the_running_one(warm_worker, producer_client,
-                                                                                     read_job, client, admin):
+def test_first_signal_gives_back_the_jobs_claimed_ahead_and_finishes_the_running_one(
+    warm_worker, producer_client, read_job, client, admin
+):
     worker = warm_worker()
     slow, short = a_slow_job_then_short_ones(producer_client, 2)
     logged(worker, r"claimed 6 job\(s\), 5 of them ahead of the free slots")
@@ -101,10 +106,12 @@ def test_first_signal_gives_back_the_jobs_claimed_ahead_and_finishes_the_running
 
 
 def test_a_job_whose_timeout_runs_out_while_it_waits_goes_back_without_a_failed_attempt(
-        warm_worker, producer_client, read_job, client, admin):
+    warm_worker, producer_client, read_job, client, admin
+):
     worker = warm_worker()
-    jobs = producer_client.enqueue_batch([{"type": "sleep", "payload": {"seconds": 2}},
-                                          {"type": "ok", "timeout_seconds": 1}])
+    jobs = producer_client.enqueue_batch(
+        [{"type": "sleep", "payload": {"seconds": 2}}, {"type": "ok", "timeout_seconds": 1}]
+    )
     logged(worker, r"claimed 2 job\(s\), 1 of them ahead of the free slots")
     wait_until(lambda: read_job(jobs[1]["id"]).status == "completed", 20)
     row = read_job(jobs[1]["id"])

@@ -1,4 +1,5 @@
 """Worker processes over the API: register, beat, deregister; quiet and stop; claims that name their process."""
+
 from __future__ import annotations
 
 import threading
@@ -34,8 +35,11 @@ def register(client, worker):
 def _age(process_id: int, by: timedelta) -> None:
     """Move the process's last beat back in time."""
     with db.engine.begin() as conn:
-        conn.execute(update(WorkerProcess.__table__).where(WorkerProcess.__table__.c.id == process_id)
-                     .values(heartbeat_at=utcnow() - by))
+        conn.execute(
+            update(WorkerProcess.__table__)
+            .where(WorkerProcess.__table__.c.id == process_id)
+            .values(heartbeat_at=utcnow() - by)
+        )
 
 
 def test_register_answers_the_id_the_command_and_the_beat_interval(client, register):
@@ -47,12 +51,23 @@ def test_register_answers_the_id_the_command_and_the_beat_interval(client, regis
 
 
 def test_every_bad_registration_field_is_named_at_once(client, worker):
-    body = {"host": "", "pid": "12", "version": "v1", "concurrency": 0, "types": ["email", "not-configured"],
-            "colour": "red"}
+    body = {
+        "host": "",
+        "pid": "12",
+        "version": "v1",
+        "concurrency": 0,
+        "types": ["email", "not-configured"],
+        "colour": "red",
+    }
     response = client.post("/workers", json=body, headers=worker)
     assert response.status_code == 422 and response.content_type == "application/problem+json"
-    assert {e["pointer"] for e in response.get_json()["errors"]} == {"/host", "/pid", "/concurrency", "/types/1",
-                                                                     "/colour"}
+    assert {e["pointer"] for e in response.get_json()["errors"]} == {
+        "/host",
+        "/pid",
+        "/concurrency",
+        "/types/1",
+        "/colour",
+    }
 
 
 def test_registration_without_required_fields_lists_each(client, worker):
@@ -77,8 +92,11 @@ def test_heartbeat_answers_run_and_brings_a_gone_process_back(client, worker, re
 
 def test_v_another_keys_process_is_404_to_beat_read_and_delete(client, other_worker, register):
     process_id = register()["id"]
-    for method, path in (("post", f"/workers/{process_id}/heartbeat"), ("get", f"/workers/{process_id}"),
-                         ("delete", f"/workers/{process_id}")):
+    for method, path in (
+        ("post", f"/workers/{process_id}/heartbeat"),
+        ("get", f"/workers/{process_id}"),
+        ("delete", f"/workers/{process_id}"),
+    ):
         response = getattr(client, method)(path, headers=other_worker)
         assert response.status_code == 404, (method, path)
         assert response.content_type == "application/problem+json"
@@ -95,8 +113,9 @@ def test_deregister_removes_the_process(client, worker, register):
     assert client.get(f"/workers/{process_id}", headers=worker).status_code == 404
 
 
-def test_deregister_gives_back_a_job_still_running_under_the_process(client, worker, admin, enqueue, read_job,
-                                                                    register):
+def test_deregister_gives_back_a_job_still_running_under_the_process(
+    client, worker, admin, enqueue, read_job, register
+):
     """A runner deregisters once it holds nothing; a job left running under it is one whose claim answer it
     never read (its long-poll was cut short by the shutdown), so nobody would run it until the reaper."""
     process_id = register()["id"]
@@ -110,8 +129,7 @@ def test_deregister_gives_back_a_job_still_running_under_the_process(client, wor
     assert client.post("/jobs/claim", json={}, headers=worker).get_json()["id"] == job["id"]
 
 
-def test_deregister_leaves_jobs_of_other_processes_and_finished_jobs_alone(client, worker, enqueue, read_job,
-                                                                          register):
+def test_deregister_leaves_jobs_of_other_processes_and_finished_jobs_alone(client, worker, enqueue, read_job, register):
     leaving, staying = register()["id"], register()["id"]
     done, held = enqueue(), enqueue()
     first = client.post("/jobs/claim", json={"process_id": leaving}, headers=worker).get_json()
@@ -122,8 +140,9 @@ def test_deregister_leaves_jobs_of_other_processes_and_finished_jobs_alone(clien
     assert read_job(held["id"]).status == "running"
 
 
-def test_a_worker_key_lists_its_own_an_admin_all_but_revoked_keys(client, worker, other_worker, admin, register,
-                                                                 make_key):
+def test_a_worker_key_lists_its_own_an_admin_all_but_revoked_keys(
+    client, worker, other_worker, admin, register, make_key
+):
     mine = register()["id"]
     theirs = register(headers=other_worker)["id"]
     retired = bearer(make_key("worker", "retired"))

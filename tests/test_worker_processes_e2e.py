@@ -1,4 +1,5 @@
 """End to end: a real ``queuelog-worker`` registers its process, and obeys an admin's quiet and stop."""
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,9 @@ def _processes(admin_client: Client) -> list[dict]:
     return admin_client.request("GET", "/workers")[1]["workers"]
 
 
-def test_quiet_finishes_the_held_job_claims_nothing_more_and_keeps_running_until_stop(start_worker, producer_client,
-                                                                       admin_client, read_job):
+def test_quiet_finishes_the_held_job_claims_nothing_more_and_keeps_running_until_stop(
+    start_worker, producer_client, admin_client, read_job
+):
     worker = start_worker(concurrency=2)
     [process] = wait_until(lambda: _processes(admin_client), 10)
     assert (process["pid"], process["concurrency"], process["command"]) == (worker.process.pid, 2, "run")
@@ -39,12 +41,12 @@ def test_quiet_finishes_the_held_job_claims_nothing_more_and_keeps_running_until
     later = producer_client.enqueue("ok")
     wait_until(lambda: read_job(held["id"]).status == "completed", 15)
     time.sleep(1)
-    assert read_job(later["id"]).status == "pending"   # quiet: the held job finished, nothing new was taken
-    assert worker.process.poll() is None               # ... and the process is still there
+    assert read_job(later["id"]).status == "pending"  # quiet: the held job finished, nothing new was taken
+    assert worker.process.poll() is None  # ... and the process is still there
 
     admin_client.request("POST", f"/workers/{process['id']}/stop", {})
     assert worker.wait(timeout=OBEYS_WITHIN + 2) == 0
-    assert _processes(admin_client) == []               # a clean exit deregisters
+    assert _processes(admin_client) == []  # a clean exit deregisters
 
 
 def test_stop_finishes_the_held_job_then_exits_0(start_worker, producer_client, admin_client, read_job):

@@ -3,6 +3,7 @@
 The server here lets no claim wait (QUEUELOG_LONGPOLL_MAX_WAITING=0), so every idle claim is
 answered 503 with a Retry-After of 3 to 7 s, as a claim beyond a busy server's cap is.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,7 +39,7 @@ def test_a_worker_refused_for_capacity_waits_retry_after_instead_of_spinning(sta
 
 def test_a_worker_refused_for_capacity_still_gets_the_next_job(start_worker, producer_client, read_job):
     start_worker()
-    time.sleep(1)   # refused: it is waiting out the Retry-After
+    time.sleep(1)  # refused: it is waiting out the Retry-After
     job = producer_client.enqueue("ok")
     wait_until(lambda: read_job(job["id"]).status == "completed", 15)
     assert read_job(job["id"]).retry_count == 0

@@ -1,5 +1,6 @@
 """Workflows as issue 17's contract states them: depends_on and run_when, the waiting status, batch DAGs by ref,
 parents on a claim, depends_on/dependents on a job, an admin's retry of a failed parent, purge, ?wait, progress."""
+
 from __future__ import annotations
 
 import time
@@ -36,6 +37,7 @@ def batch(client, headers, *items) -> list[dict]:
 
 # --- depends_on and the waiting status ------------------------------------------------------------
 
+
 def test_a_job_with_an_unfinished_parent_waits_and_is_never_claimed(client, enqueue, worker):
     parent = enqueue(run_at=(utcnow() + timedelta(hours=1)).isoformat())
     child = enqueue(depends_on=[parent["id"]])
@@ -60,8 +62,9 @@ def test_a_child_of_two_parents_waits_for_both(client, enqueue, run, admin):
     assert status_of(client, admin, child["id"]) == "pending"
 
 
-def test_a_failed_parent_cancels_a_child_that_needs_it_completed_naming_the_parent(client, enqueue, run, producer,
-                                                                                    admin):
+def test_a_failed_parent_cancels_a_child_that_needs_it_completed_naming_the_parent(
+    client, enqueue, run, producer, admin
+):
     parent = enqueue()
     child = enqueue(depends_on=[parent["id"]])
     grandchild = enqueue(depends_on=[child["id"]])
@@ -110,18 +113,21 @@ def test_parents_already_final_at_enqueue_decide_the_job_at_once(enqueue, run):
     assert enqueue(depends_on=[done["id"], failed["id"]], run_when="finished")["status"] == "pending"
 
 
-@pytest.mark.parametrize("body, pointer", [
-    ({"depends_on": [999999]}, "/depends_on/0"),
-    ({"depends_on": [1, "x"]}, "/depends_on/1"),
-    ({"depends_on": []}, "/depends_on"),
-    ({"depends_on": "1"}, "/depends_on"),
-    ({"depends_on": list(range(1, 102))}, "/depends_on"),
-    ({"depends_on": [1], "run_when": "sometimes"}, "/run_when"),
-    ({"run_when": "finished"}, "/run_when"),
-    ({"ref": "a"}, "/ref"),
-])
+@pytest.mark.parametrize(
+    "body, pointer",
+    [
+        ({"depends_on": [999999]}, "/depends_on/0"),
+        ({"depends_on": [1, "x"]}, "/depends_on/1"),
+        ({"depends_on": []}, "/depends_on"),
+        ({"depends_on": "1"}, "/depends_on"),
+        ({"depends_on": list(range(1, 102))}, "/depends_on"),
+        ({"depends_on": [1], "run_when": "sometimes"}, "/run_when"),
+        ({"run_when": "finished"}, "/run_when"),
+        ({"ref": "a"}, "/ref"),
+    ],
+)
 def test_bad_depends_on_is_a_422_with_a_pointer(client, producer, enqueue, body, pointer):
-    enqueue()   # job 1 exists
+    enqueue()  # job 1 exists
     assert pointer in pointers(client.post("/jobs", json={"type": "email", **body}, headers=producer))
 
 
@@ -148,10 +154,15 @@ def test_waiting_jobs_are_listed_and_counted_like_other_statuses(client, enqueue
 
 # --- batch DAGs -------------------------------------------------------------------------------------
 
+
 def test_a_batch_is_a_whole_dag_by_ref(client, producer, admin):
-    jobs = batch(client, producer, {"type": "resize-image", "ref": "resize"},
-                 {"type": "email", "ref": "mail", "depends_on": ["resize"]},
-                 {"type": "report", "depends_on": ["resize", "mail"], "run_when": "finished"})
+    jobs = batch(
+        client,
+        producer,
+        {"type": "resize-image", "ref": "resize"},
+        {"type": "email", "ref": "mail", "depends_on": ["resize"]},
+        {"type": "report", "depends_on": ["resize", "mail"], "run_when": "finished"},
+    )
     resize, mail, report = jobs
     assert [job["status"] for job in jobs] == ["pending", "waiting", "waiting"]
     assert report["depends_on"] == [resize["id"], mail["id"]] and report["run_when"] == "finished"
@@ -160,20 +171,30 @@ def test_a_batch_is_a_whole_dag_by_ref(client, producer, admin):
 
 def test_a_batch_item_may_mix_refs_and_existing_ids(client, producer, enqueue):
     earlier = enqueue()
-    _, child = batch(client, producer, {"type": "email", "ref": "a"},
-                     {"type": "email", "depends_on": ["a", earlier["id"]]})
+    _, child = batch(
+        client, producer, {"type": "email", "ref": "a"}, {"type": "email", "depends_on": ["a", earlier["id"]]}
+    )
     assert child["status"] == "waiting" and sorted(child["depends_on"]) == sorted([earlier["id"], child["id"] - 1])
 
 
-@pytest.mark.parametrize("items, pointer", [
-    ([{"type": "email", "ref": "a"}, {"type": "email", "ref": "a"}], "/jobs/1/ref"),
-    ([{"type": "email", "depends_on": ["nope"]}], "/jobs/0/depends_on/0"),
-    ([{"type": "email", "ref": "a", "depends_on": ["a"]}], "/jobs/0/depends_on/0"),
-    ([{"type": "email", "ref": "a", "depends_on": ["c"]}, {"type": "email", "ref": "b", "depends_on": ["a"]},
-      {"type": "email", "ref": "c", "depends_on": ["b"]}], "/jobs/0/depends_on/0"),
-    ([{"type": "email"}, {"type": "email", "depends_on": [999999]}], "/jobs/1/depends_on/0"),
-    ([{"type": "email", "ref": "bad ref"}], "/jobs/0/ref"),
-])
+@pytest.mark.parametrize(
+    "items, pointer",
+    [
+        ([{"type": "email", "ref": "a"}, {"type": "email", "ref": "a"}], "/jobs/1/ref"),
+        ([{"type": "email", "depends_on": ["nope"]}], "/jobs/0/depends_on/0"),
+        ([{"type": "email", "ref": "a", "depends_on": ["a"]}], "/jobs/0/depends_on/0"),
+        (
+            [
+                {"type": "email", "ref": "a", "depends_on": ["c"]},
+                {"type": "email", "ref": "b", "depends_on": ["a"]},
+                {"type": "email", "ref": "c", "depends_on": ["b"]},
+            ],
+            "/jobs/0/depends_on/0",
+        ),
+        ([{"type": "email"}, {"type": "email", "depends_on": [999999]}], "/jobs/1/depends_on/0"),
+        ([{"type": "email", "ref": "bad ref"}], "/jobs/0/ref"),
+    ],
+)
 def test_a_bad_batch_graph_is_a_422_with_a_pointer_and_stores_nothing(client, producer, admin, items, pointer):
     response = client.post("/jobs/batch", json={"jobs": items}, headers=producer)
     assert pointer in pointers(response)
@@ -188,12 +209,15 @@ def test_a_cycle_is_refused_as_a_cycle(client, producer):
 
 def test_the_queue_itself_refuses_a_cycle_that_did_not_come_through_the_api(make_key):
     producer = authenticate(make_key("producer"))
-    jobs = [queue.NewJob("email", {}, ref="a", depends_on=("b",)),
-            queue.NewJob("email", {}, ref="b", depends_on=("a",))]
+    jobs = [
+        queue.NewJob("email", {}, ref="a", depends_on=("b",)),
+        queue.NewJob("email", {}, ref="b", depends_on=("a",)),
+    ]
     with pytest.raises(InvalidRequest) as refused:
         queue.enqueue(producer, jobs, batch=True)
-    assert refused.value.errors == [{"pointer": "/jobs/0/depends_on/0",
-                                     "detail": "depending on 'b' makes a cycle: a workflow must be a DAG"}]
+    assert refused.value.errors == [
+        {"pointer": "/jobs/0/depends_on/0", "detail": "depending on 'b' makes a cycle: a workflow must be a DAG"}
+    ]
     assert count_jobs() == 0
 
 
@@ -207,15 +231,23 @@ def test_a_workflow_batch_may_hold_1000_jobs_and_a_plain_one_500(client, produce
 
 # --- what a claim, a job and its page show ------------------------------------------------------------------
 
+
 def test_a_claimed_child_carries_its_parents_and_their_results(client, producer, run, claim):
-    a, b, child = batch(client, producer, {"type": "email", "ref": "a"}, {"type": "email", "ref": "b"},
-                        {"type": "email", "depends_on": ["a", "b"]})
+    a, b, child = batch(
+        client,
+        producer,
+        {"type": "email", "ref": "a"},
+        {"type": "email", "ref": "b"},
+        {"type": "email", "depends_on": ["a", "b"]},
+    )
     run(a["id"], result={"width": 640})
     run(b["id"], result=None)
     claimed = claim()
     assert claimed["id"] == child["id"]
-    assert claimed["parents"] == [{"id": a["id"], "type": "email", "status": "completed", "result": {"width": 640}},
-                                  {"id": b["id"], "type": "email", "status": "completed", "result": None}]
+    assert claimed["parents"] == [
+        {"id": a["id"], "type": "email", "status": "completed", "result": {"width": 640}},
+        {"id": b["id"], "type": "email", "status": "completed", "result": None},
+    ]
     validator(client, "ClaimedJob").validate(claimed)
 
 
@@ -244,6 +276,7 @@ def test_a_producer_sees_only_its_own_jobs_among_the_links(client, enqueue, prod
 
 
 # --- an admin's retry; purge ----------------------------------------------------------------------------
+
 
 def test_an_admin_retry_of_a_failed_parent_revives_its_cancelled_subtree(client, enqueue, run, admin):
     parent = enqueue()
@@ -303,6 +336,7 @@ def test_purge_removes_a_parent_once_its_children_are_final(runner, enqueue, run
 
 # --- waiting for a job's end ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("wait", ["0", "31", "-1", "abc", "nan", "inf", "1e2", " 5", ""])  # 1e1 is a number in range
 def test_wait_out_of_range_is_a_422(client, enqueue, producer, wait):
     job = enqueue()
@@ -342,23 +376,27 @@ def test_wait_on_a_job_the_producer_may_not_see_is_a_404(client, enqueue, other_
 
 # --- progress ----------------------------------------------------------------------------------------------
 
+
 def test_a_heartbeat_stores_progress_the_producer_sees(client, enqueue, claim, worker, producer):
     job = enqueue()
     held = claim()
     report = {"percent": 40, "stage": "resizing", "frames": {"done": 4, "of": 10}}
-    response = client.post(f"/jobs/{job['id']}/heartbeat", json={"claim_token": held["claim_token"],
-                                                                  "progress": report}, headers=worker)
+    response = client.post(
+        f"/jobs/{job['id']}/heartbeat", json={"claim_token": held["claim_token"], "progress": report}, headers=worker
+    )
     assert response.status_code == 200 and response.get_json()["progress"] == report
     assert client.get(f"/jobs/{job['id']}", headers=producer).get_json()["progress"] == report
     client.post(f"/jobs/{job['id']}/heartbeat", json={"claim_token": held["claim_token"]}, headers=worker)
     assert client.get(f"/jobs/{job['id']}", headers=producer).get_json()["progress"] == report
 
 
-@pytest.mark.parametrize("progress, pointer", [({"x": "a" * 5000}, "/progress"), ([1, 2], "/progress"),
-                                               ("half", "/progress")])
+@pytest.mark.parametrize(
+    "progress, pointer", [({"x": "a" * 5000}, "/progress"), ([1, 2], "/progress"), ("half", "/progress")]
+)
 def test_bad_progress_is_a_422(client, enqueue, claim, worker, progress, pointer):
     job = enqueue()
     held = claim()
-    response = client.post(f"/jobs/{job['id']}/heartbeat", json={"claim_token": held["claim_token"],
-                                                                  "progress": progress}, headers=worker)
+    response = client.post(
+        f"/jobs/{job['id']}/heartbeat", json={"claim_token": held["claim_token"], "progress": progress}, headers=worker
+    )
     assert pointers(response) == {pointer}

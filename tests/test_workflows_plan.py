@@ -4,6 +4,7 @@ The statements checked are the ones the app really sends while ``queue.complete`
 run, explained after fresh statistics on a deep queue: 100,000 jobs, half of them waiting on a parent
 (QUEUELOG_WORKFLOW_PLAN_JOBS sets another number, e.g. 1000000 for the issue's 1M).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,10 @@ _WAIT = [
 #: triggers off (session_replication_role = replica; the rows are made from jobs, so every key holds): a
 #: backend's cached plan for the checks could walk jobs once per event row, which made the 100,000-job fill
 #: take minutes in one clean-clone run and seconds in the next.
-_EVENTS = ("INSERT INTO job_events (job_id, event, to_status, actor, attempt, at)"
-           " SELECT id, 'enqueued', status, 'test', 0, created_at FROM jobs")
+_EVENTS = (
+    "INSERT INTO job_events (job_id, event, to_status, actor, attempt, at)"
+    " SELECT id, 'enqueued', status, 'test', 0, created_at FROM jobs"
+)
 
 
 @pytest.fixture
@@ -61,8 +64,10 @@ def deep_workflows(app):
 def _without_key_checks(conn) -> None:
     """For the rest of this transaction, PostgreSQL does not check foreign keys (see _EVENTS): for a superuser,
     as the suite's own cluster's is (the setting needs one)."""
-    if dialect_name() == "postgresql" and conn.exec_driver_sql(
-            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").scalar():
+    if (
+        dialect_name() == "postgresql"
+        and conn.exec_driver_sql("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").scalar()
+    ):
         conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
 
 
@@ -102,9 +107,12 @@ def _scans(plan: str) -> list[str]:
     """Lines of the plan that read jobs, job_dependencies or job_events other than by seeking an index, or that
     walk the failed or cancelled jobs by status."""
     if dialect_name() == "postgresql":
-        return [line for line in plan.splitlines()
-                if re.search(r"(Seq Scan|Bitmap Heap Scan) on (jobs|job_dependencies|job_events)", line)
-                or re.search(r"Index Cond: \(\(status\)::text = ANY \('\{failed,cancelled\}'", line)]
+        return [
+            line
+            for line in plan.splitlines()
+            if re.search(r"(Seq Scan|Bitmap Heap Scan) on (jobs|job_dependencies|job_events)", line)
+            or re.search(r"Index Cond: \(\(status\)::text = ANY \('\{failed,cancelled\}'", line)
+        ]
     scan = re.compile(r"\s*SCAN (jobs|job_dependencies|job_events|d|c|p|e)\b")
     return [line for line in plan.splitlines() if scan.match(line)]
 
@@ -123,13 +131,14 @@ def _check(statements: list, what: str, took: float) -> None:
     # A write is seen twice (sent, then on the driver): each statement once.
     for statement, parameters in {statement: parameters for statement, parameters in statements}.items():
         plan = _plan(statement, parameters)
-        print(f"\n[workflow plan, {dialect_name()}, {JOBS:,} jobs, {what}] took {took * 1000:.1f} ms in all\n"
-              f"{statement.strip().splitlines()[0][:100]}\n{plan}")
+        print(
+            f"\n[workflow plan, {dialect_name()}, {JOBS:,} jobs, {what}] took {took * 1000:.1f} ms in all\n"
+            f"{statement.strip().splitlines()[0][:100]}\n{plan}"
+        )
         assert _scans(plan) == [], plan
 
 
-def test_completing_a_parent_promotes_its_child_without_a_scan(deep_workflows, make_job, make_key, read_job,
-                                                               producer):
+def test_completing_a_parent_promotes_its_child_without_a_scan(deep_workflows, make_job, make_key, read_job, producer):
     parent, child = _held_parent_with_a_waiting_child(make_job)
     caller = authenticate(make_key("worker", "worker-a"))
     statements, took = _captured(lambda: queue.complete(caller, parent, "token-a", {"ok": True}))

@@ -12,6 +12,7 @@ How soon ``GET /jobs/{id}?wait=S`` answers is tests/test_result_wait_processes.p
 
 Runs on the database QUEUELOG_TEST_DB selects. Every wait is bounded.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,12 +41,21 @@ def fleet(request, tmp_path_factory):
     """The server (4 processes × 8 threads), its database URL, and keys: a producer, an admin, 16 workers."""
     database_url = fresh_database_url(request, tmp_path_factory.mktemp("workflows"))
     producer, admin, *workers = create_keys(
-        database_url, ("wf-producer", "producer", "critical"), ("wf-admin", "admin", None),
-        *[(f"wf-worker-{n:02d}", "worker", None) for n in range(RAW_WORKERS)])
+        database_url,
+        ("wf-producer", "producer", "critical"),
+        ("wf-admin", "admin", None),
+        *[(f"wf-worker-{n:02d}", "worker", None) for n in range(RAW_WORKERS)],
+    )
     env = server_env(database_url, QUEUELOG_SQLITE_SYNCHRONOUS="NORMAL", QUEUELOG_LEASE_SECONDS="30")
     with running_server(env, workers=4, extra_args=("--threads", "8")) as server:
-        yield {"url": server.url, "database_url": database_url, "env": env, "producer": producer,
-               "admin": admin, "workers": workers}
+        yield {
+            "url": server.url,
+            "database_url": database_url,
+            "env": env,
+            "producer": producer,
+            "admin": admin,
+            "workers": workers,
+        }
 
 
 @pytest.fixture
@@ -55,13 +65,30 @@ def start_workers(fleet, tmp_path):
 
     def _start(count: int = 1, concurrency: int = 4) -> None:
         for n in range(count):
-            env = {**os.environ, "QUEUELOG_API_KEY": fleet["workers"][len(started)], "QUEUELOG_URL": fleet["url"],
-                   "PYTHONUNBUFFERED": "1"}
+            env = {
+                **os.environ,
+                "QUEUELOG_API_KEY": fleet["workers"][len(started)],
+                "QUEUELOG_URL": fleet["url"],
+                "PYTHONUNBUFFERED": "1",
+            }
             with open(tmp_path / f"worker-{n}.log", "wb") as log:
-                started.append(subprocess.Popen(
-                    [WORKER_BIN, "tests.worker_apps.workflow:worker", "--concurrency", str(concurrency),
-                     "--wait", "5"], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT))
+                started.append(
+                    subprocess.Popen(
+                        [
+                            WORKER_BIN,
+                            "tests.worker_apps.workflow:worker",
+                            "--concurrency",
+                            str(concurrency),
+                            "--wait",
+                            "5",
+                        ],
+                        cwd=REPO_ROOT,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
 
     yield _start
     for process in started:
@@ -81,8 +108,12 @@ def producer(fleet) -> Client:
 def events(database_url: str, ids: list[int]) -> dict[int, list]:
     """The jobs' events in the order written: {job_id: [(event id, event, at), ...]}."""
     found: dict[int, list] = {job_id: [] for job_id in ids}
-    rows = read_rows(database_url, "SELECT id, job_id, event, at FROM job_events WHERE job_id >= :low"
-                                   " AND job_id <= :high ORDER BY id", low=min(ids), high=max(ids))
+    rows = read_rows(
+        database_url,
+        "SELECT id, job_id, event, at FROM job_events WHERE job_id >= :low AND job_id <= :high ORDER BY id",
+        low=min(ids),
+        high=max(ids),
+    )
     for row in rows:
         if row.job_id in found:
             at = datetime.fromisoformat(row.at) if isinstance(row.at, str) else row.at
@@ -122,13 +153,16 @@ def assert_no_child_started_early(database_url: str, parents_of: dict[int, list[
 
 # --- a diamond --------------------------------------------------------------------------------------
 
+
 def test_a_diamond_runs_in_order_and_its_fan_in_sees_both_results(fleet, start_workers):
-    jobs = producer(fleet).enqueue_batch([
-        {"type": "email", "ref": "a", "payload": {"name": "a", "ms": 20}},
-        {"type": "email", "ref": "b", "payload": {"name": "b", "ms": 30}, "depends_on": ["a"]},
-        {"type": "email", "ref": "c", "payload": {"name": "c", "ms": 10}, "depends_on": ["a"]},
-        {"type": "email", "ref": "d", "payload": {"name": "d"}, "depends_on": ["b", "c"]},
-    ])
+    jobs = producer(fleet).enqueue_batch(
+        [
+            {"type": "email", "ref": "a", "payload": {"name": "a", "ms": 20}},
+            {"type": "email", "ref": "b", "payload": {"name": "b", "ms": 30}, "depends_on": ["a"]},
+            {"type": "email", "ref": "c", "payload": {"name": "c", "ms": 10}, "depends_on": ["a"]},
+            {"type": "email", "ref": "d", "payload": {"name": "d"}, "depends_on": ["b", "c"]},
+        ]
+    )
     a, b, c, d = (job["id"] for job in jobs)
     assert [job["status"] for job in jobs] == ["pending", "waiting", "waiting", "waiting"]
     start_workers(1, concurrency=4)
@@ -142,41 +176,59 @@ def test_a_diamond_runs_in_order_and_its_fan_in_sees_both_results(fleet, start_w
 
 # --- a 1,000-job fan-out and fan-in in one batch ---------------------------------------------------------
 
+
 def test_a_1000_job_fan_out_and_fan_in_completes_with_the_callback_last(fleet, start_workers):
     """One batch: a root, 988 leaves after it, 10 joins of up to 99 leaves each (a job names at most 100
     parents), and the callback after the joins: 1,000 jobs. The callback is claimed after every other job
     completed."""
     items = [{"type": "email", "ref": "root", "payload": {"name": "root"}}]
-    items += [{"type": "email", "ref": f"leaf-{n}", "payload": {"name": f"leaf-{n}"}, "depends_on": ["root"]}
-              for n in range(988)]
-    items += [{"type": "email", "ref": f"join-{j}", "payload": {"name": f"join-{j}"},
-               "depends_on": [f"leaf-{n}" for n in range(j * 99, min(988, (j + 1) * 99))]} for j in range(10)]
+    items += [
+        {"type": "email", "ref": f"leaf-{n}", "payload": {"name": f"leaf-{n}"}, "depends_on": ["root"]}
+        for n in range(988)
+    ]
+    items += [
+        {
+            "type": "email",
+            "ref": f"join-{j}",
+            "payload": {"name": f"join-{j}"},
+            "depends_on": [f"leaf-{n}" for n in range(j * 99, min(988, (j + 1) * 99))],
+        }
+        for j in range(10)
+    ]
     items.append({"type": "email", "payload": {"name": "callback"}, "depends_on": [f"join-{j}" for j in range(10)]})
     jobs = producer(fleet).enqueue_batch(items)
     assert len(jobs) == 1000
     started = time.monotonic()
     start_workers(2, concurrency=8)
     done = producer(fleet).wait(jobs[-1]["id"], 240)
-    print(f"\n1,000-job fan-out/fan-in: the callback completed {time.monotonic() - started:.1f} s after the "
-          "workers started")
+    print(
+        f"\n1,000-job fan-out/fan-in: the callback completed {time.monotonic() - started:.1f} s after the "
+        "workers started"
+    )
     assert done["status"] == "completed", done
     assert sorted(parent["result"]["name"] for parent in done["result"]["parents"]) == [f"join-{j}" for j in range(10)]
     histories = events(fleet["database_url"], [job["id"] for job in jobs])
     callback_claimed = first(histories[jobs[-1]["id"]], "claimed")
-    assert all(callback_claimed[0] > last(history, "completed")[0]
-               for job_id, history in histories.items() if job_id != jobs[-1]["id"])
+    assert all(
+        callback_claimed[0] > last(history, "completed")[0]
+        for job_id, history in histories.items()
+        if job_id != jobs[-1]["id"]
+    )
 
 
 # --- a failing parent, and an admin's retry ------------------------------------------------------------
 
+
 def test_a_failing_parent_cancels_its_subtree_and_an_admin_retry_revives_it(fleet, start_workers, tmp_path):
     allowed = tmp_path / "allowed"
-    jobs = producer(fleet).enqueue_batch([
-        {"type": "report", "ref": "parent", "payload": {"allowed_by": str(allowed)}},
-        {"type": "email", "ref": "child", "payload": {"name": "child"}, "depends_on": ["parent"]},
-        {"type": "email", "ref": "grandchild", "payload": {"name": "grandchild"}, "depends_on": ["child"]},
-        {"type": "email", "payload": {"name": "cleanup"}, "depends_on": ["parent"], "run_when": "finished"},
-    ])
+    jobs = producer(fleet).enqueue_batch(
+        [
+            {"type": "report", "ref": "parent", "payload": {"allowed_by": str(allowed)}},
+            {"type": "email", "ref": "child", "payload": {"name": "child"}, "depends_on": ["parent"]},
+            {"type": "email", "ref": "grandchild", "payload": {"name": "grandchild"}, "depends_on": ["child"]},
+            {"type": "email", "payload": {"name": "cleanup"}, "depends_on": ["parent"], "run_when": "finished"},
+        ]
+    )
     parent, child, grandchild, cleanup = (job["id"] for job in jobs)
     start_workers(1, concurrency=2)
     client = producer(fleet)
@@ -185,18 +237,28 @@ def test_a_failing_parent_cancels_its_subtree_and_an_admin_retry_revives_it(flee
     for job_id in (child, grandchild):
         assert client.get_job(job_id)["status"] == "cancelled"
     allowed.touch()
-    admin = requests.post(f"{fleet['url']}/jobs/{parent}/retry", timeout=HTTP_TIMEOUT,
-                          headers={"Authorization": f"Bearer {fleet['admin']}"})
+    admin = requests.post(
+        f"{fleet['url']}/jobs/{parent}/retry",
+        timeout=HTTP_TIMEOUT,
+        headers={"Authorization": f"Bearer {fleet['admin']}"},
+    )
     assert admin.status_code == 200, admin.text
     assert client.wait(grandchild, 30)["status"] == "completed"
     histories = events(fleet["database_url"], [parent, child, grandchild, cleanup])
     for job_id in (child, grandchild):
         assert [entry[1] for entry in histories[job_id]] == [
-            "enqueued", "dependency_failed", "dependency_retried", "dependencies_met", "claimed", "completed"]
-    assert [entry[1] for entry in histories[cleanup]][-1] == "completed"   # ran once, after the failure
+            "enqueued",
+            "dependency_failed",
+            "dependency_retried",
+            "dependencies_met",
+            "claimed",
+            "completed",
+        ]
+    assert [entry[1] for entry in histories[cleanup]][-1] == "completed"  # ran once, after the failure
 
 
 # --- 16 workers racing on a wide graph --------------------------------------------------------------
+
 
 def test_sixteen_workers_racing_on_a_wide_graph_never_start_a_child_early(fleet):
     rng = random.Random(17)
@@ -216,8 +278,10 @@ def test_sixteen_workers_racing_on_a_wide_graph_never_start_a_child_early(fleet)
         parents_of[ids[item["ref"]]] = [ids[ref] for ref in item.get("depends_on", [])]
     done = CTX.Value("i", 0)
     deadline = time.monotonic() + 120
-    workers = Processes(work_until_done, [(fleet["url"], secret, "noop", done, len(items), deadline, n)
-                                          for n, secret in enumerate(fleet["workers"])])
+    workers = Processes(
+        work_until_done,
+        [(fleet["url"], secret, "noop", done, len(items), deadline, n) for n, secret in enumerate(fleet["workers"])],
+    )
     results = workers.results(timeout=150)
     assert not [u for r in results for u in r["unexpected"]]
     assert sum(len(r["completed"]) for r in results) == len(items)
@@ -226,6 +290,7 @@ def test_sixteen_workers_racing_on_a_wide_graph_never_start_a_child_early(fleet)
 
 
 # --- progress ----------------------------------------------------------------------------------------------
+
 
 def test_a_handlers_progress_shows_on_the_job_while_it_runs(fleet, start_workers, tmp_path):
     finish = tmp_path / "finish"

@@ -1,4 +1,5 @@
 """The JSON API: producers enqueue, workers claim and finish, admins oversee."""
+
 from flask import Blueprint
 
 bp = Blueprint("api", __name__)

@@ -3,6 +3,7 @@
 The parsers (job_bodies.py, worker_bodies.py, type_bodies.py, and the /workers and /schedules views) are
 built from these pieces; ``parse_empty`` is the one for actions without a body.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,12 @@ def _whole_body() -> bytes:
     # Sent without a Content-Length (chunked), a body is read only up to the limit, and Werkzeug hands over
     # those bytes as if they were all: one byte more from the server's stream tells a body cut at the limit
     # from one of exactly that size.
-    if (request.content_length is None and limit is not None and len(raw) >= limit
-            and request.environ["wsgi.input"].read(1)):
+    if (
+        request.content_length is None
+        and limit is not None
+        and len(raw) >= limit
+        and request.environ["wsgi.input"].read(1)
+    ):
         raise RequestEntityTooLarge()
     return raw
 
@@ -56,8 +61,11 @@ def json_body(required: bool = True) -> dict:
         # A form or text body that happens to parse as JSON is refused rather than guessed at: its sender
         # said it was something else.
         sent = request.headers.get("Content-Type", "").strip()
-        raise NotJSONMediaType(f"the body must be sent as Content-Type: application/json, not {sent!r}" if sent
-                               else "the body has no Content-Type; send it as Content-Type: application/json")
+        raise NotJSONMediaType(
+            f"the body must be sent as Content-Type: application/json, not {sent!r}"
+            if sent
+            else "the body has no Content-Type; send it as Content-Type: application/json"
+        )
     try:
         # NaN, Infinity and numbers beyond a double (1e400) would be echoed back as invalid JSON.
         body = strict_json.loads(raw)
@@ -97,8 +105,9 @@ class Fields:
     def error(self, name: str, detail: str) -> None:
         self.errors.append({"pointer": f"{self.prefix}/{name}", "detail": detail})
 
-    def string(self, name: str, required=False, pattern: re.Pattern | None = None, hint: str = "",
-               nul_ok: bool = False) -> str | None:
+    def string(
+        self, name: str, required=False, pattern: re.Pattern | None = None, hint: str = "", nul_ok: bool = False
+    ) -> str | None:
         value = self.body.get(name)
         if value is None:
             if required:

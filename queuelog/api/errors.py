@@ -1,4 +1,5 @@
 """Turning the queue's refusals into problem+json on API routes."""
+
 from __future__ import annotations
 
 from flask import abort

@@ -4,6 +4,7 @@ Unknown fields are refused, so a client can never mass-assign ``status``, ``retr
 ``worker_id``; every problem is reported at once with a JSON pointer to it. A batch's graph rules (unique
 refs, known refs, no cycle) are the queue's (queue/graph.py), checked when it enqueues.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,9 +55,21 @@ def _priority(fields: Fields) -> int:
     return PRIORITY_BY_LABEL[value.lower()]
 
 
-_ENQUEUE_FIELDS = {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "concurrency_key",
-                   "unique_for", "unique_key", "expires_at", "timeout_seconds",
-                   "depends_on", "run_when"}
+_ENQUEUE_FIELDS = {
+    "type",
+    "payload",
+    "priority",
+    "max_retries",
+    "idempotency_key",
+    "run_at",
+    "concurrency_key",
+    "unique_for",
+    "unique_key",
+    "expires_at",
+    "timeout_seconds",
+    "depends_on",
+    "run_when",
+}
 _TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
 
 
@@ -89,6 +102,8 @@ def _time_limits(fields: Fields, run_at: datetime | None) -> tuple[int | None, s
             fields.error("expires_at", "must be after run_at: the job could never run")
     timeout = fields.integer("timeout_seconds", None, 1, MAX_TIMEOUT_SECONDS)
     return unique_for, unique_key, expires_at, timeout
+
+
 _RUN_WHEN = tuple(mode.value for mode in RunWhen)
 
 
@@ -124,7 +139,7 @@ def _depends_on(fields: Fields, in_batch: bool) -> tuple[tuple[int | str, ...], 
 def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
     if not isinstance(body, dict):
         return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
-    in_batch = prefix != ""   # a batch item: /jobs/<index>
+    in_batch = prefix != ""  # a batch item: /jobs/<index>
     fields = Fields(body, _ENQUEUE_FIELDS | ({"ref"} if in_batch else set()), prefix)
     job_type = fields.string("type", required=True, pattern=JOB_TYPE, hint=JOB_TYPE_HINT)
     payload = fields.obj("payload", {})
@@ -150,10 +165,22 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     ref = fields.string("ref", pattern=REF, hint=REF_HINT) if in_batch else None
     if fields.errors:
         return None, fields.errors
-    return NewJob(type=job_type, payload=payload, priority=priority, max_retries=max_retries,
-                  idempotency_key=key, run_at=run_at, concurrency_key=concurrency_key, unique_for=unique_for,
-                  unique_key=unique_key, expires_at=expires_at, timeout_seconds=timeout, depends_on=depends_on,
-                  run_when=run_when, ref=ref), []
+    return NewJob(
+        type=job_type,
+        payload=payload,
+        priority=priority,
+        max_retries=max_retries,
+        idempotency_key=key,
+        run_at=run_at,
+        concurrency_key=concurrency_key,
+        unique_for=unique_for,
+        unique_key=unique_key,
+        expires_at=expires_at,
+        timeout_seconds=timeout,
+        depends_on=depends_on,
+        run_when=run_when,
+        ref=ref,
+    ), []
 
 
 def parse_enqueue() -> NewJob:
@@ -169,8 +196,11 @@ def parse_enqueue_batch() -> list[NewJob]:
     if not isinstance(items, list) or not items:
         fields.error("jobs", "must be a non-empty list of jobs")
     elif len(items) > MAX_BATCH_WORKFLOW or (len(items) > MAX_BATCH_ENQUEUE and not _is_workflow(items)):
-        fields.error("jobs", f"at most {MAX_BATCH_ENQUEUE} jobs per batch ({MAX_BATCH_WORKFLOW} when it is a "
-                             "workflow: its items name refs or depends_on)")
+        fields.error(
+            "jobs",
+            f"at most {MAX_BATCH_ENQUEUE} jobs per batch ({MAX_BATCH_WORKFLOW} when it is a "
+            "workflow: its items name refs or depends_on)",
+        )
     fields.done()
     parsed, errors = [], []
     for index, item in enumerate(items):
@@ -184,4 +214,3 @@ def parse_enqueue_batch() -> list[NewJob]:
 
 def _is_workflow(items: list) -> bool:
     return any(isinstance(item, dict) and ("ref" in item or "depends_on" in item) for item in items)
-

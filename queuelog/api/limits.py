@@ -3,6 +3,7 @@
 The body and query parsers enforce them and the OpenAPI document (api/openapi/) quotes them, so both read
 one value. Pages that take the same fields (ui/forms.py) import them from here too.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,11 +23,11 @@ MAX_BATCH_CLAIM = 100
 MAX_BATCH_COMPLETE = 100
 MAX_CLAIM_WAIT_SECONDS = 30
 MAX_JOB_ID = 2**63 - 1
-MAX_PROCESS_ID = 2**31 - 1   # worker_processes.id is a 32-bit integer on PostgreSQL
+MAX_PROCESS_ID = 2**31 - 1  # worker_processes.id is a 32-bit integer on PostgreSQL
 MAX_LEASE_SECONDS = 86400
-MAX_UNIQUE_FOR_SECONDS = 604_800   # a dedupe window: up to a week
-MAX_TIMEOUT_SECONDS = 86_400       # a run's timeout: up to a day
-MAX_FLOW_LIMIT = 1_000_000   # jobs: a concurrency, rate or per-key limit
+MAX_UNIQUE_FOR_SECONDS = 604_800  # a dedupe window: up to a week
+MAX_TIMEOUT_SECONDS = 86_400  # a run's timeout: up to a day
+MAX_FLOW_LIMIT = 1_000_000  # jobs: a concurrency, rate or per-key limit
 MAX_RATE_WINDOW_SECONDS = 86400
 #: A concurrency key (a tenant, a customer, …) takes what an idempotency key takes: 1-200 printable ASCII.
 CONCURRENCY_KEY, CONCURRENCY_KEY_HINT = IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HINT

@@ -3,6 +3,7 @@
 A parameter a route does not take is refused (a misspelt one must not be ignored), each problem with a
 JSON pointer under /query.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,6 +36,7 @@ class PageQuery:
     limit: int
     cursor: str | None
 
+
 def parse_job_query() -> float:
     """GET /jobs/{id}: ``wait`` seconds (0 < S ≤ 30) to hold the answer until the job is final; 0 without it."""
     _refuse_unknown_parameters({"wait"})
@@ -45,8 +47,14 @@ def parse_job_query() -> float:
     # not what only Python's float() reads ("nan", "inf", " 5", "1_0"). A value too small for a double reads as 0.
     wait = float(raw) if JSON_NUMBER.fullmatch(raw) else -1.0
     if not 0 < wait <= MAX_CLAIM_WAIT_SECONDS:
-        raise InvalidRequest([{"pointer": "/query/wait",
-                               "detail": f"must be a number of seconds above 0 and at most {MAX_CLAIM_WAIT_SECONDS}"}])
+        raise InvalidRequest(
+            [
+                {
+                    "pointer": "/query/wait",
+                    "detail": f"must be a number of seconds above 0 and at most {MAX_CLAIM_WAIT_SECONDS}",
+                }
+            ]
+        )
     return wait
 
 
@@ -78,8 +86,14 @@ def parse_list_query() -> ListQuery:
     limit = _page_limit(errors)
     if errors:
         raise InvalidRequest(errors)
-    return ListQuery(status=status, type=args.get("type"), priority=priority, worker_id=args.get("worker_id"),
-                     limit=limit, cursor=args.get("cursor"))
+    return ListQuery(
+        status=status,
+        type=args.get("type"),
+        priority=priority,
+        worker_id=args.get("worker_id"),
+        limit=limit,
+        cursor=args.get("cursor"),
+    )
 
 
 def parse_page_query() -> PageQuery:
@@ -104,4 +118,3 @@ def _page_limit(errors: list[dict]) -> int:
         errors.append({"pointer": "/query/limit", "detail": f"must be an integer from 1 to {LIST_LIMIT_MAX}"})
         return LIST_LIMIT_DEFAULT
     return limit
-

@@ -1,4 +1,5 @@
 """API views: parse the request, make one queue call, shape the response. Nothing more."""
+
 from __future__ import annotations
 
 from flask import jsonify, url_for
@@ -47,8 +48,14 @@ def enqueue_batch():
     caller = current_caller()
     results = queue.enqueue(caller, parse_enqueue_batch(), batch=True)
     shown = iter(jobs_json([result.job for result in results if result.job is not None], caller))
-    body = {"jobs": [dict(_marked(next(shown), result.deduplicated), created=result.created)
-                     if result.job is not None else dict(HIDDEN_HIT) for result in results]}
+    body = {
+        "jobs": [
+            dict(_marked(next(shown), result.deduplicated), created=result.created)
+            if result.job is not None
+            else dict(HIDDEN_HIT)
+            for result in results
+        ]
+    }
     return jsonify(body), 201 if any(result.created for result in results) else 200
 
 
@@ -70,7 +77,10 @@ def list_jobs():
     caller = current_caller()
     query = parse_list_query()
     where = queries.JobFilter(
-        status=query.status, type=query.type, priority=query.priority, worker_id=query.worker_id,
+        status=query.status,
+        type=query.type,
+        priority=query.priority,
+        worker_id=query.worker_id,
         producer_key_id=caller.id if caller.role == PRODUCER else None,
     )
     rows, next_cursor = queries.list_jobs(where, query.limit, query.cursor)
@@ -88,9 +98,17 @@ def claim_job():
     caller = current_caller()
     asked = parse_claim(caller.name)
     rows = longpoll.claim_or_wait(
-        lambda: queue.claim(caller, types=asked.types, limit=asked.limit or 1, lease_seconds=asked.lease_seconds,
-                            process=asked.process_id),
-        asked.wait, asked.types or caller.allowed_types, give_back=queue.give_back_unanswered)
+        lambda: queue.claim(
+            caller,
+            types=asked.types,
+            limit=asked.limit or 1,
+            lease_seconds=asked.lease_seconds,
+            process=asked.process_id,
+        ),
+        asked.wait,
+        asked.types or caller.allowed_types,
+        give_back=queue.give_back_unanswered,
+    )
     if not rows:
         return "", 204
     # A workflow's child carries its parents' results, so a fan-in handler needs no more requests.
@@ -148,8 +166,7 @@ def complete_jobs():
     results = []
     for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, QueueError):
-            results.append({"id": item.id, "status": outcome.status,
-                            "problem": queue_refused(outcome).get_json()})
+            results.append({"id": item.id, "status": outcome.status, "problem": queue_refused(outcome).get_json()})
         else:
             results.append({"id": item.id, "status": 200, "job": job_json(outcome, caller)})
     return jsonify({"results": results})

@@ -1,4 +1,5 @@
 """API views of schedules: admin keys only. Parse, one schedules call, respond."""
+
 from __future__ import annotations
 
 from flask import jsonify

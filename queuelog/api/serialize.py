@@ -1,4 +1,5 @@
 """Job and event rows as the API shows them."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ def may_read_error(caller: Caller, row: Row) -> bool:
     return caller.role == Role.WORKER.value and row.worker_id == caller.name
 
 
-def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[Row] | None = None,
-             links=None) -> dict:
+def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[Row] | None = None, links=None) -> dict:
     """Every schema field, priority as its label, payload/result as objects, times in RFC 3339.
 
     ``parents``: a claimed child's parents, with their results (fan-in). ``links``: the job's parents and
@@ -53,13 +53,13 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[
         "completed_at": rfc3339(row.completed_at),
         "created_at": rfc3339(row.created_at),
         "updated_at": rfc3339(row.updated_at),
-        "concurrency_key": row.concurrency_key or None,   # stored as '' when the job has none
+        "concurrency_key": row.concurrency_key or None,  # stored as '' when the job has none
         "unique_key": row.unique_key,
         "expires_at": rfc3339(row.expires_at),
         "timeout_seconds": row.timeout_seconds,
-        "timeout_at": rfc3339(row.timeout_at),     # set by the claim: when the run must have ended
-        "schedule": row.schedule,                         # the schedule that enqueued it, or null
-        "scheduled_for": rfc3339(row.scheduled_for),      # ... and the tick it was enqueued for
+        "timeout_at": rfc3339(row.timeout_at),  # set by the claim: when the run must have ended
+        "schedule": row.schedule,  # the schedule that enqueued it, or null
+        "scheduled_for": rfc3339(row.scheduled_for),  # ... and the tick it was enqueued for
         "run_when": row.run_when,
         "progress": json.loads(row.progress) if row.progress is not None else None,
     }
@@ -76,8 +76,15 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[
 
 def parents_json(parents: list[Row]) -> list[dict]:
     """A claimed child's parents: id, type, status and result each."""
-    return [{"id": parent.id, "type": parent.type, "status": parent.status,
-             "result": json.loads(parent.result) if parent.result is not None else None} for parent in parents]
+    return [
+        {
+            "id": parent.id,
+            "type": parent.type,
+            "status": parent.status,
+            "result": json.loads(parent.result) if parent.result is not None else None,
+        }
+        for parent in parents
+    ]
 
 
 def in_workflow(row: Row) -> bool:

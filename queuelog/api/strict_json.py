@@ -5,6 +5,7 @@ float('inf'); stored, either comes back in every later answer as ``Infinity``, w
 parsers of JavaScript or Go reject, so a worker could not even read its claim. Numbers are therefore
 held to IEEE 754 double's finite range, the range every JSON implementation shares.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,10 @@ def loads(raw: bytes) -> Any:
 
     document = json.loads(raw, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=bounded_int)
     if found:
-        errors = [{"pointer": pointer, "detail": _out_of_range_detail(value.text)}
-                  for pointer, value in _out_of_range_values(document)]
+        errors = [
+            {"pointer": pointer, "detail": _out_of_range_detail(value.text)}
+            for pointer, value in _out_of_range_values(document)
+        ]
         raise NotStrictJSON("; ".join(f"{e['pointer'] or '/'}: {e['detail']}" for e in errors), errors)
     return document
 

@@ -1,4 +1,5 @@
 """PATCH /types/{type}'s body: a job type's pause and flow-control limits, each validated."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,7 +42,7 @@ def _limit(fields: Fields, value: Any, pointer: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
-        value = int(value)   # JSON has one number type: 3.0 is the integer 3
+        value = int(value)  # JSON has one number type: 3.0 is the integer 3
     if isinstance(value, bool) or not isinstance(value, int):
         fields.error(pointer, "must be an integer or null")
     elif not 1 <= value <= MAX_FLOW_LIMIT:

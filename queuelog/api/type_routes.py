@@ -1,4 +1,5 @@
 """API views of job types (queues) and their flow control: admin keys only. Parse, one queue call, respond."""
+
 from __future__ import annotations
 
 from flask import jsonify

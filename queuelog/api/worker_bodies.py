@@ -1,6 +1,7 @@
 """The bodies a worker sends about the jobs it takes: claim, complete (one or many), fail, heartbeat and
 release, each parsed into a frozen value (or an InvalidRequest with a JSON pointer per problem).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ from .limits import (
 )
 
 # --- what the parsers return ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ClaimRequest:
@@ -80,8 +82,12 @@ def parse_claim(worker_name: str) -> ClaimRequest:
     fields = Fields(json_body(required=False), {"types", "lease_seconds", "worker_id", "limit", "wait", "process_id"})
     types = fields.body.get("types")
     if types is not None:
-        if (not isinstance(types, list) or not types or len(types) > 100
-                or not all(isinstance(t, str) and JOB_TYPE.fullmatch(t) for t in types)):
+        if (
+            not isinstance(types, list)
+            or not types
+            or len(types) > 100
+            or not all(isinstance(t, str) and JOB_TYPE.fullmatch(t) for t in types)
+        ):
             fields.error("types", "must be a non-empty list of job type names")
             types = None
         else:
@@ -100,8 +106,13 @@ def parse_claim(worker_name: str) -> ClaimRequest:
     wait = fields.number("wait", 0.0, 0, MAX_CLAIM_WAIT_SECONDS)
     process_id = fields.integer("process_id", None, 1, MAX_PROCESS_ID)
     fields.done()
-    return ClaimRequest(types=None if types is None else tuple(types), lease_seconds=lease, limit=limit, wait=wait,
-                        process_id=process_id)
+    return ClaimRequest(
+        types=None if types is None else tuple(types),
+        lease_seconds=lease,
+        limit=limit,
+        wait=wait,
+        process_id=process_id,
+    )
 
 
 def _token(fields: Fields) -> str:
@@ -171,4 +182,3 @@ def parse_release() -> ReleaseRequest:
     token = _token(fields)
     fields.done()
     return ReleaseRequest(token=token)
-

@@ -1,5 +1,6 @@
 """API views of worker processes: a worker key registers its processes and beats them; admins look and
 command. Parse, one worker_processes call, respond."""
+
 from __future__ import annotations
 
 from flask import current_app, jsonify, url_for
@@ -26,10 +27,20 @@ WORKER, ADMIN = Role.WORKER.value, Role.ADMIN.value
 
 def process_json(state: processes.ProcessState) -> dict:
     """A process as the API shows it; ``command`` is what it must do now, ``online`` whether it beats."""
-    return {"id": state.id, "key": state.key, "host": state.host, "pid": state.pid, "version": state.version,
-            "concurrency": state.concurrency, "types": state.types, "started_at": rfc3339(state.started_at),
-            "heartbeat_at": rfc3339(state.heartbeat_at), "online": state.online, "command": state.command,
-            "heartbeat_seconds": processes.BEAT_SECONDS}
+    return {
+        "id": state.id,
+        "key": state.key,
+        "host": state.host,
+        "pid": state.pid,
+        "version": state.version,
+        "concurrency": state.concurrency,
+        "types": state.types,
+        "started_at": rfc3339(state.started_at),
+        "heartbeat_at": rfc3339(state.heartbeat_at),
+        "online": state.online,
+        "command": state.command,
+        "heartbeat_seconds": processes.BEAT_SECONDS,
+    }
 
 
 def parse_register() -> processes.NewProcess:

@@ -5,6 +5,7 @@ The signed session cookie carries only a random token. The server keeps the toke
 with the session's times and checks them on every request, so ending a session (deleting its row)
 ends it in every browser holding a copy of the cookie, and no timestamp in the cookie is trusted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,9 @@ class Lifetimes:
 def lifetimes() -> Lifetimes:
     """The configured lifetimes (QUEUELOG_SESSION_IDLE_MINUTES, QUEUELOG_SESSION_MAX_HOURS)."""
     config = current_app.config
-    return Lifetimes(idle=timedelta(minutes=config["SESSION_IDLE_MINUTES"]),
-                     absolute=timedelta(hours=config["SESSION_MAX_HOURS"]))
+    return Lifetimes(
+        idle=timedelta(minutes=config["SESSION_IDLE_MINUTES"]), absolute=timedelta(hours=config["SESSION_MAX_HOURS"])
+    )
 
 
 def _digest(token: str) -> str:
@@ -54,8 +56,7 @@ def start(user_id: int) -> str:
     with write_transaction() as conn:
         # Sessions that ran out can never be used again: sweep them when anyone signs in.
         conn.execute(delete(sessions).where(not_(_is_live(now, lifetimes()))))
-        conn.execute(insert(sessions).values(user_id=user_id, digest=_digest(token), created_at=now,
-                                             last_seen_at=now))
+        conn.execute(insert(sessions).values(user_id=user_id, digest=_digest(token), created_at=now, last_seen_at=now))
     return token
 
 
@@ -78,8 +79,9 @@ def resume(token: str | None, *, activity: bool) -> int | None:
     if found is None or not activity or found.last_seen_at > now - _renewal_step(limits):
         return None if found is None else found.user_id
     with write_transaction() as conn:
-        return conn.execute(update(sessions).where(this_live_session).values(last_seen_at=now)
-                            .returning(sessions.c.user_id)).scalar()
+        return conn.execute(
+            update(sessions).where(this_live_session).values(last_seen_at=now).returning(sessions.c.user_id)
+        ).scalar()
 
 
 def _renewal_step(limits: Lifetimes) -> timedelta:
@@ -111,6 +113,7 @@ def sign_out_everywhere(user_id: int) -> int:
 
 def live_counts(conn: Connection) -> dict[int, int]:
     """How many live sessions each user has (users without one are absent)."""
-    rows = conn.execute(select(sessions.c.user_id, func.count()).where(_is_live(utcnow(), lifetimes()))
-                        .group_by(sessions.c.user_id))
+    rows = conn.execute(
+        select(sessions.c.user_id, func.count()).where(_is_live(utcnow(), lifetimes())).group_by(sessions.c.user_id)
+    )
     return {user_id: count for user_id, count in rows}

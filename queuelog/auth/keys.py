@@ -1,4 +1,5 @@
 """API keys: issuing, verifying on each request, listing and revoking (V-01)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,7 @@ class Caller:
     role: str
     max_priority: int
     allowed_types: tuple[str, ...] | None
-    quota: Quota | None = None    # a producer's enqueue limits (queuelog/auth/quotas.py); None: none
+    quota: Quota | None = None  # a producer's enqueue limits (queuelog/auth/quotas.py); None: none
 
     def may_use_type(self, job_type: str) -> bool:
         return self.allowed_types is None or job_type in self.allowed_types
@@ -62,8 +63,14 @@ def digest_of(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_key(name: str, role: str, max_priority: str | None = None, types: list[str] | None = None,
-               enqueue_rate: str | None = None, max_pending: str | int | None = None) -> str:
+def create_key(
+    name: str,
+    role: str,
+    max_priority: str | None = None,
+    types: list[str] | None = None,
+    enqueue_rate: str | None = None,
+    max_pending: str | int | None = None,
+) -> str:
     """Issue a key and return its secret, which is never stored and cannot be shown again.
 
     ``enqueue_rate`` ("N/S": at most N jobs in any S seconds) and ``max_pending`` (M) limit a producer key;
@@ -87,26 +94,45 @@ def create_key(name: str, role: str, max_priority: str | None = None, types: lis
     unknown = [name for name in clean_types or () if name not in current_app.config["JOB_TYPES"]]
     if unknown:
         # A key limited to a misspelt type could never enqueue or claim a job of it.
-        problems.append({"pointer": "/types", "detail": f"not on this server's QUEUELOG_JOB_TYPES: "
-                                                        f"{', '.join(unknown)} (allowed: "
-                                                        f"{', '.join(current_app.config['JOB_TYPES'])})"})
+        problems.append(
+            {
+                "pointer": "/types",
+                "detail": f"not on this server's QUEUELOG_JOB_TYPES: "
+                f"{', '.join(unknown)} (allowed: "
+                f"{', '.join(current_app.config['JOB_TYPES'])})",
+            }
+        )
     quota, quota_problems = parse_quota(role, enqueue_rate, max_pending)
     problems += quota_problems
     if problems:
         raise InvalidRequest(problems)
 
     # Quota columns only when there is a quota: a key without one is the same row as before quotas existed.
-    limits = {} if quota is None else {"enqueue_rate_limit": quota.rate_limit,
-                                       "enqueue_rate_seconds": quota.rate_seconds, "max_pending": quota.max_pending}
+    limits = (
+        {}
+        if quota is None
+        else {
+            "enqueue_rate_limit": quota.rate_limit,
+            "enqueue_rate_seconds": quota.rate_seconds,
+            "max_pending": quota.max_pending,
+        }
+    )
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     with write_transaction() as conn:
         if conn.execute(select(keys_table.c.id).where(keys_table.c.name == name)).first():
             raise QueueError(f"a key named {name!r} already exists")
-        conn.execute(insert(keys_table).values(
-            name=name, role=role, max_priority=int(ceiling),
-            allowed_types=json.dumps(clean_types) if clean_types else None,
-            prefix=secret[: len(KEY_PREFIX) + 6], digest=digest_of(secret), created_at=utcnow(), **limits,
-        ))
+        conn.execute(
+            insert(keys_table).values(
+                name=name,
+                role=role,
+                max_priority=int(ceiling),
+                allowed_types=json.dumps(clean_types) if clean_types else None,
+                prefix=secret[: len(KEY_PREFIX) + 6],
+                digest=digest_of(secret),
+                created_at=utcnow(),
+                **limits,
+            )
+        )
     return secret
 
 

@@ -6,6 +6,7 @@ renewed every window, and the right password is refused from everywhere. So the 
 never refused; a distributed guess at it meets a short delay on every try instead, while each
 address it comes from runs into its own limits.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,9 +43,12 @@ class Verdict:
 def limits() -> Limits:
     """The configured limits (QUEUELOG_LOGIN_MAX_FAILURES and friends, queuelog/config.py)."""
     config = current_app.config
-    return Limits(per_pair=config["LOGIN_MAX_FAILURES"], per_address=config["LOGIN_MAX_FAILURES_PER_ADDRESS"],
-                  window=timedelta(seconds=config["LOGIN_WINDOW_SECONDS"]),
-                  slowdown_seconds=config["LOGIN_SLOWDOWN_SECONDS"])
+    return Limits(
+        per_pair=config["LOGIN_MAX_FAILURES"],
+        per_address=config["LOGIN_MAX_FAILURES_PER_ADDRESS"],
+        window=timedelta(seconds=config["LOGIN_WINDOW_SECONDS"]),
+        slowdown_seconds=config["LOGIN_SLOWDOWN_SECONDS"],
+    )
 
 
 def _key(username: str, remote_addr: str) -> tuple[str, str]:
@@ -60,8 +64,13 @@ def verdict(username: str, remote_addr: str) -> Verdict:
     in_window = attempts.c.at > since
     with read_connection() as conn:
         waits = [
-            _wait(conn, and_(attempts.c.username == username, attempts.c.remote_addr == remote_addr, in_window),
-                  chosen.per_pair, chosen.window, now),
+            _wait(
+                conn,
+                and_(attempts.c.username == username, attempts.c.remote_addr == remote_addr, in_window),
+                chosen.per_pair,
+                chosen.window,
+                now,
+            ),
             _wait(conn, and_(attempts.c.remote_addr == remote_addr, in_window), chosen.per_address, chosen.window, now),
         ]
         if max(waits):
@@ -89,9 +98,12 @@ def record_failure(username: str, remote_addr: str) -> None:
     username, remote_addr = _key(username, remote_addr)
     now = utcnow()
     with write_transaction() as conn:
-        conn.execute(delete(attempts).where(
-            or_(attempts.c.username == username, attempts.c.remote_addr == remote_addr),
-            attempts.c.at < now - limits().window))
+        conn.execute(
+            delete(attempts).where(
+                or_(attempts.c.username == username, attempts.c.remote_addr == remote_addr),
+                attempts.c.at < now - limits().window,
+            )
+        )
         conn.execute(insert(attempts).values(username=username, remote_addr=remote_addr, at=now))
 
 
@@ -112,6 +124,9 @@ def clear_username(conn: Connection, username: str) -> int:
 
 def recent_failure_counts(conn: Connection) -> dict[str, int]:
     """Failed sign-ins per username within the window (usernames without any are absent)."""
-    rows = conn.execute(select(attempts.c.username, func.count()).where(attempts.c.at > utcnow() - limits().window)
-                        .group_by(attempts.c.username))
+    rows = conn.execute(
+        select(attempts.c.username, func.count())
+        .where(attempts.c.at > utcnow() - limits().window)
+        .group_by(attempts.c.username)
+    )
     return {username: count for username, count in rows}

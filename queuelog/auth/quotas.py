@@ -26,6 +26,7 @@ before it committed. Keys without a quota skip every statement here.
   wait again. The next enqueue of the key then finds the count past M and is refused until it is back
   under it.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,9 +59,9 @@ _RATE_TEXT = re.compile(r"^\s*([0-9]{1,12})\s*/\s*([0-9]{1,12})\s*$")
 class Quota:
     """A producer key's limits; None means no such limit."""
 
-    rate_limit: int | None = None      # N: jobs …
-    rate_seconds: int | None = None    # … in any window of S seconds
-    max_pending: int | None = None     # M: jobs pending or waiting at once
+    rate_limit: int | None = None  # N: jobs …
+    rate_seconds: int | None = None  # … in any window of S seconds
+    max_pending: int | None = None  # M: jobs pending or waiting at once
 
     @classmethod
     def of(cls, key) -> Quota | None:
@@ -92,7 +93,7 @@ class QuotaExceeded(QueueError):
     def __init__(self, detail: str, title: str, problem: str, retry_after: int, **numbers):
         super().__init__(detail, **numbers)
         self.title = title
-        self.problem = problem          # the problem type's slug
+        self.problem = problem  # the problem type's slug
         self.retry_after = retry_after  # whole seconds, at least 1
 
 
@@ -111,23 +112,36 @@ def parse(role: str, enqueue_rate: str | None, max_pending: str | int | None) ->
     if enqueue_rate is not None:
         match = _RATE_TEXT.match(enqueue_rate)
         if match is None:
-            problems.append({"pointer": "/enqueue_rate", "detail": f"write it as N/S (at most N jobs in any S "
-                                                                   f"seconds), e.g. 100/60, not {enqueue_rate!r}"})
+            problems.append(
+                {
+                    "pointer": "/enqueue_rate",
+                    "detail": f"write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not {enqueue_rate!r}",
+                }
+            )
         else:
             limit, seconds = int(match[1]), int(match[2])
             if not 1 <= limit <= MAX_LIMIT:
-                problems.append({"pointer": "/enqueue_rate",
-                                 "detail": f"N (jobs) must be 1 to {MAX_LIMIT:,}, not {limit}"})
+                problems.append(
+                    {"pointer": "/enqueue_rate", "detail": f"N (jobs) must be 1 to {MAX_LIMIT:,}, not {limit}"}
+                )
             if not 1 <= seconds <= MAX_WINDOW_SECONDS:
-                problems.append({"pointer": "/enqueue_rate",
-                                 "detail": f"S (seconds) must be 1 to {MAX_WINDOW_SECONDS:,}, not {seconds}"})
+                problems.append(
+                    {
+                        "pointer": "/enqueue_rate",
+                        "detail": f"S (seconds) must be 1 to {MAX_WINDOW_SECONDS:,}, not {seconds}",
+                    }
+                )
     if max_pending is not None:
         text_value = str(max_pending).strip()
         whole = text_value.isascii() and text_value.isdigit() and len(text_value) <= 12
         most_pending = int(text_value) if whole else None
         if most_pending is None or not 1 <= most_pending <= MAX_LIMIT:
-            problems.append({"pointer": "/max_pending", "detail": f"must be a whole number of jobs from 1 to "
-                                                                  f"{MAX_LIMIT:,}, not {str(max_pending)!r}"})
+            problems.append(
+                {
+                    "pointer": "/max_pending",
+                    "detail": f"must be a whole number of jobs from 1 to {MAX_LIMIT:,}, not {str(max_pending)!r}",
+                }
+            )
     if problems:
         return None, problems
     return Quota(limit, seconds, most_pending), problems
@@ -136,6 +150,7 @@ def parse(role: str, enqueue_rate: str | None, max_pending: str | int | None) ->
 # --- the check, inside the enqueue's transaction -------------------------------------------------------
 # The statements are QUOTA_* in queuelog/sql, sent on the driver like every statement of the enqueue: built
 # with SQLAlchemy Core they cost more than the rest of the enqueue.
+
 
 def take_turn(conn: Connection, key_id: int) -> None:
     """Make this transaction the key's only enqueue until it ends (PostgreSQL; SQLite's write lock does it)."""
@@ -170,26 +185,40 @@ def admit(conn: Connection, key_id: int, key_name: str, quota: Quota, count: int
         sql.quota_forget(conn, key_id, now - window)
 
 
-def _check_rate(conn: Connection, key_id: int, key_name: str, quota: Quota, newest_total: int, used: int,
-                count: int, now: datetime) -> None:
+def _check_rate(
+    conn: Connection, key_id: int, key_name: str, quota: Quota, newest_total: int, used: int, count: int, now: datetime
+) -> None:
     limit, seconds = quota.rate_limit, quota.rate_seconds
     if used + count <= limit:
         return
-    numbers = {"quota": "enqueue_rate", "limit": limit, "window_seconds": seconds, "in_window": used,
-               "requested": count}
+    numbers = {
+        "quota": "enqueue_rate",
+        "limit": limit,
+        "window_seconds": seconds,
+        "in_window": used,
+        "requested": count,
+    }
     rate = f"at most {_jobs(limit)} in any {seconds} s"
     if count > limit:
         # No wait makes it fit: say so, and that splitting it does.
         raise QuotaExceeded(
             f"key {key_name!r} may enqueue {rate}; a batch of {count} can never fit, send at most {limit} at a time",
-            "Enqueue rate exceeded", "enqueue-rate-exceeded", seconds, **numbers)
+            "Enqueue rate exceeded",
+            "enqueue-rate-exceeded",
+            seconds,
+            **numbers,
+        )
     # It fits once the job that takes the running total past the limit has left the window.
     entered = sql.quota_frees_at(conn, key_id, now - timedelta(seconds=seconds), newest_total + count - limit)
     wait = _whole_seconds(entered + timedelta(seconds=seconds) - now)
     raise QuotaExceeded(
         f"key {key_name!r} may enqueue {rate}; {used} were enqueued in the last {seconds} s, so "
         f"{count} more would pass the limit; retry after {wait} s",
-        "Enqueue rate exceeded", "enqueue-rate-exceeded", wait, **numbers)
+        "Enqueue rate exceeded",
+        "enqueue-rate-exceeded",
+        wait,
+        **numbers,
+    )
 
 
 def _check_pending(key_name: str, most: int, pending: int, count: int) -> None:
@@ -200,13 +229,18 @@ def _check_pending(key_name: str, most: int, pending: int, count: int) -> None:
     if count > most:
         raise QuotaExceeded(
             f"{limit}; a batch of {count} can never fit, send at most {most} at a time",
-            "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS, **numbers)
+            "Too many pending jobs",
+            "max-pending-reached",
+            PENDING_RETRY_AFTER_SECONDS,
+            **numbers,
+        )
     if pending >= most:
         held = f"all {most} are taken; retry once workers have claimed some"
     else:
         held = f"it has {pending}, so {count} more would pass the limit"
-    raise QuotaExceeded(f"{limit}; {held}",
-                        "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS, **numbers)
+    raise QuotaExceeded(
+        f"{limit}; {held}", "Too many pending jobs", "max-pending-reached", PENDING_RETRY_AFTER_SECONDS, **numbers
+    )
 
 
 def _whole_seconds(delta: timedelta) -> int:

@@ -1,4 +1,5 @@
 """The admin pages' cookie session, opened only when the request brings a cookie."""
+
 from __future__ import annotations
 
 from flask.sessions import SecureCookieSessionInterface

@@ -3,6 +3,7 @@ them, their passwords, and unlocking them.
 
 A new password or deleting a user ends every session of that user (``admin_sessions``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -77,13 +78,15 @@ class UserSummary:
 def list_users() -> list[UserSummary]:
     """Every user, by username, with their role, live sessions and recent failed sign-ins."""
     with read_connection() as conn:
-        rows = conn.execute(select(users.c.id, users.c.username, users.c.role, users.c.created_at)
-                            .order_by(users.c.username)).all()
+        rows = conn.execute(
+            select(users.c.id, users.c.username, users.c.role, users.c.created_at).order_by(users.c.username)
+        ).all()
         sessions = admin_sessions.live_counts(conn)
         failures = login_throttle.recent_failure_counts(conn)
-    return [UserSummary(row.username, row.role, row.created_at, sessions.get(row.id, 0),
-                        failures.get(row.username, 0))
-            for row in rows]
+    return [
+        UserSummary(row.username, row.role, row.created_at, sessions.get(row.id, 0), failures.get(row.username, 0))
+        for row in rows
+    ]
 
 
 def set_password(username: str, password: str) -> int:

@@ -1,4 +1,5 @@
 """``flask keys`` and ``flask users``: the API keys and the people who may use the queue."""
+
 from __future__ import annotations
 
 import sys
@@ -19,18 +20,31 @@ keys_group = click.Group("keys", help="Issue, list and revoke API keys.")
 @keys_group.command("create")
 @click.argument("name")
 @click.option("--role", required=True, type=click.Choice([role.value for role in Role]))
-@click.option("--max-priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False),
-              help="Highest priority a producer may set (default: medium).")
+@click.option(
+    "--max-priority",
+    type=click.Choice(PRIORITY_LABELS, case_sensitive=False),
+    help="Highest priority a producer may set (default: medium).",
+)
 @click.option("--types", help="Comma-separated job types this key is limited to.")
-@click.option("--enqueue-rate", metavar="N/S",
-              help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.")
-@click.option("--max-pending", metavar="M",
-              help="Producer quota: at most M of its jobs pending or waiting at once; more → 429.")
+@click.option(
+    "--enqueue-rate",
+    metavar="N/S",
+    help="Producer quota: at most N jobs enqueued in any S seconds (S up to 86400); more → 429.",
+)
+@click.option(
+    "--max-pending", metavar="M", help="Producer quota: at most M of its jobs pending or waiting at once; more → 429."
+)
 def create_key_command(name, role, max_priority, types, enqueue_rate, max_pending):
     """Create a key and print its secret alone on stdout (it is not shown again)."""
     try:
-        secret = keys.create_key(name, role, max_priority, types.split(",") if types is not None else None,
-                                 enqueue_rate=enqueue_rate, max_pending=max_pending)
+        secret = keys.create_key(
+            name,
+            role,
+            max_priority,
+            types.split(",") if types is not None else None,
+            enqueue_rate=enqueue_rate,
+            max_pending=max_pending,
+        )
     except QueueError as error:
         _fail(error)
     click.echo(secret)
@@ -40,17 +54,41 @@ def create_key_command(name, role, max_priority, types, enqueue_rate, max_pendin
 def list_keys_command():
     """List keys: a header row, then name, role, priority ceiling (producers only: - for others, which it does
     not bind), types, quotas (rate:N/S, max-pending:M; - = none), prefix, created, last used, revoked."""
-    click.echo("\t".join(["name", "role", "max_priority", "types", "enqueue_rate", "max_pending", "prefix",
-                           "created", "last_used", "state"]))
+    click.echo(
+        "\t".join(
+            [
+                "name",
+                "role",
+                "max_priority",
+                "types",
+                "enqueue_rate",
+                "max_pending",
+                "prefix",
+                "created",
+                "last_used",
+                "state",
+            ]
+        )
+    )
     for key in keys.list_keys():
         quota = Quota.of(key) or Quota()
         ceiling = Priority.label_of(key.max_priority) if key.role == Role.PRODUCER.value else "-"
-        click.echo("\t".join([
-            key.name, key.role, ceiling, key.allowed_types or "*",
-            f"rate:{quota.rate or '-'}", f"max-pending:{quota.max_pending or '-'}",
-            key.prefix + "…", rfc3339(key.created_at), rfc3339(key.last_used_at) or "never",
-            ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",
-        ]))
+        click.echo(
+            "\t".join(
+                [
+                    key.name,
+                    key.role,
+                    ceiling,
+                    key.allowed_types or "*",
+                    f"rate:{quota.rate or '-'}",
+                    f"max-pending:{quota.max_pending or '-'}",
+                    key.prefix + "…",
+                    rfc3339(key.created_at),
+                    rfc3339(key.last_used_at) or "never",
+                    ("revoked " + rfc3339(key.revoked_at)) if key.revoked_at else "active",
+                ]
+            )
+        )
 
 
 @keys_group.command("revoke")
@@ -67,10 +105,19 @@ users_group = click.Group("users", help="Users of the web pages: admins, and vie
 
 @users_group.command("create")
 @click.argument("username")
-@click.option("--password-stdin", is_flag=True, required=True,
-              help="Read the password from standard input (never from the command line).")
-@click.option("--role", type=click.Choice([role.value for role in UserRole]), default=UserRole.ADMIN.value,
-              show_default=True, help="admin: sees and acts; viewer: sees every page, changes nothing.")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    required=True,
+    help="Read the password from standard input (never from the command line).",
+)
+@click.option(
+    "--role",
+    type=click.Choice([role.value for role in UserRole]),
+    default=UserRole.ADMIN.value,
+    show_default=True,
+    help="admin: sees and acts; viewer: sees every page, changes nothing.",
+)
 def create_user_command(username, password_stdin, role):
     """Create a user of the pages (an admin unless --role viewer); the password is read from stdin."""
     password = sys.stdin.readline().rstrip("\r\n")
@@ -86,14 +133,21 @@ def list_users_command():
     """List users: a header row, then username, role, created, live sessions, recent failed sign-ins."""
     click.echo("\t".join(["username", "role", "created", "sessions", "failed_sign_ins"]))
     for user in users.list_users():
-        click.echo("\t".join([user.username, user.role, rfc3339(user.created_at), str(user.sessions),
-                               str(user.failed_sign_ins)]))
+        click.echo(
+            "\t".join(
+                [user.username, user.role, rfc3339(user.created_at), str(user.sessions), str(user.failed_sign_ins)]
+            )
+        )
 
 
 @users_group.command("set-password")
 @click.argument("username")
-@click.option("--password-stdin", is_flag=True, required=True,
-              help="Read the new password from standard input (never from the command line).")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    required=True,
+    help="Read the new password from standard input (never from the command line).",
+)
 def set_password_command(username, password_stdin):
     """Give a user a new password (read from stdin); every session of that admin ends."""
     password = sys.stdin.readline().rstrip("\r\n")

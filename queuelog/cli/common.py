@@ -1,4 +1,5 @@
 """What the commands share: a refusal as one line of error, a count in words, who a change is made by."""
+
 from __future__ import annotations
 
 import getpass
@@ -24,5 +25,5 @@ def _cli_actor() -> str:
     """How a type's history names a change made from the command line."""
     try:
         return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):   # no user name for this uid (a bare container)
+    except (KeyError, OSError):  # no user name for this uid (a bare container)
         return "cli"

@@ -1,4 +1,5 @@
 """``flask types``: pause, resume, limit a job type (a queue), and scope its dedupe windows."""
+
 from __future__ import annotations
 
 import re
@@ -17,19 +18,34 @@ MAX_LIMIT, MAX_WINDOW_SECONDS = 1_000_000, 86400
 
 
 #: The columns of ``flask types list`` and of the line ``limit`` and ``unique-scope`` print (unique_scope last).
-TYPE_COLUMNS = ["type", "state", "concurrency", "rate", "key_concurrency", JobStatus.PENDING.value,
-                JobStatus.RUNNING.value, "unique_scope"]
+TYPE_COLUMNS = [
+    "type",
+    "state",
+    "concurrency",
+    "rate",
+    "key_concurrency",
+    JobStatus.PENDING.value,
+    JobStatus.RUNNING.value,
+    "unique_scope",
+]
 
 
 def _show_limits(state: flow.TypeState) -> str:
     """A type as one tab-separated line of TYPE_COLUMNS; '-' for a limit that is not set."""
     settings = state.settings
     rate = settings.rate_limit
-    return "\t".join([
-        state.type, "paused" if settings.paused else "active", str(settings.concurrency_limit or "-"),
-        f"{rate.jobs}/{rate.per_seconds}" if rate else "-", str(settings.key_concurrency_limit or "-"),
-        str(state.pending), str(state.running), settings.unique_scope,
-    ])
+    return "\t".join(
+        [
+            state.type,
+            "paused" if settings.paused else "active",
+            str(settings.concurrency_limit or "-"),
+            f"{rate.jobs}/{rate.per_seconds}" if rate else "-",
+            str(settings.key_concurrency_limit or "-"),
+            str(state.pending),
+            str(state.running),
+            settings.unique_scope,
+        ]
+    )
 
 
 def _change_type(job_type: str, wanted: dict) -> flow.TypeState:
@@ -86,8 +102,9 @@ class RateType(click.ParamType):
 @click.argument("job_type")
 @click.option("--concurrency", type=click.IntRange(1, MAX_LIMIT), help="Most jobs of the type running at once.")
 @click.option("--rate", type=RateType(), help="Most claims N in any window of S seconds, as N/S (e.g. 20/2).")
-@click.option("--key-concurrency", type=click.IntRange(1, MAX_LIMIT),
-              help="Most running jobs per concurrency key of the type.")
+@click.option(
+    "--key-concurrency", type=click.IntRange(1, MAX_LIMIT), help="Most running jobs per concurrency key of the type."
+)
 @click.option("--clear", is_flag=True, help="Remove all three limits.")
 def limit_type_command(job_type, concurrency, rate, key_concurrency, clear):
     """Set a type's limits (those not named stay as they are), or remove them all with --clear."""

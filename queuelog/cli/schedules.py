@@ -1,4 +1,5 @@
 """``flask schedules``: create, list, pause, resume, delete and run schedules."""
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,20 @@ def list_schedules_command():
     click.echo("\t".join(SCHEDULE_COLUMNS))
     for state in schedules.list_schedules():
         spec = state.spec
-        click.echo("\t".join([
-            spec.name, spec.timing.describe(), spec.timing.timezone, spec.job.type,
-            "paused" if spec.paused else "active", "-" if spec.paused else rfc3339(state.next_run_at),
-            rfc3339(state.last_run_at) or "-", str(state.last_job_id or "-"),
-        ]))
+        click.echo(
+            "\t".join(
+                [
+                    spec.name,
+                    spec.timing.describe(),
+                    spec.timing.timezone,
+                    spec.job.type,
+                    "paused" if spec.paused else "active",
+                    "-" if spec.paused else rfc3339(state.next_run_at),
+                    rfc3339(state.last_run_at) or "-",
+                    str(state.last_job_id or "-"),
+                ]
+            )
+        )
 
 
 @schedules_group.command("create")
@@ -44,25 +54,38 @@ def list_schedules_command():
 @click.option("--timezone", default="UTC", show_default=True, help="The IANA timezone the cron expression is read in.")
 @click.option("--type", "job_type", required=True, help="The job type to enqueue (on QUEUELOG_JOB_TYPES).")
 @click.option("--payload", default="{}", show_default=True, help="The job's payload, a JSON object.")
-@click.option("--priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False), default="low",
-              show_default=True)
+@click.option("--priority", type=click.Choice(PRIORITY_LABELS, case_sensitive=False), default="low", show_default=True)
 @click.option("--max-retries", type=int, default=3, show_default=True)
 @click.option("--paused", is_flag=True, help="Create it paused: it ticks once resumed.")
-@click.option("--catch-up", type=click.Choice(["one", "none"]), default="one", show_default=True,
-              help="After downtime: one job for the latest missed tick, or none.")
-def create_schedule_command(name, cron, every_seconds, timezone, job_type, payload, priority, max_retries, paused,
-                            catch_up):
+@click.option(
+    "--catch-up",
+    type=click.Choice(["one", "none"]),
+    default="one",
+    show_default=True,
+    help="After downtime: one job for the latest missed tick, or none.",
+)
+def create_schedule_command(
+    name, cron, every_seconds, timezone, job_type, payload, priority, max_retries, paused, catch_up
+):
     """Create a schedule and print when it runs next."""
     try:
         payload_value = json.loads(payload)
     except ValueError as error:
         raise click.ClickException(f"payload: not valid JSON ({error})") from None
-    fields = {"name": name, "cron": cron, "every_seconds": every_seconds, "timezone": timezone, "paused": paused,
-              "catch_up": catch_up, "job": {"type": job_type, "payload": payload_value, "priority": priority,
-                                            "max_retries": max_retries}}
+    fields = {
+        "name": name,
+        "cron": cron,
+        "every_seconds": every_seconds,
+        "timezone": timezone,
+        "paused": paused,
+        "catch_up": catch_up,
+        "job": {"type": job_type, "payload": payload_value, "priority": priority, "max_retries": max_retries},
+    }
     state = _schedule_call(schedules.create_schedule, fields)
-    click.echo(f"created {state.spec.name}: " + (
-        "paused" if state.spec.paused else f"next run at {rfc3339(state.next_run_at)}"))
+    click.echo(
+        f"created {state.spec.name}: "
+        + ("paused" if state.spec.paused else f"next run at {rfc3339(state.next_run_at)}")
+    )
 
 
 @schedules_group.command("pause")

@@ -1,4 +1,5 @@
 """Time in one place: every stored time is UTC, every time shown is RFC 3339."""
+
 import functools
 from datetime import UTC, datetime
 

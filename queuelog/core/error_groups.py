@@ -18,6 +18,7 @@ A job with no error text is in the group ``(no error message)``. The group is wo
 failure is written (``queuelog.sql.values.Leave``), and stored in ``jobs.error_group``, indexed, so the
 Top errors page groups stored values instead of reading every error.
 """
+
 from __future__ import annotations
 
 import re

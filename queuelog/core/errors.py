@@ -1,4 +1,5 @@
 """Domain errors raised by the queue's operations; the API and the pages turn them into responses."""
+
 from __future__ import annotations
 
 

@@ -6,16 +6,29 @@ ECMA-262 (the regex dialect of JSON Schema) read alike, so the document quotes t
 parsers match. Status names come from the state machine (``queuelog.states.STATUS_NAMES``).
 Nothing here touches the database or Flask: the worker runner imports it too.
 """
+
 from __future__ import annotations
 
 import enum
 import re
 from collections.abc import Iterable
 
-__all__ = ["IDEMPOTENCY_KEY", "IDEMPOTENCY_KEY_HINT", "IDEMPOTENCY_KEY_PATTERN", "JOB_TYPE", "JOB_TYPE_HINT",
-           "JOB_TYPE_PATTERN", "JSON_NUMBER", "JSON_NUMBER_PATTERN", "NO_NUL_PATTERN", "PRIORITY_BY_LABEL",
-           "PRIORITY_LABELS", "PRIORITY_LABEL_PATTERN", "Priority",
-           "one_of"]
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "IDEMPOTENCY_KEY_HINT",
+    "IDEMPOTENCY_KEY_PATTERN",
+    "JOB_TYPE",
+    "JOB_TYPE_HINT",
+    "JOB_TYPE_PATTERN",
+    "JSON_NUMBER",
+    "JSON_NUMBER_PATTERN",
+    "NO_NUL_PATTERN",
+    "PRIORITY_BY_LABEL",
+    "PRIORITY_LABELS",
+    "PRIORITY_LABEL_PATTERN",
+    "Priority",
+    "one_of",
+]
 
 
 def one_of(names: Iterable[str]) -> str:
@@ -73,5 +86,6 @@ PRIORITY_LABELS: tuple[str, ...] = tuple(priority.name.lower() for priority in P
 #: into HIGH) are not labels.
 PRIORITY_BY_LABEL: dict[str, int] = {priority.name.lower(): priority.value for priority in Priority}
 #: The labels in any case, for JSON Schema (which has no case-insensitive flag): "high", "High", "HIGH".
-PRIORITY_LABEL_PATTERN = "^(" + "|".join(
-    "".join(f"[{c.lower()}{c.upper()}]" for c in label) for label in PRIORITY_LABELS) + ")$"
+PRIORITY_LABEL_PATTERN = (
+    "^(" + "|".join("".join(f"[{c.lower()}{c.upper()}]" for c in label) for label in PRIORITY_LABELS) + ")$"
+)

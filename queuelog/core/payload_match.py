@@ -9,6 +9,7 @@ Payloads are stored as JSON text; each dialect reads them with its own JSON func
 ``json_type``/``json_extract``, PostgreSQL's ``jsonb`` ``->``), named here side by side. Neither can use an
 index: the other filters narrow the jobs a payload filter reads.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ _INDEX = re.compile(r"\[([0-9]+)\]")
 # SQLite: json_type says what the path holds ('integer', 'real', 'text', 'true', 'false', 'null', …; NULL
 # when nothing is there), so 42 and "42", or true and 1, are told apart; json_extract gives its SQL value.
 SQLITE_NULL_OR_BOOL = "json_type(payload, :payload_path) = :payload_kind"
-SQLITE_NUMBER = ("json_type(payload, :payload_path) IN ('integer', 'real')"
-                 " AND json_extract(payload, :payload_path) = :payload_value")
+SQLITE_NUMBER = (
+    "json_type(payload, :payload_path) IN ('integer', 'real') AND json_extract(payload, :payload_path) = :payload_value"
+)
 SQLITE_TEXT = "json_type(payload, :payload_path) = 'text' AND json_extract(payload, :payload_path) = :payload_value"
 # PostgreSQL: jsonb equality compares JSON values (numbers by value, strings exactly); ``->`` takes a key
 # (text) or an array index (integer), so each step is cast to the one it is.
@@ -78,8 +80,10 @@ def parse_path(path: str) -> tuple[str | int, ...]:
     for part in source.split("."):
         match = _STEP.fullmatch(part)
         if not match:
-            raise ValueError(f"{part!r} is not a path step: write keys of letters, digits, '_' or '-', joined by "
-                             "dots, with array indexes as [0] (e.g. order.items[0].sku)")
+            raise ValueError(
+                f"{part!r} is not a path step: write keys of letters, digits, '_' or '-', joined by "
+                "dots, with array indexes as [0] (e.g. order.items[0].sku)"
+            )
         steps.append(match.group(1))
         steps += [int(index) for index in _INDEX.findall(match.group(2))]
     if len(steps) > MAX_DEPTH:

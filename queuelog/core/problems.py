@@ -4,6 +4,7 @@ Below every layer that answers HTTP (the API, the pages' security headers, /metr
 the app-wide error handlers, gunicorn's own refusals), so each builds the same body and /metrics labels a
 refusal with the same slug as its type.
 """
+
 from __future__ import annotations
 
 from flask import Response, json
@@ -11,9 +12,18 @@ from flask import Response, json
 PROBLEM_TYPE_BASE = "https://queuelog.dev/problems/"
 
 TYPE_SLUGS = {
-    400: "malformed-request", 401: "unauthenticated", 403: "forbidden", 404: "not-found",
-    405: "method-not-allowed", 409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type",
-    422: "validation-failed", 429: "too-many-requests", 500: "internal-error", 503: "service-unavailable",
+    400: "malformed-request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "conflict",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    422: "validation-failed",
+    429: "too-many-requests",
+    500: "internal-error",
+    503: "service-unavailable",
 }
 
 

@@ -4,6 +4,7 @@ Bucket 1 holds times up to 1 ms, bucket k up to 2^((k-1)/2) ms, the last (OVERFL
 70 minutes. A percentile read from the counts is the upper edge of the bucket it falls in, so it is at
 most 41 % above the true value and never below it. Bucket 0 is not a time: rollups use it for plain counts.
 """
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ Here, below both, because two layers name them: the SQL that announces jobs insi
 (``LOGGED_AND_ANNOUNCED`` in sql/postgresql.py) and the waiting package that sends and listens
 (waiting/wakeup.py, waiting/pg_listener.py).
 """
+
 from __future__ import annotations
 
 #: Jobs became claimable: waiting claims look again.

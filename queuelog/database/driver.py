@@ -4,6 +4,7 @@ Here, in the database layer, because both sides need it: the engine and group co
 transaction control (BEGIN IMMEDIATE, SAVEPOINT, PRAGMA) this way, and sql/runner.py sends every named
 statement through ``on_driver``.
 """
+
 from __future__ import annotations
 
 from sqlalchemy.engine import Connection
@@ -26,8 +27,14 @@ def on_driver(conn: Connection, sql: str, params, work):
         disconnected = conn.dialect.is_disconnect(error, driver_connection, cursor)
         if disconnected:
             conn.invalidate(error)
-        raise DBAPIError.instance(sql, params, error, conn.dialect.loaded_dbapi.Error,
-                                  connection_invalidated=disconnected, dialect=conn.dialect) from error
+        raise DBAPIError.instance(
+            sql,
+            params,
+            error,
+            conn.dialect.loaded_dbapi.Error,
+            connection_invalidated=disconnected,
+            dialect=conn.dialect,
+        ) from error
     finally:
         # Not contextlib.suppress: no context manager on this path. A cursor that cannot close holds nothing.
         try:  # noqa: SIM105

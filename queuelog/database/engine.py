@@ -6,6 +6,7 @@ socket has input waiting, or it sat idle long) is tested before use, because a d
 restart under it. Everything here is an engine event listener:
 the rest of the app asks ``transactions`` for connections and never sees these details.
 """
+
 from __future__ import annotations
 
 import select

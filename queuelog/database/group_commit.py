@@ -26,6 +26,7 @@ transaction would, and pays only the baton's bookkeeping.
 A write transaction opened inside a group member's body, on the same thread, is not part of the group
 (it could not be: the group waits for that thread); ``transactions`` gives it a plain transaction.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,7 +43,7 @@ from .wal_sync import WalSync
 from .writers_lock import SharedWritersTurn
 
 _SAVEPOINT = "queuelog_group_member"
-_member_of = threading.local()   # .committer: the committer whose group this thread's body runs in
+_member_of = threading.local()  # .committer: the committer whose group this thread's body runs in
 
 
 @dataclass
@@ -63,14 +64,15 @@ class GroupStats:
 class _Group:
     """One open transaction, the members that joined it, and how it ended."""
 
-    def __init__(self, conn: Connection, transaction: RootTransaction, turn: SharedWritersTurn,
-                 wal_sync: WalSync | None):
+    def __init__(
+        self, conn: Connection, transaction: RootTransaction, turn: SharedWritersTurn, wal_sync: WalSync | None
+    ):
         self.conn = conn
         self.transaction = transaction
         self.turn = turn
         self.wal_sync = wal_sync  # set: the group commits at NORMAL and syncs the WAL after its turn
-        self.members = 0          # bodies that ran in it, whether they raised or not
-        self.with_work = 0        # bodies whose work is in it (those that did not raise)
+        self.members = 0  # bodies that ran in it, whether they raised or not
+        self.with_work = 0  # bodies whose work is in it (those that did not raise)
         self.done = False
         self.failure: BaseException | None = None
 
@@ -86,9 +88,9 @@ class GroupCommitter:
         self.max_members = max_members
         self._turn = SharedWritersTurn(writing_engine)
         self._state = threading.Condition()
-        self._baton_taken = False       # a thread is running a body, beginning a group or ending one
+        self._baton_taken = False  # a thread is running a body, beginning a group or ending one
         self._open: _Group | None = None
-        self._waiting = 0               # threads waiting for the baton
+        self._waiting = 0  # threads waiting for the baton
         self._stats = GroupStats()
 
     @property
@@ -320,8 +322,9 @@ _committers_lock = threading.Lock()
 _committers_pid = os.getpid()
 
 
-def committer_for(engine: Engine, writing_engine: Engine, max_members: int,
-                  wal_path: str | None = None) -> GroupCommitter:
+def committer_for(
+    engine: Engine, writing_engine: Engine, max_members: int, wal_path: str | None = None
+) -> GroupCommitter:
     """The committer of ``engine`` in this process (a forked child gets its own: threads do not cross fork)."""
     global _committers_pid
     with _committers_lock:

@@ -4,6 +4,7 @@ Several server processes start together on one database, so the Alembic upgrade 
 (a PostgreSQL advisory lock, or a file lock beside the SQLite file). A process that starts while the
 database is down does not fail: it checks again before each request until the database answers.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,10 @@ def ensure_schema(app: Flask) -> None:
     try:
         _upgrade_unless_current(app)
     except (OperationalError, InterfaceError) as error:
-        log.warning("the database is not answering at start-up (%s); the schema will be checked "
-                    "again on the next request", error.__class__.__name__)
+        log.warning(
+            "the database is not answering at start-up (%s); the schema will be checked again on the next request",
+            error.__class__.__name__,
+        )
         _check_schema_before_requests(app)
 
 

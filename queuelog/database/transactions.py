@@ -5,6 +5,7 @@ Every read and write of the app goes through one of these, so the dialect detail
 ``group_commit`` (a process's writes that arrive together sharing one commit); the execution options
 below are how a connection tells the engine's "begin" hook which kind it is.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,8 +55,12 @@ def write_transaction():
     config = current_app.config
     busy_timeout_s = config["SQLITE_BUSY_TIMEOUT_MS"] / 1000
     if group_commit_applies(engine, config["GROUP_COMMIT"]):
-        committer = committer_for(engine, _writing(engine), config["GROUP_COMMIT_MAX_MEMBERS"],
-                                  wal_path=_wal_synced_after_commit(engine, config["SQLITE_SYNCHRONOUS"]))
+        committer = committer_for(
+            engine,
+            _writing(engine),
+            config["GROUP_COMMIT_MAX_MEMBERS"],
+            wal_path=_wal_synced_after_commit(engine, config["SQLITE_SYNCHRONOUS"]),
+        )
         if not committer.inside_a_body():
             return committer.transaction(busy_timeout_s)
     return _own_transaction(engine, busy_timeout_s)

@@ -13,6 +13,7 @@ beside 256 waiting claims (tests/test_longpoll_capacity.py: enqueue p99 0.4-1.2 
 twice in turns with the code before it, which passed both times; on a busy machine). Outside gunicorn
 (``flask run``, tests, scripts) there is no limit to keep: ``turn`` never waits.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,7 @@ import threading
 
 from flask import Flask, g
 
-_turns: threading.Semaphore | None = None   # None: not a sync gunicorn worker, turns unlimited
+_turns: threading.Semaphore | None = None  # None: not a sync gunicorn worker, turns unlimited
 
 
 def serve_from_threads(threads: int) -> None:
@@ -58,7 +59,7 @@ def _take_turn() -> None:
     turns = _turns
     if turns is not None:
         turns.acquire()
-        g.queuelog_turn = turns   # the one taken, released at teardown even if a hook after this one fails
+        g.queuelog_turn = turns  # the one taken, released at teardown even if a hook after this one fails
 
 
 def _give_turn_back(_error: BaseException | None) -> None:

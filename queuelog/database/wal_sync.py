@@ -16,6 +16,7 @@ it too; a read-only request may show it, and a power cut in that moment loses it
 the write whose answer had not gone out yet. And when an fsync of the WAL fails, the kernel may have
 dropped what it could not write: every later write of the process answers 503 until it restarts.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,11 @@ class WalSync:
     def __init__(self, wal_path: str):
         self._wal_path = wal_path
         self._state = threading.Condition()
-        self._committed = 0    # commits announced so far, numbered 1, 2, …
-        self._synced = 0       # every commit up to this number is on disk
+        self._committed = 0  # commits announced so far, numbered 1, 2, …
+        self._synced = 0  # every commit up to this number is on disk
         self._syncing = False
         self._disk_failed: OSError | None = None
-        self.syncs = 0         # fsyncs done (for the stats)
+        self.syncs = 0  # fsyncs done (for the stats)
 
     def committed(self) -> int:
         """Note a commit that has just returned; returns its number, for ``wait_durable``."""

@@ -11,6 +11,7 @@ A group commit (``group_commit``) holds the turn for a whole group of transactio
 and given back on another: it holds a :class:`SharedWritersTurn`, whose handle is the process's, not
 a thread's.
 """
+
 from __future__ import annotations
 
 import contextlib

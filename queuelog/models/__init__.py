@@ -8,6 +8,7 @@ One module per concern: ``columns`` (shared column types), ``jobs``, ``keys``, `
 ``processes``, ``rollups``. Every model is importable from here, and importing this package registers every table
 on ``db.metadata`` (the migrations compare against it).
 """
+
 from ..core.patterns import Priority  # priority labels live with the other shared names
 from ..states import JobStatus  # the status enum lives with the state machine
 from .columns import BigId, UTCDateTime
@@ -19,6 +20,28 @@ from .rollups import RollupMark, TypeRollup
 from .schedules import Schedule
 from .users import AdminSession, LoginAttempt, User, UserRole
 
-__all__ = ["AdminSession", "ApiKey", "BigId", "EnqueueLedger", "Job", "JobDependency", "JobEvent", "JobStatus",
-           "LoginAttempt", "Priority", "Role", "RollupMark", "Schedule", "TypeChange", "TypeClaim", "TypeRollup",
-           "TypeSettings", "TypeSettingsVersion", "UTCDateTime", "UniqueSlot", "User", "UserRole", "WorkerProcess"]
+__all__ = [
+    "AdminSession",
+    "ApiKey",
+    "BigId",
+    "EnqueueLedger",
+    "Job",
+    "JobDependency",
+    "JobEvent",
+    "JobStatus",
+    "LoginAttempt",
+    "Priority",
+    "Role",
+    "RollupMark",
+    "Schedule",
+    "TypeChange",
+    "TypeClaim",
+    "TypeRollup",
+    "TypeSettings",
+    "TypeSettingsVersion",
+    "UTCDateTime",
+    "UniqueSlot",
+    "User",
+    "UserRole",
+    "WorkerProcess",
+]

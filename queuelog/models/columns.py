@@ -1,4 +1,5 @@
 """The column types every table shares: UTC times that compare alike on both databases, 64-bit ids."""
+
 from __future__ import annotations
 
 from datetime import UTC

@@ -1,4 +1,5 @@
 """Flow control per job type: its settings, their version and history, and the claims a rate limit counts."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -22,10 +23,10 @@ class TypeSettings(db.Model):
 
     type: Mapped[str] = mapped_column(String(100), primary_key=True)
     paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
-    concurrency_limit: Mapped[int | None] = mapped_column(Integer)       # running jobs of the type, at most
-    rate_limit_jobs: Mapped[int | None] = mapped_column(Integer)         # claims in any window of ...
-    rate_limit_seconds: Mapped[int | None] = mapped_column(Integer)      # ... this many seconds, at most
-    key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)   # running jobs per concurrency key
+    concurrency_limit: Mapped[int | None] = mapped_column(Integer)  # running jobs of the type, at most
+    rate_limit_jobs: Mapped[int | None] = mapped_column(Integer)  # claims in any window of ...
+    rate_limit_seconds: Mapped[int | None] = mapped_column(Integer)  # ... this many seconds, at most
+    key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)  # running jobs per concurrency key
     # Whose dedupe windows (unique_for): "producer" (each key its own) or "type" (one for every producer).
     unique_scope: Mapped[str] = mapped_column(String(16), default="producer", server_default=text("'producer'"))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -42,7 +43,7 @@ class TypeSettingsVersion(db.Model):
 
     __tablename__ = "type_settings_version"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)   # always 1
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # always 1
     version: Mapped[int] = mapped_column(BigInteger)
 
 
@@ -55,11 +56,9 @@ class TypeChange(db.Model):
     type: Mapped[str] = mapped_column(String(100))
     actor: Mapped[str] = mapped_column(String(120))
     at: Mapped[datetime] = mapped_column(UTCDateTime)
-    changes: Mapped[str] = mapped_column(Text)   # {"field": {"old": …, "new": …}, …}
+    changes: Mapped[str] = mapped_column(Text)  # {"field": {"old": …, "new": …}, …}
 
-    __table_args__ = (
-        Index("ix_type_changes_type_id", "type", "id"),
-    )
+    __table_args__ = (Index("ix_type_changes_type_id", "type", "id"),)
 
 
 class TypeClaim(db.Model):
@@ -76,6 +75,4 @@ class TypeClaim(db.Model):
     jobs: Mapped[int] = mapped_column(Integer)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
-    __table_args__ = (
-        Index("ix_type_claims_type_expires", "type", "expires_at"),
-    )
+    __table_args__ = (Index("ix_type_claims_type_expires", "type", "expires_at"),)

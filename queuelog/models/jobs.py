@@ -1,4 +1,5 @@
 """The jobs, their event log, the edges of workflows and the dedupe windows of unique jobs."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -196,9 +197,7 @@ class JobDependency(db.Model):
     child_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     parent_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
 
-    __table_args__ = (
-        Index("ix_job_dependencies_parent_child", "parent_id", "child_id"),
-    )
+    __table_args__ = (Index("ix_job_dependencies_parent_child", "parent_id", "child_id"),)
 
 
 class UniqueSlot(db.Model):
@@ -222,6 +221,4 @@ class UniqueSlot(db.Model):
     job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
     enqueued_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
-    __table_args__ = (
-        Index("ix_unique_slots_job_id", "job_id"),
-    )
+    __table_args__ = (Index("ix_unique_slots_job_id", "job_id"),)

@@ -1,4 +1,5 @@
 """API keys (the producers', workers' and admins' credentials) and the enqueue ledger their rate quotas count."""
+
 from __future__ import annotations
 
 import enum
@@ -56,6 +57,4 @@ class EnqueueLedger(db.Model):
     jobs: Mapped[int] = mapped_column(Integer)
     running_total: Mapped[int] = mapped_column(BigInteger)
 
-    __table_args__ = (
-        Index("ix_enqueue_ledger_key_at", "key_id", "at", "running_total"),
-    )
+    __table_args__ = (Index("ix_enqueue_ledger_key_at", "key_id", "at", "running_total"),)

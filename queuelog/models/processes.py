@@ -1,4 +1,5 @@
 """The running worker processes, each registered by its worker key."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -25,7 +26,7 @@ class WorkerProcess(db.Model):
     pid: Mapped[int] = mapped_column(Integer)
     version: Mapped[str] = mapped_column(String(100))
     concurrency: Mapped[int] = mapped_column(Integer)
-    types: Mapped[str] = mapped_column(Text)   # JSON list of job types; [] = any the key may claim
+    types: Mapped[str] = mapped_column(Text)  # JSON list of job types; [] = any the key may claim
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
     command: Mapped[str] = mapped_column(String(8), default="run", server_default=text("'run'"))

@@ -1,4 +1,5 @@
 """Stored counts per job type and period, and how far the rollup step has got."""
+
 from __future__ import annotations
 
 from sqlalchemy import BigInteger, Integer, String

@@ -1,4 +1,5 @@
 """Schedules: jobs enqueued again and again, on a cron expression or every N seconds."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -21,17 +22,17 @@ class Schedule(db.Model):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
-    cron: Mapped[str | None] = mapped_column(String(200))          # exactly one of cron and every_seconds
+    cron: Mapped[str | None] = mapped_column(String(200))  # exactly one of cron and every_seconds
     every_seconds: Mapped[int | None] = mapped_column(Integer)
     timezone: Mapped[str] = mapped_column(String(64))
     job_type: Mapped[str] = mapped_column(String(100))
-    payload: Mapped[str] = mapped_column(Text)                     # JSON text
+    payload: Mapped[str] = mapped_column(Text)  # JSON text
     priority: Mapped[int] = mapped_column(Integer)
     max_retries: Mapped[int] = mapped_column(Integer)
     paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
-    catch_up: Mapped[str] = mapped_column(String(8))                # 'one' or 'none'
+    catch_up: Mapped[str] = mapped_column(String(8))  # 'one' or 'none'
     next_run_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)   # the tick of the last job enqueued
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the tick of the last job enqueued
     last_job_id: Mapped[int | None] = mapped_column(BigId)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,4 +1,5 @@
 """The people who sign in to the pages: users, their server-side sessions, and failed sign-ins."""
+
 from __future__ import annotations
 
 import enum
@@ -28,8 +29,9 @@ class User(db.Model):
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # Users made before roles existed were all admins, so the column's default keeps them admins.
-    role: Mapped[str] = mapped_column(String(16), default=UserRole.ADMIN.value,
-                                      server_default=text(f"'{UserRole.ADMIN.value}'"))
+    role: Mapped[str] = mapped_column(
+        String(16), default=UserRole.ADMIN.value, server_default=text(f"'{UserRole.ADMIN.value}'")
+    )
 
     # Flask-Login's protocol, kept here rather than inheriting UserMixin's extras.
     is_active = True
@@ -55,9 +57,7 @@ class AdminSession(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the absolute lifetime counts from here
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the idle time counts from here
 
-    __table_args__ = (
-        Index("ix_admin_sessions_user_id", "user_id"),
-    )
+    __table_args__ = (Index("ix_admin_sessions_user_id", "user_id"),)
 
 
 class LoginAttempt(db.Model):

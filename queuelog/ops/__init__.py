@@ -4,6 +4,7 @@
 state change. See metrics.py (counters, gauges, multiprocess mode), logging_setup.py (log lines) and
 purge.py (retention).
 """
+
 from __future__ import annotations
 
 import logging

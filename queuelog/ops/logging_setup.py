@@ -9,6 +9,7 @@ Never the Authorization header, a key's secret, a payload, a result, or a worker
 passes its workers' stderr on) and also propagate to the root logger, so a host application's or pytest's
 handlers see them too.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,15 @@ def log_changes(entries: list[tuple]) -> None:
     rid = request_id()
     for row, from_status, event, actor, error in entries:
         quarantined = event == Event.REAPED and (error or "").startswith("quarantined")
-        fields = {"job_id": row.id, "type": row.type, "event": event, "from": from_status, "to": row.status,
-                  "actor": actor, "attempt": row.retry_count}
+        fields = {
+            "job_id": row.id,
+            "type": row.type,
+            "event": event,
+            "from": from_status,
+            "to": row.status,
+            "actor": actor,
+            "attempt": row.retry_count,
+        }
         if quarantined:
             fields["quarantined"] = True
         if rid:
@@ -86,6 +94,7 @@ def log_deletions(rows: list, actor: str) -> None:
 
 
 # --- request hooks ---------------------------------------------------------------------------------
+
 
 def assign_request_id() -> str:
     """Take the request id from X-Request-Id when it is a plain token, else make one up."""
@@ -118,6 +127,7 @@ def log_request(response) -> None:
 
 # --- formatting ------------------------------------------------------------------------------------
 
+
 def _emit(logger: logging.Logger, level: int, event: str, fields: dict) -> None:
     # The message itself is the text rendering, so any handler (pytest's, a host app's) shows the fields;
     # the JSON formatter uses the fields themselves.
@@ -125,8 +135,16 @@ def _emit(logger: logging.Logger, level: int, event: str, fields: dict) -> None:
         return
     # makeRecord + handle is what logger.log does, less the stack walk that looks up the caller's file
     # and line (two lines per job on the batch path; the formatters never show them).
-    record = logger.makeRecord(logger.name, level, __file__, 0, "%s %s", (event, _logfmt(fields)), None,
-                               extra={"queuelog_event": event, "queuelog_fields": fields})
+    record = logger.makeRecord(
+        logger.name,
+        level,
+        __file__,
+        0,
+        "%s %s",
+        (event, _logfmt(fields)),
+        None,
+        extra={"queuelog_event": event, "queuelog_fields": fields},
+    )
     logger.handle(record)
 
 

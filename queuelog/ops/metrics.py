@@ -14,6 +14,7 @@ Reading the other workers' files races with their writing (see ``WorkerFilesColl
 as nothing, and a read that still fails after a few tries raises ``CountersUnreadable`` (the view answers
 503), never a 500.
 """
+
 from __future__ import annotations
 
 import collections
@@ -71,19 +72,31 @@ EVENT_COUNTERS = {
     event.value: Counter(f"queuelog_jobs_{event.value}_total", text, registry=None)
     for event, text in _EVENT_HELP.items()
 }
-QUARANTINED = Counter("queuelog_jobs_quarantined_total",
-                      "Jobs the reaper failed because their workers died holding them MAX_STALLS times.",
-                      registry=None)
-REJECTED = Counter("queuelog_rejected_requests_total",
-                   "Requests refused with a problem+json answer, by reason (the problem type).",
-                   ["reason"], registry=None)
-REQUEST_DURATION = Histogram("queuelog_request_duration_seconds",
-                             "Time to answer an API request, by route (URL rule) and method.",
-                             ["route", "method"], registry=None,
-                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
-CLAIMS_LIMITED = Counter("queuelog_claims_limited_total",
-                         "Claims that left due jobs of a type waiting because of flow control, by type and reason "
-                         "(paused, concurrency, rate, key_concurrency).", ["type", "reason"], registry=None)
+QUARANTINED = Counter(
+    "queuelog_jobs_quarantined_total",
+    "Jobs the reaper failed because their workers died holding them MAX_STALLS times.",
+    registry=None,
+)
+REJECTED = Counter(
+    "queuelog_rejected_requests_total",
+    "Requests refused with a problem+json answer, by reason (the problem type).",
+    ["reason"],
+    registry=None,
+)
+REQUEST_DURATION = Histogram(
+    "queuelog_request_duration_seconds",
+    "Time to answer an API request, by route (URL rule) and method.",
+    ["route", "method"],
+    registry=None,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+CLAIMS_LIMITED = Counter(
+    "queuelog_claims_limited_total",
+    "Claims that left due jobs of a type waiting because of flow control, by type and reason "
+    "(paused, concurrency, rate, key_concurrency).",
+    ["type", "reason"],
+    registry=None,
+)
 PROCESS_METRICS = [*EVENT_COUNTERS.values(), QUARANTINED, REJECTED, REQUEST_DURATION, CLAIMS_LIMITED]
 
 # A problem's status → the reason label: the slug of its problem type. A 500 is not counted: it is our
@@ -105,8 +118,11 @@ def count_changes(entries: list[tuple]) -> None:
         counter = EVENT_COUNTERS.get(event)
         if counter is not None:
             counter.inc(count)
-    quarantined = sum(1 for _row, _from_status, event, _actor, error in entries
-                      if event == Event.REAPED and (error or "").startswith("quarantined"))
+    quarantined = sum(
+        1
+        for _row, _from_status, event, _actor, error in entries
+        if event == Event.REAPED and (error or "").startswith("quarantined")
+    )
     if quarantined:
         QUARANTINED.inc(quarantined)
 
@@ -129,6 +145,7 @@ def observe_request(response) -> None:
 
 
 # --- the scrape --------------------------------------------------------------------------------------
+
 
 class CountersUnreadable(Exception):
     """The workers' counter files could not be read, even after a few tries; the scrape should be retried."""
@@ -211,26 +228,32 @@ class DatabaseCollector:
         now = utcnow()
         with read_connection() as conn:
             counts = conn.execute(
-                select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count())
-                .group_by(jobs.c.type, jobs.c.status, jobs.c.priority)
+                select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count()).group_by(
+                    jobs.c.type, jobs.c.status, jobs.c.priority
+                )
             ).all()
             pending_groups = [(t, p) for t, s, p, n in counts if s == JobStatus.PENDING.value and n]
             oldest = figures.oldest_due(conn, now, pending_groups)
             stalled = conn.execute(select(func.count()).select_from(jobs).where(figures.stalled(now))).scalar_one()
             settings = conn.execute(
-                select(type_settings.c.type, type_settings.c.paused, type_settings.c.concurrency_limit)).all()
+                select(type_settings.c.type, type_settings.c.paused, type_settings.c.concurrency_limit)
+            ).all()
         yield self._jobs_family(counts)
         yield from self._flow_families(settings)
         yield self._oldest_family(oldest, now, {t for t, _ in pending_groups})
-        yield GaugeMetricFamily("queuelog_stalled_jobs",
-                                "Running jobs whose lease has expired (their worker probably died).", value=stalled)
+        yield GaugeMetricFamily(
+            "queuelog_stalled_jobs", "Running jobs whose lease has expired (their worker probably died).", value=stalled
+        )
 
     def _flow_families(self, settings):
-        paused = GaugeMetricFamily("queuelog_type_paused", "1 when claims of the type are paused, else 0.",
-                                   labels=["type"])
-        limit = GaugeMetricFamily("queuelog_type_concurrency_limit",
-                                  "The most jobs of the type that may run at once (only types with a limit).",
-                                  labels=["type"])
+        paused = GaugeMetricFamily(
+            "queuelog_type_paused", "1 when claims of the type are paused, else 0.", labels=["type"]
+        )
+        limit = GaugeMetricFamily(
+            "queuelog_type_concurrency_limit",
+            "The most jobs of the type that may run at once (only types with a limit).",
+            labels=["type"],
+        )
         by_type = {row.type: row for row in settings}
         for job_type in sorted(set(self.job_types) | set(by_type)):
             row = by_type.get(job_type)
@@ -241,23 +264,29 @@ class DatabaseCollector:
         yield limit
 
     def _jobs_family(self, counts) -> GaugeMetricFamily:
-        family = GaugeMetricFamily("queuelog_jobs", "Jobs in the database by status, type and priority.",
-                                   labels=["status", "type", "priority"])
+        family = GaugeMetricFamily(
+            "queuelog_jobs", "Jobs in the database by status, type and priority.", labels=["status", "type", "priority"]
+        )
         # Zeros for every allowed combination, so a series drops to 0 instead of vanishing.
-        series = {(status.value, job_type, Priority.label_of(priority)): 0
-                  for status in JobStatus for job_type in self.job_types for priority in Priority}
+        series = {
+            (status.value, job_type, Priority.label_of(priority)): 0
+            for status in JobStatus
+            for job_type in self.job_types
+            for priority in Priority
+        }
         for job_type, status, priority, count in counts:
             series[(status, job_type, Priority.label_of(priority))] = count
         for labels, value in sorted(series.items()):
             family.add_metric(list(labels), value)
         return family
 
-    def _oldest_family(self, oldest: dict[str, figures.OldestDue], now: datetime,
-                       types: set[str]) -> GaugeMetricFamily:
-        family = GaugeMetricFamily("queuelog_oldest_pending_age_seconds",
-                                   "Seconds the longest-waiting due pending job of each type has waited since it "
-                                   "became due, the later of its run_at and its enqueue (0: none due).",
-                                   labels=["type"])
+    def _oldest_family(self, oldest: dict[str, figures.OldestDue], now: datetime, types: set[str]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "queuelog_oldest_pending_age_seconds",
+            "Seconds the longest-waiting due pending job of each type has waited since it "
+            "became due, the later of its run_at and its enqueue (0: none due).",
+            labels=["type"],
+        )
         for job_type in sorted(set(self.job_types) | types):
             first = oldest.get(job_type)
             family.add_metric([job_type], first.age(now).total_seconds() if first else 0.0)

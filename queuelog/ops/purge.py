@@ -7,6 +7,7 @@ own short write transaction, with a pause between them, so the server keeps serv
 A purged job is gone for good: its event log goes with it, and its idempotency key is free again — the same
 producer sending the same key afterwards creates a new job.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,8 +55,12 @@ def parse_statuses(text: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen))
 
 
-def purge(older_than: timedelta, statuses: tuple[str, ...] = FINISHED, batch_size: int = DEFAULT_BATCH,
-          now: datetime | None = None) -> PurgeReport:
+def purge(
+    older_than: timedelta,
+    statuses: tuple[str, ...] = FINISHED,
+    batch_size: int = DEFAULT_BATCH,
+    now: datetime | None = None,
+) -> PurgeReport:
     """Delete jobs in ``statuses`` unchanged for longer than ``older_than``, and their events, batch by batch."""
     refused = set(statuses) - set(FINISHED)
     if refused:

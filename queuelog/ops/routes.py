@@ -1,4 +1,5 @@
 """The operators' endpoints: Prometheus metrics, liveness and readiness. Each view is tiny."""
+
 from __future__ import annotations
 
 import hmac
@@ -30,8 +31,12 @@ def metrics_view():
         body = metrics.exposition()
     except metrics.CountersUnreadable as error:
         log.warning("metrics: the workers' counter files could not be read (%s)", error)
-        return problem(503, "Service unavailable", "the workers' counters could not be read just now; retry shortly",
-                       headers={"Retry-After": "1", **_NO_STORE})
+        return problem(
+            503,
+            "Service unavailable",
+            "the workers' counters could not be read just now; retry shortly",
+            headers={"Retry-After": "1", **_NO_STORE},
+        )
     return Response(body, content_type=CONTENT_TYPE_PLAIN_0_0_4, headers=_NO_STORE)
 
 
@@ -48,12 +53,16 @@ def readyz():
         current = schema_is_current()
     except SQLAlchemyError as error:
         log.warning("readyz: the database is not answering (%s)", error.__class__.__name__)
-        return problem(503, "Service unavailable", "the database is not answering",
-                       headers={"Retry-After": "5", **_NO_STORE})
+        return problem(
+            503, "Service unavailable", "the database is not answering", headers={"Retry-After": "5", **_NO_STORE}
+        )
     if not current:
-        return problem(503, "Service unavailable",
-                       "the database schema is not at the newest migration; run 'flask db upgrade'",
-                       headers={"Retry-After": "5", **_NO_STORE})
+        return problem(
+            503,
+            "Service unavailable",
+            "the database schema is not at the newest migration; run 'flask db upgrade'",
+            headers={"Retry-After": "5", **_NO_STORE},
+        )
     return jsonify(status="ok"), 200, _NO_STORE
 
 
@@ -62,19 +71,27 @@ def _refuse_scraper() -> Response | None:
     scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret:
-        return problem(401, "Unauthenticated",
-                       "send an admin API key or the metrics token as 'Authorization: Bearer …'",
-                       headers={"WWW-Authenticate": 'Bearer realm="queuelog"'})
+        return problem(
+            401,
+            "Unauthenticated",
+            "send an admin API key or the metrics token as 'Authorization: Bearer …'",
+            headers={"WWW-Authenticate": 'Bearer realm="queuelog"'},
+        )
     token = current_app.config["METRICS_TOKEN"]
     # Constant-time comparison, so response timing tells a guesser nothing about the token.
     if token and hmac.compare_digest(secret.encode(), str(token).encode()):
         return None
     caller = authenticate(secret)
     if caller is None:
-        return problem(401, "Unauthenticated", "the API key or metrics token is unknown or revoked",
-                       headers={"WWW-Authenticate": 'Bearer realm="queuelog", error="invalid_token"'})
+        return problem(
+            401,
+            "Unauthenticated",
+            "the API key or metrics token is unknown or revoked",
+            headers={"WWW-Authenticate": 'Bearer realm="queuelog", error="invalid_token"'},
+        )
     g.caller = caller  # so the request's log line names the key
     if caller.role != Role.ADMIN.value:
-        return problem(403, "Forbidden", f"a {caller.role} key cannot read metrics; it needs an admin key "
-                       "or the metrics token")
+        return problem(
+            403, "Forbidden", f"a {caller.role} key cannot read metrics; it needs an admin key or the metrics token"
+        )
     return None

@@ -17,23 +17,46 @@ Views, CLI commands and pages call these functions; none of them writes ``status
 - ``graph.py``: the rules of a workflow batch's refs (unique, each defined, no cycle), checked first;
 - ``moves.py``: what they share: the values of each way out of running, the event row, the refusal.
 """
+
 from .actions import cancel, cancel_many, delete_many, retry, retry_many, run_now
 from .enqueueing import Enqueued, NewJob, enqueue
 from .moves import REAPER, SERVER
 from .operations import (
-                         Completion,
-                         backoff_delay,
-                         claim,
-                         complete,
-                         complete_many,
-                         deregister_process,
-                         fail,
-                         give_back_unanswered,
-                         heartbeat,
-                         release,
+    Completion,
+    backoff_delay,
+    claim,
+    complete,
+    complete_many,
+    deregister_process,
+    fail,
+    give_back_unanswered,
+    heartbeat,
+    release,
 )
 from .reaping import ReapReport, reap
 
-__all__ = ["REAPER", "SERVER", "Completion", "Enqueued", "NewJob", "ReapReport", "backoff_delay", "cancel",
-           "cancel_many", "claim", "complete", "complete_many", "delete_many", "deregister_process", "enqueue", "fail",
-           "give_back_unanswered", "heartbeat", "reap", "release", "retry", "retry_many", "run_now"]
+__all__ = [
+    "REAPER",
+    "SERVER",
+    "Completion",
+    "Enqueued",
+    "NewJob",
+    "ReapReport",
+    "backoff_delay",
+    "cancel",
+    "cancel_many",
+    "claim",
+    "complete",
+    "complete_many",
+    "delete_many",
+    "deregister_process",
+    "enqueue",
+    "fail",
+    "give_back_unanswered",
+    "heartbeat",
+    "reap",
+    "release",
+    "retry",
+    "retry_many",
+    "run_now",
+]

@@ -1,4 +1,5 @@
 """A producer's or admin's moves of a job: cancel, an admin's retry, bulk cancel and delete, and "run now"."""
+
 from __future__ import annotations
 
 from .. import sql
@@ -86,7 +87,6 @@ def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
         # The descendants a retried job's failure cancelled (dependency_failed) wait for it again.
         dependencies.revive(conn, rows, actor, now)
     return sorted(rows, key=lambda row: row.id)
-
 
 
 def run_now(job_id: int, actor: str) -> JobRow:

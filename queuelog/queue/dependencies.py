@@ -14,6 +14,7 @@ An admin's retry of a failed or cancelled parent (``revive``) makes the descenda
 wait again. Only jobs with ``has_dependents`` are looked at, so a job outside any workflow costs nothing
 more when it finishes. Every statement seeks the job_dependencies indexes: no table is scanned.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

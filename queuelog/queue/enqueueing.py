@@ -23,6 +23,7 @@ answers only that it was deduplicated (``_Hidden``, which carries nothing of the
 How each item's step is decided (a new job, or an answer with an existing one) is in steps.py; a workflow's
 parents are checked, linked and decided in parents.py, after graph.py checked the batch's refs.
 """
+
 from __future__ import annotations
 
 from flask import current_app
@@ -91,7 +92,7 @@ def _insert_jobs(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[En
     A key with a quota takes its turn first, so a replay racing its original finds the original's job
     (instead of being counted as new), and the quota's check sees every job committed before it.
     """
-    with (single_statement_write() if _one_insert(caller, new_jobs) else write_transaction()) as conn:
+    with single_statement_write() if _one_insert(caller, new_jobs) else write_transaction() as conn:
         return enqueue_in(conn, caller, new_jobs, batch)
 
 
@@ -175,7 +176,7 @@ def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
     for row in rows:
         groups.setdefault((row.type, row.concurrency_key, row.priority), len(groups))
     starts = sql.fair_tags(conn, list(groups))
-    last: dict[tuple[str, int], int] = {}   # the turn a key last took in this batch, by (key, priority)
+    last: dict[tuple[str, int], int] = {}  # the turn a key last took in this batch, by (key, priority)
     turned = []
     for row in rows:
         key = (row.concurrency_key, row.priority)

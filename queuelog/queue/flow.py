@@ -16,6 +16,7 @@ copy for ``CACHE_SECONDS`` (``controlled``).
 The types listed are those of ``QUEUELOG_JOB_TYPES``: the allowlist always has a value (``["default"]`` when
 unset), and only its types can be enqueued, so it is the list of queues there are.
 """
+
 from __future__ import annotations
 
 import json
@@ -96,16 +97,21 @@ class Settings:
     def columns(self) -> dict:
         """The type_settings columns that hold these settings."""
         rate = self.rate_limit
-        return {"paused": self.paused, "concurrency_limit": self.concurrency_limit,
-                "rate_limit_jobs": rate.jobs if rate else None,
-                "rate_limit_seconds": rate.per_seconds if rate else None,
-                "key_concurrency_limit": self.key_concurrency_limit, "unique_scope": self.unique_scope}
+        return {
+            "paused": self.paused,
+            "concurrency_limit": self.concurrency_limit,
+            "rate_limit_jobs": rate.jobs if rate else None,
+            "rate_limit_seconds": rate.per_seconds if rate else None,
+            "key_concurrency_limit": self.key_concurrency_limit,
+            "unique_scope": self.unique_scope,
+        }
 
     @property
     def limited(self) -> bool:
         """Does a claim of this type have to count (running jobs, recent claims)?"""
-        return (self.concurrency_limit is not None or self.rate_limit is not None
-                or self.key_concurrency_limit is not None)
+        return (
+            self.concurrency_limit is not None or self.rate_limit is not None or self.key_concurrency_limit is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -124,10 +130,11 @@ class Change:
 
     at: datetime
     actor: str
-    changes: dict   # {field: {"old": …, "new": …}}
+    changes: dict  # {field: {"old": …, "new": …}}
 
 
 # --- reading ---------------------------------------------------------------------------------------
+
 
 def list_types() -> list[TypeState]:
     """Every type of QUEUELOG_JOB_TYPES, in the allowlist's order, with its settings and figures."""
@@ -144,8 +151,9 @@ def history(job_type: str) -> list[Change]:
     """Every change of the type's settings, newest first."""
     _check_known(job_type)
     with read_connection() as conn:
-        rows = conn.execute(select(changes_table).where(changes_table.c.type == job_type)
-                            .order_by(changes_table.c.id.desc())).all()
+        rows = conn.execute(
+            select(changes_table).where(changes_table.c.type == job_type).order_by(changes_table.c.id.desc())
+        ).all()
     return [Change(row.at, row.actor, json.loads(row.changes)) for row in rows]
 
 
@@ -157,18 +165,32 @@ def _check_known(job_type: str) -> None:
 def _states(job_types: list[str]) -> list[TypeState]:
     flowing = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
     with read_connection() as conn:
-        stored = {row.type: Settings.of_row(row) for row in conn.execute(
-            select(settings_table).where(settings_table.c.type.in_(job_types)))}
+        stored = {
+            row.type: Settings.of_row(row)
+            for row in conn.execute(select(settings_table).where(settings_table.c.type.in_(job_types)))
+        }
         # Served by ix_jobs_type_status_priority, from the index alone.
-        counts = {(row.type, row.status): row.count for row in conn.execute(
-            select(jobs.c.type, jobs.c.status, func.count().label("count"))
-            .where(jobs.c.type.in_(job_types), jobs.c.status.in_(flowing))
-            .group_by(jobs.c.type, jobs.c.status))}
-    return [TypeState(name, stored.get(name, Settings()), counts.get((name, JobStatus.PENDING.value), 0),
-                      counts.get((name, JobStatus.RUNNING.value), 0)) for name in job_types]
+        counts = {
+            (row.type, row.status): row.count
+            for row in conn.execute(
+                select(jobs.c.type, jobs.c.status, func.count().label("count"))
+                .where(jobs.c.type.in_(job_types), jobs.c.status.in_(flowing))
+                .group_by(jobs.c.type, jobs.c.status)
+            )
+        }
+    return [
+        TypeState(
+            name,
+            stored.get(name, Settings()),
+            counts.get((name, JobStatus.PENDING.value), 0),
+            counts.get((name, JobStatus.RUNNING.value), 0),
+        )
+        for name in job_types
+    ]
 
 
 # --- changing ----------------------------------------------------------------------------------------
+
 
 def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
     """Change the fields in ``wanted`` (validated values: bool, int or None, RateLimit or None, one of
@@ -202,17 +224,24 @@ def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> None:
         row = conn.execute(select(settings_table).where(settings_table.c.type == job_type).with_for_update()).first()
         old = Settings.of_row(row)
         new = Settings(**{field: wanted.get(field, getattr(old, field)) for field in FIELDS})
-        changes = {field: {"old": old.value(field), "new": new.value(field)}
-                   for field in FIELDS if old.value(field) != new.value(field)}
+        changes = {
+            field: {"old": old.value(field), "new": new.value(field)}
+            for field in FIELDS
+            if old.value(field) != new.value(field)
+        }
         if not changes:
             return
         if row is None:
             conn.execute(insert(settings_table).values(type=job_type, updated_at=now, **new.columns()))
         else:
-            conn.execute(update(settings_table).where(settings_table.c.type == job_type)
-                         .values(updated_at=now, **new.columns()))
-        conn.execute(insert(changes_table).values(type=job_type, actor=actor, at=now,
-                                                  changes=json.dumps(changes, separators=(",", ":"))))
+            conn.execute(
+                update(settings_table).where(settings_table.c.type == job_type).values(updated_at=now, **new.columns())
+            )
+        conn.execute(
+            insert(changes_table).values(
+                type=job_type, actor=actor, at=now, changes=json.dumps(changes, separators=(",", ":"))
+            )
+        )
         if _frees_room(old, new):
             wakeup.jobs_ready(conn)
 
@@ -227,7 +256,8 @@ def _frees_room(old: Settings, new: Settings) -> bool:
             return True
     before_rate, after_rate = old.rate_limit, new.rate_limit
     return before_rate is not None and (
-        after_rate is None or after_rate.jobs > before_rate.jobs or after_rate.per_seconds < before_rate.per_seconds)
+        after_rate is None or after_rate.jobs > before_rate.jobs or after_rate.per_seconds < before_rate.per_seconds
+    )
 
 
 def change_json(change: Change) -> dict:
@@ -236,6 +266,7 @@ def change_json(change: Change) -> dict:
 
 
 # --- what the claim and the finishing moves need to know ------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Controlled:
@@ -310,9 +341,9 @@ def forget_cached() -> None:
 
 #: One statement, so the settings and their version are of one snapshot. No row yet: version 0.
 _READ_CONTROLLED = text(f"""
-SELECT v.version, s.type, s.paused, {limited('s')} AS limited
+SELECT v.version, s.type, s.paused, {limited("s")} AS limited
   FROM (SELECT coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) AS version) v
-  LEFT JOIN type_settings s ON s.paused OR {limited('s')}""")
+  LEFT JOIN type_settings s ON s.paused OR {limited("s")}""")
 
 
 def _read_controlled(conn: Connection | None) -> Controlled:

@@ -4,6 +4,7 @@ item of the batch, and the refs make no cycle (a workflow is a DAG).
 The enqueue checks them before anything else of the queue (parents.py links and decides parents on the
 assumption that they hold); a broken rule is an InvalidRequest pointing at the item's ref or depends_on entry.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -33,23 +34,34 @@ def _graph_problems(jobs: list[NewJob], batch: bool) -> list[dict]:
         if job.ref is None:
             continue
         if job.ref in index_of:
-            errors.append({"pointer": f"{at(index)}/ref",
-                           "detail": f"ref {job.ref!r} is already used by item {index_of[job.ref]}"})
+            errors.append(
+                {
+                    "pointer": f"{at(index)}/ref",
+                    "detail": f"ref {job.ref!r} is already used by item {index_of[job.ref]}",
+                }
+            )
         else:
             index_of[job.ref] = index
     for index, job in enumerate(jobs):
         for position, parent in enumerate(job.depends_on):
             if isinstance(parent, str) and parent not in index_of:
-                errors.append({"pointer": f"{at(index)}/depends_on/{position}",
-                               "detail": f"no item of this batch has ref {parent!r}"})
+                errors.append(
+                    {
+                        "pointer": f"{at(index)}/depends_on/{position}",
+                        "detail": f"no item of this batch has ref {parent!r}",
+                    }
+                )
     if errors:
         return errors
     cycle = _find_cycle(jobs, index_of)
     if cycle is not None:
         index, position = cycle
-        errors.append({"pointer": f"{at(index)}/depends_on/{position}",
-                       "detail": f"depending on {jobs[index].depends_on[position]!r} makes a cycle: "
-                                 "a workflow must be a DAG"})
+        errors.append(
+            {
+                "pointer": f"{at(index)}/depends_on/{position}",
+                "detail": f"depending on {jobs[index].depends_on[position]!r} makes a cycle: a workflow must be a DAG",
+            }
+        )
     return errors
 
 
@@ -74,8 +86,11 @@ def _find_cycle(jobs: list[NewJob], index_of: dict[str, int]) -> tuple[int, int]
             seen: dict[int, int] = {}
             current = index
             while current not in seen:
-                position = next(p for p, parent in enumerate(jobs[current].depends_on)
-                                if isinstance(parent, str) and waiting_on[index_of[parent]])
+                position = next(
+                    p
+                    for p, parent in enumerate(jobs[current].depends_on)
+                    if isinstance(parent, str) and waiting_on[index_of[parent]]
+                )
                 seen[current] = position
                 current = index_of[jobs[current].depends_on[position]]
             return current, seen[current]

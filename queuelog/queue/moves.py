@@ -1,6 +1,7 @@
 """What every operation shares: the transitions by name, the values of each way out of running, the event
 row a move writes, and the refusal when a guarded statement matched nothing.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -24,16 +25,25 @@ CANCEL, RETRY = BY_ACTION["cancel"], BY_ACTION["retry"]
 TIMEOUT_RETRY, TIMEOUT_FINAL = BY_ACTION["timeout_retry"], BY_ACTION["timeout_final"]
 EXPIRE, RUN_NOW = BY_ACTION["expire"], BY_ACTION["run_now"]
 
-REAPER = Actor.REAPER.value   # the actor of the cron reaper's changes
-SERVER = Actor.SERVER.value   # the actor of changes the server makes by itself
+REAPER = Actor.REAPER.value  # the actor of the cron reaper's changes
+SERVER = Actor.SERVER.value  # the actor of changes the server makes by itself
 
 
 # --- the values of each way out of running, written once --------------------------------------------
 
+
 def requeued(now: datetime, error: str | None, run_at: datetime, stalled: bool = False) -> Leave:
     """→ pending for another try: the attempt counts against max_retries, the claim is dropped."""
-    return Leave(JobStatus.PENDING, Claim.DROP, now, run_at=run_at, spends_retry=True, stalled=stalled,
-                 sets_error=True, error=error)
+    return Leave(
+        JobStatus.PENDING,
+        Claim.DROP,
+        now,
+        run_at=run_at,
+        spends_retry=True,
+        stalled=stalled,
+        sets_error=True,
+        error=error,
+    )
 
 
 def failed(now: datetime, error: str | None, stalled: bool = False) -> Leave:
@@ -48,8 +58,10 @@ def given_back(now: datetime, run_at: datetime | None) -> Leave:
 
 # --- events, refusals --------------------------------------------------------------------------------
 
-def event_row(transition: Transition, actor: str, now: datetime, error: str | None = None,
-         from_status: JobStatus | None = None) -> Log:
+
+def event_row(
+    transition: Transition, actor: str, now: datetime, error: str | None = None, from_status: JobStatus | None = None
+) -> Log:
     """The event row ``transition`` writes for each job it moves (from its one from-status, unless given)."""
     if from_status is None and transition.from_statuses:
         (from_status,) = transition.from_statuses
@@ -74,19 +86,25 @@ def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: L
             wakeup.jobs_finished(conn)
 
 
-def refuse(conn: Connection, job_id: int, verb: str, transition: Transition,
-            owner_key_id: int | None = None) -> NoReturn:
+def refuse(
+    conn: Connection, job_id: int, verb: str, transition: Transition, owner_key_id: int | None = None
+) -> NoReturn:
     raise refusal(conn, job_id, verb, transition, owner_key_id)
 
 
-def refusal(conn: Connection, job_id: int, verb: str, transition: Transition,
-             owner_key_id: int | None = None) -> QueueError:
+def refusal(
+    conn: Connection, job_id: int, verb: str, transition: Transition, owner_key_id: int | None = None
+) -> QueueError:
     """Why a guarded statement matched nothing: no such job (404), or a state ``transition`` does not leave (409)."""
     job = sql.job(conn, job_id)
     if job is None or (owner_key_id is not None and job.producer_key_id != owner_key_id):
         return JobNotFound(f"job {job_id} does not exist")
-    if Actor.HOLDER in transition.actors and job.status == JobStatus.RUNNING and job.timeout_at is not None \
-            and job.timeout_at <= utcnow():
+    if (
+        Actor.HOLDER in transition.actors
+        and job.status == JobStatus.RUNNING
+        and job.timeout_at is not None
+        and job.timeout_at <= utcnow()
+    ):
         why = f"its run timed out at {rfc3339(job.timeout_at)} (timeout_seconds {job.timeout_seconds})"
     elif Actor.HOLDER in transition.actors:
         why = f"it is {job.status} and not held by this worker under this claim token"

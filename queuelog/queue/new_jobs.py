@@ -3,6 +3,7 @@
 Apart from enqueueing.py so that the steps and parents it calls can name these types without importing
 the module that imports them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,24 +29,33 @@ class NewJob:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     concurrency_key: str | None = None
-    unique_for: int | None = None        # seconds: a dedupe window on (type, unique key)
-    unique_key: str | None = None        # None: a digest of type and payload (only with unique_for)
-    expires_at: datetime | None = None   # not claimed by then: never run
-    timeout_seconds: int | None = None   # how long a run may take
-    schedule: str | None = None             # set only by a schedule's tick (queuelog/schedules), never by a request
+    unique_for: int | None = None  # seconds: a dedupe window on (type, unique key)
+    unique_key: str | None = None  # None: a digest of type and payload (only with unique_for)
+    expires_at: datetime | None = None  # not claimed by then: never run
+    timeout_seconds: int | None = None  # how long a run may take
+    schedule: str | None = None  # set only by a schedule's tick (queuelog/schedules), never by a request
     scheduled_for: datetime | None = None
-    depends_on: tuple[int | str, ...] = ()   # job ids, or (in a batch) the refs of other items
-    run_when: str | None = None               # states.RunWhen; None: "completed" when it has parents
-    ref: str | None = None                    # a batch item's name, for other items' depends_on
+    depends_on: tuple[int | str, ...] = ()  # job ids, or (in a batch) the refs of other items
+    run_when: str | None = None  # states.RunWhen; None: "completed" when it has parents
+    ref: str | None = None  # a batch item's name, for other items' depends_on
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""
-        body = {"type": self.type, "payload": self.payload, "priority": self.priority,
-                "max_retries": self.max_retries, "run_at": rfc3339(self.run_at)}
+        body = {
+            "type": self.type,
+            "payload": self.payload,
+            "priority": self.priority,
+            "max_retries": self.max_retries,
+            "run_at": rfc3339(self.run_at),
+        }
         # Each only when given, so a request without them keeps the fingerprint it had before they existed.
-        optional = {"concurrency_key": self.concurrency_key, "unique_for": self.unique_for,
-                    "unique_key": self.unique_key, "expires_at": rfc3339(self.expires_at),
-                    "timeout_seconds": self.timeout_seconds}
+        optional = {
+            "concurrency_key": self.concurrency_key,
+            "unique_for": self.unique_for,
+            "unique_key": self.unique_key,
+            "expires_at": rfc3339(self.expires_at),
+            "timeout_seconds": self.timeout_seconds,
+        }
         body.update({name: value for name, value in optional.items() if value is not None})
         if self.depends_on:
             body["depends_on"] = list(self.depends_on)
@@ -69,5 +79,5 @@ class Enqueued(NamedTuple):
     whose window another producer's job holds (a type's shared window): the caller learns nothing of it."""
 
     job: JobRow | None
-    created: bool    # False: the request repeats an idempotency key, or was deduplicated
+    created: bool  # False: the request repeats an idempotency key, or was deduplicated
     deduplicated: bool = False

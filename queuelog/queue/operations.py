@@ -1,6 +1,7 @@
 """The claim and the moves of the worker holding a job (complete, fail, heartbeat, release), and the server's
 give-back of a claim nobody received. A producer's or admin's moves are in actions.py, the reaper in reaping.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,14 @@ class Completion(NamedTuple):
 
 # --- claim and the holding worker's moves ---------------------------------------------------------
 
-def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
-          lease_seconds: int | None = None, process: int | None = None) -> list[JobRow]:
+
+def claim(
+    caller: Caller,
+    types: list[str] | None = None,
+    limit: int = 1,
+    lease_seconds: int | None = None,
+    process: int | None = None,
+) -> list[JobRow]:
     """Atomically take up to ``limit`` due jobs: highest priority first, concurrency keys taking turns,
     oldest first within a key; nothing of a paused type, nothing past a type's limits.
 
@@ -88,15 +95,21 @@ def claim(caller: Caller, types: list[str] | None = None, limit: int = 1,
 CLAIM_ATTEMPTS = 5
 
 
-def _claim_shaped_by(controlled: flow.Controlled, caller: Caller, wanted: tuple[str, ...] | None, limit: int,
-                     lease: timedelta, process: int | None) -> tuple[list[JobRow], datetime, bool] | None:
+def _claim_shaped_by(
+    controlled: flow.Controlled,
+    caller: Caller,
+    wanted: tuple[str, ...] | None,
+    limit: int,
+    lease: timedelta,
+    process: int | None,
+) -> tuple[list[JobRow], datetime, bool] | None:
     """One claim, shaped by ``controlled``: (the rows, the claim's time, whether flow control was on), or None
     when the settings are no longer those of ``controlled`` (nothing taken)."""
     flow_on = controlled.any_among(wanted)
     to_lock = controlled.limited_among(wanted)
     # Without a limited type the claim is one statement (its events logged in it on PostgreSQL): then it needs
     # no transaction around it. With one, FLOW_LOCK comes first and the claims are recorded after it.
-    with (write_transaction() if to_lock else single_statement_write()) as conn:
+    with write_transaction() if to_lock else single_statement_write() as conn:
         # Limited types first take their turn (FLOW_LOCK), so that the claim counts what the claims
         # before it did; the statement gives a limited type it did not lock no room.
         held = sql.lock_flow(conn, to_lock) if to_lock else []
@@ -104,14 +117,25 @@ def _claim_shaped_by(controlled: flow.Controlled, caller: Caller, wanted: tuple[
         # so claims that take turns are also timed in that order, which a rate limit's window relies on.
         now = utcnow()
         log = event_row(CLAIM, caller.actor, now)
-        rows = sql.claim(conn, now=now, lease_until=now + lease, worker=caller.name,
-                         token=secrets.token_urlsafe(24), limit=limit, types=wanted, flow=flow_on,
-                         locked_types=[row.type for row in held], version=controlled.version, log=log,
-                         process=process, key_id=caller.id)
+        rows = sql.claim(
+            conn,
+            now=now,
+            lease_until=now + lease,
+            worker=caller.name,
+            token=secrets.token_urlsafe(24),
+            limit=limit,
+            types=wanted,
+            flow=flow_on,
+            locked_types=[row.type for row in held],
+            version=controlled.version,
+            log=log,
+            process=process,
+            key_id=caller.id,
+        )
         if rows is None:
             return None
         if not rows and process is not None and worker_processes.claim_command(conn, caller, process) != Command.RUN:
-            return [], now, False   # quiet or stopping: nothing held it back but the admin (no refusal to count)
+            return [], now, False  # quiet or stopping: nothing held it back but the admin (no refusal to count)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
     return rows, now, flow_on
@@ -142,7 +166,7 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
         # Most completes move a job that nothing else hangs on: then the move is one statement with no transaction
         # around it (one round trip instead of three). A job with children to decide, a producer waiting for it
         # or a limited type's slot to free, and one the statement does not find held, go the way below.
-        limited = flow.controlled().limited   # read (when stale) before the statement's connection: one at a time
+        limited = flow.controlled().limited  # read (when stale) before the statement's connection: one at a time
         with single_statement_write() as conn:
             rows = _complete_held(conn, caller, token, results, now, ends_alone_unless=limited)
         if rows:
@@ -164,7 +188,9 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
     outcomes: dict[int, JobRow | QueueError] = {
         # An id the column cannot hold names no job; binding it would fail in the driver.
         index: JobNotFound(f"job {item.job_id} does not exist")
-        for index, item in enumerate(completions) if item.job_id > max_job_id()}
+        for index, item in enumerate(completions)
+        if item.job_id > max_job_id()
+    }
     now = utcnow()
     with write_transaction() as conn:
         for batch in _completion_batches(completions, skip=outcomes.keys()):
@@ -179,7 +205,7 @@ class _CompletionBatch(NamedTuple):
     """Items completed by one guarded statement: they share a claim token, each with its own result."""
 
     token: str
-    results: dict[int, str | None]   # job id → result, JSON text
+    results: dict[int, str | None]  # job id → result, JSON text
     indexes: list[int]
 
 
@@ -196,16 +222,24 @@ def _completion_batches(items: list[Completion], skip) -> list[_CompletionBatch]
     batches: dict[str, list[int]] = {}
     for index in todo:
         batches.setdefault(items[index].token, []).append(index)
-    return [_CompletionBatch(token, {items[i].job_id: _json(items[i].result) for i in indexes}, indexes)
-            for token, indexes in batches.items()]
+    return [
+        _CompletionBatch(token, {items[i].job_id: _json(items[i].result) for i in indexes}, indexes)
+        for token, indexes in batches.items()
+    ]
 
 
-def _complete_held(conn: Connection, caller: Caller, token: str, results: dict[int, str | None],
-                   now: datetime, ends_alone_unless: frozenset[str] | None = None) -> list[JobRow]:
+def _complete_held(
+    conn: Connection,
+    caller: Caller,
+    token: str,
+    results: dict[int, str | None],
+    now: datetime,
+    ends_alone_unless: frozenset[str] | None = None,
+) -> list[JobRow]:
     """FINISH as a complete of the jobs in ``results`` (id → result, JSON text), in one statement; those the caller
     does not hold under ``token`` stay as they are, and with ``ends_alone_unless`` (the limited types) so do those
     whose completion needs more than the statement (ENDS_ALONE)."""
-    if len(set(results.values())) == 1:   # one job, or all with the same result: the plain statement
+    if len(set(results.values())) == 1:  # one job, or all with the same result: the plain statement
         leave = Leave(COMPLETE.to_status, Claim.END, now, completes=True, result=next(iter(results.values())))
     else:
         each = json.dumps({str(job_id): text for job_id, text in results.items()}, separators=(",", ":"))
@@ -244,8 +278,9 @@ def backoff_delay(retry_count: int) -> timedelta:
     return timedelta(seconds=delay * random.uniform(0.5, 1.0))
 
 
-def heartbeat(caller: Caller, job_id: int, token: str, lease_seconds: int | None = None,
-              progress: dict | None = None) -> JobRow:
+def heartbeat(
+    caller: Caller, job_id: int, token: str, lease_seconds: int | None = None, progress: dict | None = None
+) -> JobRow:
     """Extend the lease of a job the caller holds, storing its progress report when given (no event: its
     status does not change)."""
     now = utcnow()
@@ -267,7 +302,7 @@ def release(job_id: int, actor: str, caller: Caller | None = None, token: str | 
         if caller is not None:
             rows = sql.finish(conn, [job_id], caller.name, token or "", leave, log)
         else:
-            rows = sql.take_back(conn, [job_id], None, leave, log)   # an admin: whatever claim is current
+            rows = sql.take_back(conn, [job_id], None, leave, log)  # an admin: whatever claim is current
         if not rows:
             refuse(conn, job_id, "release", RELEASE)
         changed(conn, RELEASE, rows, log)

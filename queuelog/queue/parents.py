@@ -1,6 +1,7 @@
 """A workflow's enqueue: the new jobs' parents checked and locked, the new jobs made waiting, their edges
 written and each decided at once (queue/dependencies.py moves them on as their parents finish).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -31,9 +32,12 @@ def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, bat
     existing, depended_on, problems = _parents_named(new_jobs, steps, batch)
     if existing:
         found = {mark.id: mark for mark in sql.mark_parents(conn, list(existing))}
-        problems += [{"pointer": pointer, "detail": f"job {parent_id} does not exist"}
-                     for parent_id, pointers in existing.items() for pointer in pointers
-                     if parent_id not in found or not caller.owns_or_oversees(found[parent_id].producer_key_id)]
+        problems += [
+            {"pointer": pointer, "detail": f"job {parent_id} does not exist"}
+            for parent_id, pointers in existing.items()
+            for pointer in pointers
+            if parent_id not in found or not caller.owns_or_oversees(found[parent_id].producer_key_id)
+        ]
     if problems:
         raise InvalidRequest(sorted(problems, key=lambda problem: problem["pointer"]))
     shaped = []
@@ -41,8 +45,9 @@ def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, bat
         if isinstance(step, _Insert):
             row = step.row
             if job.depends_on:
-                row = row._replace(status=ENQUEUE_WAITING.to_status.value,
-                                   run_when=job.run_when or RunWhen.COMPLETED.value)
+                row = row._replace(
+                    status=ENQUEUE_WAITING.to_status.value, run_when=job.run_when or RunWhen.COMPLETED.value
+                )
             if index in depended_on:
                 row = row._replace(has_dependents=True)
             step = _Insert(row)
@@ -50,8 +55,9 @@ def _with_parents(conn, caller: Caller, new_jobs: list[NewJob], steps: list, bat
     return shaped
 
 
-def _parents_named(new_jobs: list[NewJob], steps: list, batch: bool) -> tuple[dict[int, list[str]], set[int],
-                                                                              list[dict]]:
+def _parents_named(
+    new_jobs: list[NewJob], steps: list, batch: bool
+) -> tuple[dict[int, list[str]], set[int], list[dict]]:
     """What the new jobs' depends_on name: existing jobs (id → the pointers naming it), the items of this
     batch that new items depend on, and the refused refs (to an item answered by a job the caller may not
     see, whose id it must not learn nor depend on)."""
@@ -70,8 +76,13 @@ def _parents_named(new_jobs: list[NewJob], steps: list, batch: bool) -> tuple[di
             parent_index = _answered_by(steps, ref_index[parent])
             parent_step = steps[parent_index]
             if isinstance(parent_step, _Hidden):
-                refused.append({"pointer": pointer, "detail": f"the item with ref {parent!r} was deduplicated into "
-                                                              "a job this key may not see: it cannot be a parent"})
+                refused.append(
+                    {
+                        "pointer": pointer,
+                        "detail": f"the item with ref {parent!r} was deduplicated into "
+                        "a job this key may not see: it cannot be a parent",
+                    }
+                )
             elif isinstance(parent_step, _Earlier | _Deduped):
                 # the caller's own earlier job, or the job holding the item's dedupe window: MARK_PARENTS checks
                 # that the caller may see it, as it checks a parent named by its id
@@ -93,8 +104,11 @@ def _link(conn, new_jobs: list[NewJob], steps: list, answers: list[Enqueued], no
     """The new jobs' edges to their parents; then each new waiting job is decided at once (its parents may
     all be final already: it is pending, or cancelled, before the request is answered)."""
     # A ref answered by no job the caller may see names no parent (_with_parents refused any depends_on on it).
-    ids_by_ref = {job.ref: answers[index].job.id for index, job in enumerate(new_jobs)
-                  if job.ref is not None and answers[index].job is not None}
+    ids_by_ref = {
+        job.ref: answers[index].job.id
+        for index, job in enumerate(new_jobs)
+        if job.ref is not None and answers[index].job is not None
+    }
     edges: list[tuple[int, int]] = []
     waiting: list[int] = []
     for job, step, answer in zip(new_jobs, steps, answers, strict=True):

@@ -2,6 +2,7 @@
 
 The cron reaper (``flask reap``) and an admin's "reap now" call ``reap``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -56,8 +57,9 @@ class _Verdict(NamedTuple):
     leave: Leave
 
 
-def reap(older_than: int | None = None, dry_run: bool = False, now: datetime | None = None,
-         actor: str = REAPER) -> ReapReport:
+def reap(
+    older_than: int | None = None, dry_run: bool = False, now: datetime | None = None, actor: str = REAPER
+) -> ReapReport:
     """Take back running jobs whose lease ran out (or claimed more than ``older_than`` seconds ago), and cancel
     pending jobs whose expires_at passed.
 

@@ -19,6 +19,7 @@ Readers (``queuelog.ui.rollup_stats``) take the rolled minutes from here and the
 from the events (``fold``, the same code). ``flask purge`` deletes minutes after MINUTES_KEPT and hours after
 HOURS_KEPT (``prune``).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -60,10 +61,11 @@ _FINAL_STATUSES = {JobStatus.FAILED.value: FAILED}
 #: A worker's own end of a run (complete, fail_retry, fail_final): its run is timed from its claim.
 RUN_ENDS = (Event.COMPLETED.value, Event.REQUEUED.value, Event.FAILED.value)
 #: Every event ``fold`` reads: the ones above, a claim, and the reaper's and timeouts' final failures.
-FOLDED = tuple(sorted({Event.ENQUEUED.value, Event.CLAIMED.value, *RUN_ENDS, Event.REAPED.value,
-                       Event.TIMED_OUT.value}))
+FOLDED = tuple(
+    sorted({Event.ENQUEUED.value, Event.CLAIMED.value, *RUN_ENDS, Event.REAPED.value, Event.TIMED_OUT.value})
+)
 
-Folded = Counter   # (minute start, metric, type, bucket) → jobs
+Folded = Counter  # (minute start, metric, type, bucket) → jobs
 
 
 def period_of(at: datetime, span: int) -> int:
@@ -81,7 +83,8 @@ def fold(conn: Connection, start: int, end: int) -> Folded:
     """What the events of minutes [``start``, ``end``) (Unix seconds) count, per minute, metric, type, bucket."""
     folded: Folded = Counter()
     for event, to_status, at, job_type, run_at, created_at, claimed in rollup_sql.events_between(
-            conn, as_time(start), as_time(end), FOLDED, RUN_ENDS):   # times in microseconds
+        conn, as_time(start), as_time(end), FOLDED, RUN_ENDS
+    ):  # times in microseconds
         minute = at // 60_000_000 * MINUTE
         metric = _COUNTED_EVENTS.get(event) or (_FINAL_STATUSES.get(to_status) if event != Event.CLAIMED else None)
         if metric is not None:
@@ -134,7 +137,7 @@ def roll_up(now: datetime, most: int = MOST_MINUTES) -> Rolled:
     end_limit = closed_before(now)
     with read_connection() as conn:
         through = rollup_sql.read_mark(conn, MARK)
-        if through is None:   # the first step: from the oldest event still stored, or from now on
+        if through is None:  # the first step: from the oldest event still stored, or from now on
             oldest = rollup_sql.oldest_event(conn, FOLDED, now - BACKFILL)
             start = end_limit if oldest is None else period_of(oldest, MINUTE)
         else:
@@ -146,9 +149,16 @@ def roll_up(now: datetime, most: int = MOST_MINUTES) -> Rolled:
         if now_through != through:
             return Rolled(0, now_through)
         if end > start:
-            rollup_sql.replace_minutes(conn, start, end, COUNTS + HISTOGRAMS, [
-                (MINUTE, metric, minute, job_type, bucket, 0, n)
-                for (minute, metric, job_type, bucket), n in sorted(folded.items())])
+            rollup_sql.replace_minutes(
+                conn,
+                start,
+                end,
+                COUNTS + HISTOGRAMS,
+                [
+                    (MINUTE, metric, minute, job_type, bucket, 0, n)
+                    for (minute, metric, job_type, bucket), n in sorted(folded.items())
+                ],
+            )
             # An hour is the sum of its minutes: each hour the step touched is summed again from all of its.
             for hour in range(period_of(as_time(start), HOUR), end, HOUR):
                 rollup_sql.rederive_hour(conn, hour, COUNTS)
@@ -167,7 +177,7 @@ def prune(now: datetime) -> int:
     deleted = 0
     for span, kept, metrics in ((MINUTE, MINUTES_KEPT, COUNTS + HISTOGRAMS), (HOUR, HOURS_KEPT, COUNTS)):
         before = period_of(now - kept, span)
-        for metric in metrics:   # one short transaction each: on SQLite the writers wait only that long
+        for metric in metrics:  # one short transaction each: on SQLite the writers wait only that long
             with write_transaction() as conn:
                 deleted += rollup_sql.prune(conn, span, metric, before)
     return deleted

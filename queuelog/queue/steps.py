@@ -1,6 +1,7 @@
 """What each item of an enqueue does (its step): insert a new job, or be answered with a job that exists
 already (an idempotency key's replay, a dedupe window's holder, an earlier item of the batch).
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,9 @@ class _SameWindow(NamedTuple):
 _Step = _Insert | _Earlier | _AsItem | _Deduped | _Hidden | _SameWindow
 
 
-def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool,
-                   now: datetime) -> list[_Step]:
+def _enqueue_steps(
+    caller: Caller, new_jobs: list[NewJob], earlier: dict[str, JobRow], batch: bool, now: datetime
+) -> list[_Step]:
     """What each item does: insert a new job, or answer with the job an idempotency key already names."""
     first_with_key: dict[str, int] = {}
     steps: list[_Step] = []
@@ -73,18 +75,39 @@ def _enqueue_steps(caller: Caller, new_jobs: list[NewJob], earlier: dict[str, Jo
         else:
             if key:
                 first_with_key[key] = index
-            steps.append(_Insert(NewJobRow(
-                type=job.type, payload=json.dumps(job.payload, separators=(",", ":")), priority=job.priority,
-                status=ENQUEUE.to_status.value, retry_count=0, max_retries=job.max_retries, stall_count=0,
-                idempotency_key=key, request_digest=digest, producer_key_id=caller.id, producer=caller.name,
-                run_at=job.run_at or now, created_at=now, updated_at=now, concurrency_key=job.concurrency_key or "",
-                fair_tag=0, unique_key=job.window_key(), expires_at=job.expires_at,
-                timeout_seconds=job.timeout_seconds, schedule=job.schedule, scheduled_for=job.scheduled_for)))
+            steps.append(
+                _Insert(
+                    NewJobRow(
+                        type=job.type,
+                        payload=json.dumps(job.payload, separators=(",", ":")),
+                        priority=job.priority,
+                        status=ENQUEUE.to_status.value,
+                        retry_count=0,
+                        max_retries=job.max_retries,
+                        stall_count=0,
+                        idempotency_key=key,
+                        request_digest=digest,
+                        producer_key_id=caller.id,
+                        producer=caller.name,
+                        run_at=job.run_at or now,
+                        created_at=now,
+                        updated_at=now,
+                        concurrency_key=job.concurrency_key or "",
+                        fair_tag=0,
+                        unique_key=job.window_key(),
+                        expires_at=job.expires_at,
+                        timeout_seconds=job.timeout_seconds,
+                        schedule=job.schedule,
+                        scheduled_for=job.scheduled_for,
+                    )
+                )
+            )
     return steps
 
 
-def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Step],
-                  now: datetime) -> tuple[list[_Step], dict[tuple[str, str], Window]]:
+def _take_windows(
+    conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Step], now: datetime
+) -> tuple[list[_Step], dict[tuple[str, str], Window]]:
     """Each new job with ``unique_for`` takes its dedupe window (queue/windows.py), or is answered with the job
     holding it (``_Deduped``; ``_Hidden`` when the caller may not see that job), or with the job of an
     earlier item of the batch in the same window.
@@ -97,8 +120,9 @@ def _take_windows(conn, caller: Caller, new_jobs: list[NewJob], steps: list[_Ste
             first_in_window.setdefault((step.row.type, step.row.unique_key), index)
     if not first_in_window:
         return steps, {}
-    outcome = windows.take(conn, caller, {window: new_jobs[index].unique_for
-                                          for window, index in first_in_window.items()}, now)
+    outcome = windows.take(
+        conn, caller, {window: new_jobs[index].unique_for for window, index in first_in_window.items()}, now
+    )
     steps = list(steps)
     taken: dict[tuple[str, str], Window] = {}
     for window, index in first_in_window.items():

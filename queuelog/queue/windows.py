@@ -7,6 +7,7 @@ a job the caller may not see (``Caller.owns_or_oversees``, the rule of GET /jobs
 ``Unseen``, which carries nothing of the job, so no answer can show any of it, and the enqueue refuses it as
 a ``ref`` parent (queue/enqueueing.py).
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -36,8 +37,9 @@ class Unseen(NamedTuple):
     """A window a job the caller may not see holds: the enqueue answers only that it was deduplicated."""
 
 
-def take(conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int],
-         now: datetime) -> dict[tuple[str, str], Window | Held | Unseen]:
+def take(
+    conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int], now: datetime
+) -> dict[tuple[str, str], Window | Held | Unseen]:
     """Take each (type, key) window of ``wanted`` (its value: the request's unique_for), in the caller's scope
     for the type; each comes back taken (its Window, whose job_id the enqueue sets once its job is inserted),
     ``Held`` or ``Unseen``.
@@ -55,7 +57,7 @@ def take(conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int],
             continue
         holder = sql.unique_holder(conn, window)
         if holder is None and sql.unique_take(conn, window, now, now):
-            outcome[(job_type, key)] = window   # its job was purged since the take looked: free after all
+            outcome[(job_type, key)] = window  # its job was purged since the take looked: free after all
         elif holder is not None and not caller.owns_or_oversees(holder.producer_key_id):
             outcome[(job_type, key)] = Unseen()
         else:
@@ -66,8 +68,13 @@ def take(conn: Connection, caller: Caller, wanted: dict[tuple[str, str], int],
 def _shared_types(conn: Connection, job_types: set[str]) -> set[str]:
     """Those of ``job_types`` whose producers share one window per key (unique_scope "type"), read in the
     enqueue's transaction, not from a per-process copy: an admin's change applies from the next enqueue on."""
-    return set(conn.execute(select(settings_table.c.type).where(
-        settings_table.c.type.in_(sorted(job_types)), settings_table.c.unique_scope == SHARED)).scalars())
+    return set(
+        conn.execute(
+            select(settings_table.c.type).where(
+                settings_table.c.type.in_(sorted(job_types)), settings_table.c.unique_scope == SHARED
+            )
+        ).scalars()
+    )
 
 
 def _own_scope(caller: Caller) -> int:

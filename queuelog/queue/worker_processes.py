@@ -18,6 +18,7 @@ key's process is 404, as if it did not exist, and a revoked key's processes are 
 A claim may name its process (``process_id``); the claim then writes it on the jobs it takes (one more
 term in CLAIM), and a process told to quiet or stop is given nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,7 +92,7 @@ class NewProcess:
     pid: int
     version: str
     concurrency: int
-    types: tuple[str, ...]   # () = any type its key may claim
+    types: tuple[str, ...]  # () = any type its key may claim
 
 
 @dataclass
@@ -111,7 +112,7 @@ class ProcessState:
     command_by: str | None
     command_at: datetime | None
     online: bool
-    held: list = field(default_factory=list)      # running jobs it claimed: (id, type, claimed_at)
+    held: list = field(default_factory=list)  # running jobs it claimed: (id, type, claimed_at)
     completed_hour: int = 0
     completed_day: int = 0
     failed_hour: int = 0
@@ -119,17 +120,30 @@ class ProcessState:
 
     @classmethod
     def of_row(cls, row, now: datetime) -> ProcessState:
-        return cls(id=row.id, key=row.key, host=row.host, pid=row.pid, version=row.version,
-                   concurrency=row.concurrency, types=json.loads(row.types), started_at=row.started_at,
-                   heartbeat_at=row.heartbeat_at, command=row.command, command_by=row.command_by,
-                   command_at=row.command_at, online=row.heartbeat_at > now - GONE_AFTER)
+        return cls(
+            id=row.id,
+            key=row.key,
+            host=row.host,
+            pid=row.pid,
+            version=row.version,
+            concurrency=row.concurrency,
+            types=json.loads(row.types),
+            started_at=row.started_at,
+            heartbeat_at=row.heartbeat_at,
+            command=row.command,
+            command_by=row.command_by,
+            command_at=row.command_at,
+            online=row.heartbeat_at > now - GONE_AFTER,
+        )
 
 
 def _listed():
     """Processes with their key's name, of live keys only (a revoked key's processes are not workers)."""
-    return (select(processes, keys_table.c.name.label("key"))
-            .join(keys_table, keys_table.c.id == processes.c.key_id)
-            .where(keys_table.c.revoked_at.is_(None)))
+    return (
+        select(processes, keys_table.c.name.label("key"))
+        .join(keys_table, keys_table.c.id == processes.c.key_id)
+        .where(keys_table.c.revoked_at.is_(None))
+    )
 
 
 def _own(conn: Connection, caller: Caller, process_id: int, now: datetime) -> ProcessState:
@@ -147,18 +161,33 @@ def register(caller: Caller, new: NewProcess) -> ProcessState:
     """A new process of the caller's key, told to run; long-gone processes are pruned on the way."""
     refused = [t for t in new.types if not caller.may_use_type(t)]
     if refused:
-        raise InvalidRequest([{"pointer": f"/types/{new.types.index(t)}",
-                               "detail": f"this key may not claim jobs of type {t!r}"} for t in refused])
+        raise InvalidRequest(
+            [
+                {"pointer": f"/types/{new.types.index(t)}", "detail": f"this key may not claim jobs of type {t!r}"}
+                for t in refused
+            ]
+        )
     now = utcnow()
     most = current_app.config["MAX_WORKER_PROCESSES_PER_KEY"]
     with write_transaction() as conn:
         _take_turn(conn, caller.id)
         conn.execute(delete(processes).where(processes.c.heartbeat_at < now - GONE_AFTER - PRUNE_AFTER))
         _refuse_past_limit(conn, caller, most, now)
-        process_id = conn.execute(insert(processes).values(
-            key_id=caller.id, host=new.host, pid=new.pid, version=new.version, concurrency=new.concurrency,
-            types=json.dumps(list(new.types)), started_at=now, heartbeat_at=now, command=Command.RUN.value,
-        ).returning(processes.c.id)).scalar_one()
+        process_id = conn.execute(
+            insert(processes)
+            .values(
+                key_id=caller.id,
+                host=new.host,
+                pid=new.pid,
+                version=new.version,
+                concurrency=new.concurrency,
+                types=json.dumps(list(new.types)),
+                started_at=now,
+                heartbeat_at=now,
+                command=Command.RUN.value,
+            )
+            .returning(processes.c.id)
+        ).scalar_one()
         return _own(conn, caller, process_id, now)
 
 
@@ -172,8 +201,10 @@ def _take_turn(conn: Connection, key_id: int) -> None:
 def _refuse_past_limit(conn: Connection, caller: Caller, most: int, now: datetime) -> None:
     """ProcessLimitReached if the key has ``most`` processes online already."""
     online, oldest_beat = conn.execute(
-        select(func.count(), func.min(processes.c.heartbeat_at))
-        .where(processes.c.key_id == caller.id, processes.c.heartbeat_at > now - GONE_AFTER)).one()
+        select(func.count(), func.min(processes.c.heartbeat_at)).where(
+            processes.c.key_id == caller.id, processes.c.heartbeat_at > now - GONE_AFTER
+        )
+    ).one()
     if online < most:
         return
     # A place frees when one deregisters (any time) or goes gone: the one that beat longest ago first.
@@ -181,15 +212,21 @@ def _refuse_past_limit(conn: Connection, caller: Caller, most: int, now: datetim
     raise ProcessLimitReached(
         f"key {caller.name!r} has {online} worker processes online and may have at most {most} "
         f"(QUEUELOG_MAX_WORKER_PROCESSES_PER_KEY); register again once one deregisters or stops beating",
-        wait, limit=most, online=online)
+        wait,
+        limit=most,
+        online=online,
+    )
 
 
 def beat(caller: Caller, process_id: int) -> ProcessState:
     """The process is alive: note the time, answer with its command. A gone process that beats is back."""
     now = utcnow()
     with write_transaction() as conn:
-        done = conn.execute(update(processes).where(processes.c.id == process_id, processes.c.key_id == caller.id)
-                            .values(heartbeat_at=now))
+        done = conn.execute(
+            update(processes)
+            .where(processes.c.id == process_id, processes.c.key_id == caller.id)
+            .values(heartbeat_at=now)
+        )
         if not done.rowcount:
             raise _not_found(process_id)
         return _own(conn, caller, process_id, now)
@@ -201,8 +238,11 @@ def deregister(conn: Connection, caller: Caller, process_id: int) -> list[int]:
     done = conn.execute(delete(processes).where(processes.c.id == process_id, processes.c.key_id == caller.id))
     if not done.rowcount:
         raise _not_found(process_id)
-    return list(conn.execute(select(jobs.c.id).where(jobs.c.process_id == process_id,
-                                                     jobs.c.status == JobStatus.RUNNING.value)).scalars())
+    return list(
+        conn.execute(
+            select(jobs.c.id).where(jobs.c.process_id == process_id, jobs.c.status == JobStatus.RUNNING.value)
+        ).scalars()
+    )
 
 
 def get(caller: Caller, process_id: int) -> ProcessState:
@@ -237,12 +277,21 @@ def give_command(process_id: int, command: Command, actor: str) -> ProcessState:
     """
     now = utcnow()
     with write_transaction() as conn:
-        live_key = select(keys_table.c.id).where(keys_table.c.id == processes.c.key_id,
-                                                 keys_table.c.revoked_at.is_(None)).exists()
-        done = conn.execute(update(processes).where(
-            processes.c.id == process_id, live_key, processes.c.heartbeat_at > now - GONE_AFTER,
-            processes.c.command.in_([c.value for c in MAY_FOLLOW[command]]),
-        ).values(command=command.value, command_by=actor, command_at=now))
+        live_key = (
+            select(keys_table.c.id)
+            .where(keys_table.c.id == processes.c.key_id, keys_table.c.revoked_at.is_(None))
+            .exists()
+        )
+        done = conn.execute(
+            update(processes)
+            .where(
+                processes.c.id == process_id,
+                live_key,
+                processes.c.heartbeat_at > now - GONE_AFTER,
+                processes.c.command.in_([c.value for c in MAY_FOLLOW[command]]),
+            )
+            .values(command=command.value, command_by=actor, command_at=now)
+        )
         row = conn.execute(_listed().where(processes.c.id == process_id)).first()
     if row is None:
         raise _not_found(process_id)
@@ -258,8 +307,9 @@ def claim_command(conn: Connection, caller: Caller, process_id: int) -> Command:
 
     404, as every /workers route answers for an unknown process or another key's: an id no schema can check.
     """
-    command = conn.execute(select(processes.c.command).where(processes.c.id == process_id,
-                                                             processes.c.key_id == caller.id)).scalar()
+    command = conn.execute(
+        select(processes.c.command).where(processes.c.id == process_id, processes.c.key_id == caller.id)
+    ).scalar()
     if command is None:
         raise _not_found(process_id)
     return Command(command)
@@ -278,16 +328,28 @@ def with_work(states: list[ProcessState]) -> list[ProcessState]:
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
     running, completed, failed = JobStatus.RUNNING.value, JobStatus.COMPLETED.value, JobStatus.FAILED.value
     with read_connection() as conn:
-        held = conn.execute(select(jobs.c.id, jobs.c.type, jobs.c.claimed_at, jobs.c.process_id)
-                            .where(jobs.c.process_id.is_not(None), jobs.c.process_id.in_(list(by_id)),
-                                   jobs.c.status == running)
-                            .order_by(jobs.c.id)).all()
+        held = conn.execute(
+            select(jobs.c.id, jobs.c.type, jobs.c.claimed_at, jobs.c.process_id)
+            .where(jobs.c.process_id.is_not(None), jobs.c.process_id.in_(list(by_id)), jobs.c.status == running)
+            .order_by(jobs.c.id)
+        ).all()
         counts = conn.execute(
-            select(jobs.c.process_id, jobs.c.status, func.count(),
-                   func.sum(case((jobs.c.updated_at >= hour_ago, 1), else_=0)))
-            .where(and_(jobs.c.process_id.is_not(None), jobs.c.process_id.in_(list(by_id)),
-                        jobs.c.status.in_([completed, failed]), jobs.c.updated_at >= day_ago))
-            .group_by(jobs.c.process_id, jobs.c.status)).all()
+            select(
+                jobs.c.process_id,
+                jobs.c.status,
+                func.count(),
+                func.sum(case((jobs.c.updated_at >= hour_ago, 1), else_=0)),
+            )
+            .where(
+                and_(
+                    jobs.c.process_id.is_not(None),
+                    jobs.c.process_id.in_(list(by_id)),
+                    jobs.c.status.in_([completed, failed]),
+                    jobs.c.updated_at >= day_ago,
+                )
+            )
+            .group_by(jobs.c.process_id, jobs.c.status)
+        ).all()
     for row in held:
         by_id[row.process_id].held.append(row)
     for process_id, status, day, hour in counts:

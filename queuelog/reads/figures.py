@@ -13,6 +13,7 @@
 Each figure is served by an index (see ``oldest_due``), so a scrape or a dashboard refresh stays cheap on a
 deep queue.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -73,13 +74,16 @@ def oldest_due(conn: Connection, now: datetime, groups: Iterable[tuple[str, int]
     found: dict[str, OldestDue] = {}
     for job_type, priority in groups:
         group = and_(jobs.c.type == job_type, jobs.c.priority == priority, jobs.c.status == PENDING)
-        bound = (select(due_since).where(group, due(now)).order_by(jobs.c.run_at).limit(1)
-                 .correlate(None).scalar_subquery())
+        bound = (
+            select(due_since).where(group, due(now)).order_by(jobs.c.run_at).limit(1).correlate(None).scalar_subquery()
+        )
         # The bound is a due job's due_since, so not after now: "run_at <= bound" alone keeps the jobs due, and
         # leaves the index one upper end to range over (given "run_at <= now" too, SQLite ranged over that one).
         row = conn.execute(
             select(jobs.c.id, due_since.label("due_since"))
-            .where(group, jobs.c.run_at <= bound).order_by(due_since, jobs.c.id).limit(1)
+            .where(group, jobs.c.run_at <= bound)
+            .order_by(due_since, jobs.c.id)
+            .limit(1)
         ).first()
         if row is None:
             continue
@@ -106,8 +110,12 @@ class JobNow:
 
 def job_now(conn: Connection, job_id: int, now: datetime) -> JobNow | None:
     """The job's page's reading of the figures' conditions (the database decides, as for the dashboard)."""
-    row = conn.execute(select(
-        case((stalled(now), 1), else_=0), case((due(now), 1), else_=0), case((not_due(now), 1), else_=0),
-        due_since,
-    ).where(jobs.c.id == job_id)).first()
+    row = conn.execute(
+        select(
+            case((stalled(now), 1), else_=0),
+            case((due(now), 1), else_=0),
+            case((not_due(now), 1), else_=0),
+            due_since,
+        ).where(jobs.c.id == job_id)
+    ).first()
     return None if row is None else JobNow(bool(row[0]), bool(row[1]), bool(row[2]), row[3])

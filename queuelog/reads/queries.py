@@ -1,4 +1,5 @@
 """Read-only questions about jobs, with who may see what (V-09): no state changes here."""
+
 from __future__ import annotations
 
 import base64
@@ -74,12 +75,18 @@ def links(caller: Caller | None, job_ids: list[int]) -> dict[int, Links]:
         return found
     columns = (jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.producer_key_id)
     with read_connection() as conn:
-        parents = conn.execute(select(edges.c.child_id.label("of"), *columns)
-                               .join(edges, edges.c.parent_id == jobs.c.id)
-                               .where(edges.c.child_id.in_(job_ids)).order_by(jobs.c.id)).all()
-        children = conn.execute(select(edges.c.parent_id.label("of"), *columns)
-                                .join(edges, edges.c.child_id == jobs.c.id)
-                                .where(edges.c.parent_id.in_(job_ids)).order_by(jobs.c.id)).all()
+        parents = conn.execute(
+            select(edges.c.child_id.label("of"), *columns)
+            .join(edges, edges.c.parent_id == jobs.c.id)
+            .where(edges.c.child_id.in_(job_ids))
+            .order_by(jobs.c.id)
+        ).all()
+        children = conn.execute(
+            select(edges.c.parent_id.label("of"), *columns)
+            .join(edges, edges.c.child_id == jobs.c.id)
+            .where(edges.c.parent_id.in_(job_ids))
+            .order_by(jobs.c.id)
+        ).all()
     for row in parents:
         if _may_see(caller, row):
             found[row.of].parents.append(row)
@@ -97,9 +104,12 @@ def parents_of(child_ids: list[int]) -> dict[int, list[Row]]:
     """The parents of each of ``child_ids`` (id, type, status, result), for the worker that claimed them."""
     if not child_ids:
         return {}
-    query = (select(edges.c.child_id, jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.result)
-             .join(edges, edges.c.parent_id == jobs.c.id)
-             .where(edges.c.child_id.in_(child_ids)).order_by(edges.c.child_id, jobs.c.id))
+    query = (
+        select(edges.c.child_id, jobs.c.id, jobs.c.type, jobs.c.status, jobs.c.result)
+        .join(edges, edges.c.parent_id == jobs.c.id)
+        .where(edges.c.child_id.in_(child_ids))
+        .order_by(edges.c.child_id, jobs.c.id)
+    )
     found: dict[int, list[Row]] = {child_id: [] for child_id in child_ids}
     with read_connection() as conn:
         for row in conn.execute(query):
@@ -110,8 +120,13 @@ def parents_of(child_ids: list[int]) -> dict[int, list[Row]]:
 def list_jobs(where: JobFilter, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:
     """Newest first, keyset-paginated on id so deep pages stay as fast as the first."""
     query = select(jobs).order_by(jobs.c.id.desc()).limit(limit + 1)
-    for column, value in (("status", where.status), ("type", where.type), ("priority", where.priority),
-                          ("worker_id", where.worker_id), ("producer_key_id", where.producer_key_id)):
+    for column, value in (
+        ("status", where.status),
+        ("type", where.type),
+        ("priority", where.priority),
+        ("worker_id", where.worker_id),
+        ("producer_key_id", where.producer_key_id),
+    ):
         if value is not None:
             query = query.where(jobs.c[column] == value)
     if cursor:

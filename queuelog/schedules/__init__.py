@@ -7,6 +7,7 @@
   job, a batch of due schedules in one write transaction;
 - ``ticker.py``: the thread in every server process that fires due schedules a few times a second.
 """
+
 from .firing import fire_due
 from .operations import (
     ScheduleExists,
@@ -24,6 +25,20 @@ from .operations import (
 )
 from .spec import Spec, check_spec
 
-__all__ = ["ScheduleExists", "ScheduleLimitReached", "ScheduleNotFound", "ScheduleState", "Spec", "check_spec",
-           "create_schedule", "delete_schedule", "fire_due", "get_schedule", "last_jobs", "list_schedules",
-           "page_of_schedules", "run_now", "update_schedule"]
+__all__ = [
+    "ScheduleExists",
+    "ScheduleLimitReached",
+    "ScheduleNotFound",
+    "ScheduleState",
+    "Spec",
+    "check_spec",
+    "create_schedule",
+    "delete_schedule",
+    "fire_due",
+    "get_schedule",
+    "last_jobs",
+    "list_schedules",
+    "page_of_schedules",
+    "run_now",
+    "update_schedule",
+]

@@ -13,6 +13,7 @@ schedule, which is what lets one process fire a thousand every-second schedules 
 bounded, in schedules and in time, because on SQLite it holds the one write lock that every request's
 write waits for; between two batches the ticker gives its turn back (``ticker``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,8 +51,11 @@ BATCH_SECONDS = 0.05
 CAS_CHUNK = 50
 
 # Built once: building a statement cost more than running it, a thousand times a second.
-_SET_LAST_JOB = update(schedules).where(schedules.c.id == bindparam("b_id")).values(
-    last_run_at=bindparam("b_tick"), last_job_id=bindparam("b_job"))
+_SET_LAST_JOB = (
+    update(schedules)
+    .where(schedules.c.id == bindparam("b_id"))
+    .values(last_run_at=bindparam("b_tick"), last_job_id=bindparam("b_job"))
+)
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,12 @@ def due_at(now: datetime) -> list[Due]:
     # One SELECT outside any transaction: every server process asks this a few times a second. The most
     # overdue first, then by id: tickers that read the same due schedules chunk them alike.
     with single_statement_read() as conn:
-        rows = conn.execute(select(schedules).where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
-                            .order_by(schedules.c.next_run_at, schedules.c.id).limit(PASS_MOST)).all()
+        rows = conn.execute(
+            select(schedules)
+            .where(schedules.c.paused.is_(False), schedules.c.next_run_at <= now)
+            .order_by(schedules.c.next_run_at, schedules.c.id)
+            .limit(PASS_MOST)
+        ).all()
     return [_due(ScheduleState.of_row(row), now) for row in rows]
 
 
@@ -106,8 +114,8 @@ def fire_batch(due: list[Due], now: datetime) -> tuple[int, list[Due]]:
     try:
         done = _fire_together(batch, now)
     except IntegrityError:
-        return sum(_fire_alone(each, now) for each in batch), due[len(batch):]
-    return sum(fired.job is not None for fired in done), due[len(done):]
+        return sum(_fire_alone(each, now) for each in batch), due[len(batch) :]
+    return sum(fired.job is not None for fired in done), due[len(done) :]
 
 
 def fire(state: ScheduleState, now: datetime) -> bool:
@@ -123,8 +131,11 @@ def _fire_alone(due: Due, now: datetime) -> bool:
     try:
         [fired] = _fire_together([due], now)
     except IntegrityError:
-        log.error("schedule %s: a job for tick %s exists already; not enqueued again",
-                  due.state.spec.name, due.tick.isoformat())
+        log.error(
+            "schedule %s: a job for tick %s exists already; not enqueued again",
+            due.state.spec.name,
+            due.tick.isoformat(),
+        )
         _fire_together([Due(due.state, due.tick, due.next_run_at, enqueues=False)], now, quiet=True)
         return False
     return fired.job is not None
@@ -136,8 +147,12 @@ def _due(state: ScheduleState, now: datetime) -> Due:
     tick = spec.timing.latest_at_or_before(now, state.next_run_at)
     enqueues = spec.catch_up == "one" or now - tick <= MISSED_AFTER
     if enqueues and spec.job.type not in current_app.config["JOB_TYPES"]:
-        log.warning("schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
-                    spec.name, spec.job.type, tick.isoformat())
+        log.warning(
+            "schedule %s: job type %r is no longer on QUEUELOG_JOB_TYPES; tick %s skipped",
+            spec.name,
+            spec.job.type,
+            tick.isoformat(),
+        )
         enqueues = False
     return Due(state, tick, spec.timing.next_after(tick), enqueues)
 
@@ -151,14 +166,23 @@ def _fire_together(batch: list[Due], now: datetime, quiet: bool = False) -> list
     with write_transaction() as conn:
         deadline = time.monotonic() + BATCH_SECONDS
         for start in range(0, len(batch), CAS_CHUNK):
-            chunk = batch[start:start + CAS_CHUNK]
+            chunk = batch[start : start + CAS_CHUNK]
             won = _move_on(conn, chunk, now)
-            done.extend(_Fired(due, due.state.id in won, enqueue_job(conn, due.state.spec, due.tick, None)
-                               if due.state.id in won and due.enqueues else None) for due in chunk)
+            done.extend(
+                _Fired(
+                    due,
+                    due.state.id in won,
+                    enqueue_job(conn, due.state.spec, due.tick, None) if due.state.id in won and due.enqueues else None,
+                )
+                for due in chunk
+            )
             if time.monotonic() >= deadline:
                 break
-        last_jobs = [{"b_id": fired.due.state.id, "b_tick": fired.due.tick, "b_job": fired.job.id}
-                     for fired in done if fired.job is not None]
+        last_jobs = [
+            {"b_id": fired.due.state.id, "b_tick": fired.due.tick, "b_job": fired.job.id}
+            for fired in done
+            if fired.job is not None
+        ]
         if last_jobs:
             conn.execute(_SET_LAST_JOB, last_jobs)
     if not quiet:
@@ -172,8 +196,9 @@ def _move_on(conn: Connection, chunk: list[Due], now: datetime) -> set[int]:
     active) move on to their next; returns their ids. Another ticker that moved one on first won it."""
     params: dict = {"b_now": now}
     for index, due in enumerate(chunk):
-        params.update({f"b_id{index}": due.state.id, f"b_due{index}": due.state.next_run_at,
-                       f"b_next{index}": due.next_run_at})
+        params.update(
+            {f"b_id{index}": due.state.id, f"b_due{index}": due.state.next_run_at, f"b_next{index}": due.next_run_at}
+        )
     return set(conn.execute(_move_on_statement(len(chunk)), params).scalars())
 
 
@@ -183,21 +208,36 @@ def _move_on_statement(size: int):
     running it."""
     table, column = schedules, schedules.c.next_run_at
     ids = [bindparam(f"b_id{index}", type_=table.c.id.type) for index in range(size)]
-    return update(table).where(
-        table.c.paused.is_(False),
-        or_(*(and_(table.c.id == ids[index], column == bindparam(f"b_due{index}", type_=column.type))
-              for index in range(size))),
-    ).values(
-        next_run_at=case(*((table.c.id == ids[index], bindparam(f"b_next{index}", type_=column.type))
-                           for index in range(size))),
-        updated_at=bindparam("b_now", type_=table.c.updated_at.type),
-    ).returning(table.c.id)
+    return (
+        update(table)
+        .where(
+            table.c.paused.is_(False),
+            or_(
+                *(
+                    and_(table.c.id == ids[index], column == bindparam(f"b_due{index}", type_=column.type))
+                    for index in range(size)
+                )
+            ),
+        )
+        .values(
+            next_run_at=case(
+                *((table.c.id == ids[index], bindparam(f"b_next{index}", type_=column.type)) for index in range(size))
+            ),
+            updated_at=bindparam("b_now", type_=table.c.updated_at.type),
+        )
+        .returning(table.c.id)
+    )
 
 
 def _log_late(fired: _Fired) -> None:
     """A tick fired late (after downtime), or passed without a job: said once, by the ticker that won it."""
     due, was_due = fired.due, fired.due.state.next_run_at
     if fired.won and (due.tick != was_due or not due.enqueues):
-        log.info("schedule %s: tick %s %s", due.state.spec.name, was_due.isoformat(),
-                 f"and later ones missed while no server ran; one job for {due.tick.isoformat()}"
-                 if fired.job is not None else "passed without a job")
+        log.info(
+            "schedule %s: tick %s %s",
+            due.state.spec.name,
+            was_due.isoformat(),
+            f"and later ones missed while no server ran; one job for {due.tick.isoformat()}"
+            if fired.job is not None
+            else "passed without a job",
+        )

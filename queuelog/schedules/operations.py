@@ -1,4 +1,5 @@
 """Schedules: create, read, change, delete, run now. The ticks that enqueue their jobs are ``firing``'s."""
+
 from __future__ import annotations
 
 import base64
@@ -63,9 +64,13 @@ class ScheduleState:
 
     @classmethod
     def of_row(cls, row) -> ScheduleState:
-        spec = Spec(name=row.name, timing=Timing(row.cron, row.every_seconds, row.timezone),
-                    job=JobTemplate(row.job_type, json.loads(row.payload), row.priority, row.max_retries),
-                    paused=bool(row.paused), catch_up=row.catch_up)
+        spec = Spec(
+            name=row.name,
+            timing=Timing(row.cron, row.every_seconds, row.timezone),
+            job=JobTemplate(row.job_type, json.loads(row.payload), row.priority, row.max_retries),
+            paused=bool(row.paused),
+            catch_up=row.catch_up,
+        )
         return cls(row.id, spec, row.next_run_at, row.last_run_at, row.last_job_id, row.created_at, row.updated_at)
 
 
@@ -87,6 +92,7 @@ class ScheduleCaller(Caller):
 
 
 # --- reading -----------------------------------------------------------------------------------------
+
 
 def list_schedules() -> list[ScheduleState]:
     """Every schedule, by name (the pages and the CLI; QUEUELOG_MAX_SCHEDULES bounds them)."""
@@ -150,6 +156,7 @@ def last_jobs(states: list[ScheduleState]) -> dict[int, JobRow]:
 
 # --- changing ----------------------------------------------------------------------------------------
 
+
 def create_schedule(fields: dict) -> ScheduleState:
     """A new schedule from ``fields`` (checked by ``check_spec``); its first tick is the first after now.
 
@@ -164,10 +171,13 @@ def create_schedule(fields: dict) -> ScheduleState:
                 conn.execute(select(func.pg_advisory_xact_lock(_CREATES_LOCK)))
             _refuse_taken_name(conn, spec.name)
             _refuse_past_limit(conn, current_app.config["MAX_SCHEDULES"])
-            conn.execute(insert(schedules).values(**_columns(spec), next_run_at=spec.timing.next_after(now),
-                                                  created_at=now, updated_at=now))
+            conn.execute(
+                insert(schedules).values(
+                    **_columns(spec), next_run_at=spec.timing.next_after(now), created_at=now, updated_at=now
+                )
+            )
     except IntegrityError:
-        raise _name_taken(spec.name) from None   # created by someone else at the same moment
+        raise _name_taken(spec.name) from None  # created by someone else at the same moment
     return get_schedule(spec.name)
 
 
@@ -214,10 +224,18 @@ def run_now(name: str, actor: str) -> JobRow:
 
 
 def _columns(spec: Spec) -> dict:
-    return {"name": spec.name, "cron": spec.timing.cron, "every_seconds": spec.timing.every_seconds,
-            "timezone": spec.timing.timezone, "job_type": spec.job.type,
-            "payload": json.dumps(spec.job.payload, separators=(",", ":")), "priority": spec.job.priority,
-            "max_retries": spec.job.max_retries, "paused": spec.paused, "catch_up": spec.catch_up}
+    return {
+        "name": spec.name,
+        "cron": spec.timing.cron,
+        "every_seconds": spec.timing.every_seconds,
+        "timezone": spec.timing.timezone,
+        "job_type": spec.job.type,
+        "payload": json.dumps(spec.job.payload, separators=(",", ":")),
+        "priority": spec.job.priority,
+        "max_retries": spec.job.max_retries,
+        "paused": spec.paused,
+        "catch_up": spec.catch_up,
+    }
 
 
 def _refuse_taken_name(conn: Connection, name: str) -> None:
@@ -230,9 +248,12 @@ def _refuse_past_limit(conn: Connection, most: int) -> None:
     count = conn.execute(select(func.count()).select_from(schedules)).scalar_one()
     if count >= most:
         held = "1 schedule" if count == 1 else f"{count} schedules"
-        raise ScheduleLimitReached(f"this server has {held} and may have at most {most} "
-                                   f"(QUEUELOG_MAX_SCHEDULES); delete one first, or raise the setting",
-                                   limit=most, schedules=count)
+        raise ScheduleLimitReached(
+            f"this server has {held} and may have at most {most} "
+            f"(QUEUELOG_MAX_SCHEDULES); delete one first, or raise the setting",
+            limit=most,
+            schedules=count,
+        )
 
 
 def _name_taken(name: str) -> ScheduleExists:
@@ -242,9 +263,13 @@ def _name_taken(name: str) -> ScheduleExists:
 def enqueue_job(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
     """Enqueue the schedule's job in the caller's write transaction (a tick's, or a run now)."""
     template = spec.job
-    new_job = NewJob(type=template.type, payload=template.payload, priority=template.priority,
-                     max_retries=template.max_retries, schedule=spec.name, scheduled_for=scheduled_for)
+    new_job = NewJob(
+        type=template.type,
+        payload=template.payload,
+        priority=template.priority,
+        max_retries=template.max_retries,
+        schedule=spec.name,
+        scheduled_for=scheduled_for,
+    )
     [answer] = enqueue_in(conn, ScheduleCaller.of(spec.name, who), [new_job])
     return answer.job
-
-

@@ -4,6 +4,7 @@
 the schedule as it is) as JSON-like values, and returns the whole schedule as it would be, or raises
 InvalidRequest listing every problem with a JSON pointer to its field (``/job/priority``, ``/cron``).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ class JobTemplate:
     max_retries: int = 3
 
     def as_json(self) -> dict:
-        return {"type": self.type, "payload": self.payload, "priority": Priority.label_of(self.priority),
-                "max_retries": self.max_retries}
+        return {
+            "type": self.type,
+            "payload": self.payload,
+            "priority": Priority.label_of(self.priority),
+            "max_retries": self.max_retries,
+        }
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Spec:
     timing: Timing
     job: JobTemplate
     paused: bool = False
-    catch_up: str = "one"   # after downtime: one job for the latest missed tick ("one"), or none ("none")
+    catch_up: str = "one"  # after downtime: one job for the latest missed tick ("one"), or none ("none")
 
 
 def check_spec(fields: dict[str, Any], current: Spec | None = None) -> Spec:
@@ -158,8 +163,12 @@ def _job(fields, current, problem) -> JobTemplate:
         if size > limit:
             problem("/job/payload", f"is {size} bytes as JSON; the limit is {limit}")
     priority, max_retries = _job_numbers(value, base, problem)
-    return JobTemplate(job_type if isinstance(job_type, str) else "", payload if isinstance(payload, dict) else {},
-                       priority, max_retries)
+    return JobTemplate(
+        job_type if isinstance(job_type, str) else "",
+        payload if isinstance(payload, dict) else {},
+        priority,
+        max_retries,
+    )
 
 
 def _job_numbers(value: dict, base: JobTemplate | None, problem) -> tuple[int, int]:

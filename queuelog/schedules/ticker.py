@@ -13,6 +13,7 @@ process's ticker runs it then; the step takes turns through the database, and al
 nothing left to roll. After a downtime each step rolls an hour and the next tick runs the next one, until
 caught up.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,14 +35,14 @@ THREAD_NAME = "queuelog-ticker"
 #: to this long for one, between two requests.
 TURN_WAIT_SECONDS = 2.0
 
-_started: dict[int, int] = {}   # id(app) → the pid that started its ticker (a forked child starts its own)
+_started: dict[int, int] = {}  # id(app) → the pid that started its ticker (a forked child starts its own)
 _lock = threading.Lock()
 
 
 def start(app: Flask) -> threading.Event | None:
     """Start this process's ticker for ``app`` (once per process); returns an Event that stops it, or None
     when it runs already or QUEUELOG_SCHEDULER is off."""
-    if not app.config.get("SCHEDULER"):   # absent: not a queuelog app (e.g. the benchmark's bare ceiling)
+    if not app.config.get("SCHEDULER"):  # absent: not a queuelog app (e.g. the benchmark's bare ceiling)
         return None
     with _lock:
         if _started.get(id(app)) == os.getpid():
@@ -73,7 +74,7 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
 
     delay = RETRY_SECONDS
     failing = False
-    roll_at = utcnow()   # when the next rollup step is due: at once on start, to catch up
+    roll_at = utcnow()  # when the next rollup step is due: at once on start, to catch up
     while not stop.is_set():
         try:
             began = time.monotonic()
@@ -81,7 +82,7 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
             # A turn for the read and for each batch, not for the pass: a request waits for one batch at most.
             while due is None or due:
                 with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
-                    if not ours:   # every request thread stayed busy: try again next tick
+                    if not ours:  # every request thread stayed busy: try again next tick
                         break
                     with app.app_context():
                         due = due_at(now) if due is None else fire_batch(due, now)[1]
@@ -92,7 +93,7 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
-            stop.wait(max(0.0, began + TICK_SECONDS - time.monotonic()))   # a long pass is not made later still
+            stop.wait(max(0.0, began + TICK_SECONDS - time.monotonic()))  # a long pass is not made later still
         except Exception as error:  # noqa: BLE001 - whatever broke (a database restart), ticking must go on
             if not failing:
                 log.warning("schedules could not tick (%s: %s); retrying", error.__class__.__name__, error)
@@ -108,8 +109,9 @@ def _roll_up(now, rollups):
     try:
         rolled = rollups.roll_up(now)
     except Exception as error:  # noqa: BLE001 - the schedules must tick whatever the rollup's trouble
-        log.warning("the type rollups could not roll up (%s: %s); retrying in a minute",
-                    error.__class__.__name__, error)
+        log.warning(
+            "the type rollups could not roll up (%s: %s); retrying in a minute", error.__class__.__name__, error
+        )
         return now + timedelta(minutes=1)
     return _next_roll(now, rolled, rollups)
 

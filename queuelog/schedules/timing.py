@@ -13,6 +13,7 @@ not run that day, one in the repeated hour runs twice.
 An interval of N seconds ticks at the multiples of N seconds since the Unix epoch (every 600 s: at :00,
 :10, :20 … of each hour, UTC), so every server process computes the same ticks without any shared state.
 """
+
 from __future__ import annotations
 
 import functools
@@ -107,7 +108,7 @@ def zone_names() -> frozenset[str]:
     try:
         names = set(resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
     except (ModuleNotFoundError, OSError):
-        names = available_timezones()   # the package missing from an odd install: what the host has
+        names = available_timezones()  # the package missing from an odd install: what the host has
     return frozenset(name for name in names if name not in HOST_NAMES and not name.startswith(HOST_TREES))
 
 
@@ -148,8 +149,10 @@ def expand(expression: str) -> str:
 def check_cron(expression: str, timezone: str) -> str:
     """``expression`` tidied (single spaces; an alias in lower case), or TimingError saying what is wrong."""
     if not CRON.fullmatch(expression):
-        raise TimingError("must be 5 fields (minute hour day month weekday), or 6 with the seconds first, of digits, "
-                          "names and * ? / , - # L W apart by spaces; or one of " + ", ".join(ALIASES))
+        raise TimingError(
+            "must be 5 fields (minute hour day month weekday), or 6 with the seconds first, of digits, "
+            "names and * ? / , - # L W apart by spaces; or one of " + ", ".join(ALIASES)
+        )
     tidy = " ".join(expression.split())
     if tidy.lower() in ALIASES:
         return tidy.lower()

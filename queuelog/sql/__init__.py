@@ -28,6 +28,7 @@ Where to look:
 The functions here are those statements as ``queuelog.queue`` calls them, each in the caller's
 transaction. Which transition, which values, which event: that is the queue's to decide.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,18 +57,76 @@ from .values import (
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
 
-__all__ = ["BrokenParent", "Claim", "FlowRow", "JobRow", "KeyRow", "Leave", "Log", "NewJobRow", "ParentMark",
-           "QuotaState", "Refusal", "Window", "broken_parents", "cancel", "cancel_many", "claim", "delete", "doom",
-           "execute_plain", "expirable", "expire", "fair_tags", "find_key", "finish", "flow_refusals",
-           "insert_dependencies", "insert_jobs", "job", "jobs_by_key", "lock_flow", "mark_parents", "next_run_at",
-           "promote", "quota_forget", "quota_frees_at", "quota_record", "quota_state", "quota_turn", "record_claims",
-           "retry", "revive", "run_now", "something_due", "stalled", "take_back", "unique_holder", "unique_set",
-           "unique_take", "waiting_children", "watch"]
+__all__ = [
+    "BrokenParent",
+    "Claim",
+    "FlowRow",
+    "JobRow",
+    "KeyRow",
+    "Leave",
+    "Log",
+    "NewJobRow",
+    "ParentMark",
+    "QuotaState",
+    "Refusal",
+    "Window",
+    "broken_parents",
+    "cancel",
+    "cancel_many",
+    "claim",
+    "delete",
+    "doom",
+    "execute_plain",
+    "expirable",
+    "expire",
+    "fair_tags",
+    "find_key",
+    "finish",
+    "flow_refusals",
+    "insert_dependencies",
+    "insert_jobs",
+    "job",
+    "jobs_by_key",
+    "lock_flow",
+    "mark_parents",
+    "next_run_at",
+    "promote",
+    "quota_forget",
+    "quota_frees_at",
+    "quota_record",
+    "quota_state",
+    "quota_turn",
+    "record_claims",
+    "retry",
+    "revive",
+    "run_now",
+    "something_due",
+    "stalled",
+    "take_back",
+    "unique_holder",
+    "unique_set",
+    "unique_take",
+    "waiting_children",
+    "watch",
+]
 
 
-def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str, token: str, limit: int,
-          types: Sequence[str] | None, flow: bool, locked_types: Sequence[str], version: int, log: Log,
-          process: int | None = None, key_id: int | None = None) -> list[JobRow] | None:
+def claim(
+    conn: Connection,
+    *,
+    now: datetime,
+    lease_until: datetime,
+    worker: str,
+    token: str,
+    limit: int,
+    types: Sequence[str] | None,
+    flow: bool,
+    locked_types: Sequence[str],
+    version: int,
+    log: Log,
+    process: int | None = None,
+    key_id: int | None = None,
+) -> list[JobRow] | None:
     """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``; with
     ``process``, only while that worker process of key ``key_id`` is told to run, and written on the jobs.
 
@@ -77,13 +136,23 @@ def claim(conn: Connection, *, now: datetime, lease_until: datetime, worker: str
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
     None, having taken nothing: the settings are no longer at ``version`` (read them again, claim anew).
     """
-    values = {"now": now, "lease_until": lease_until, "worker": worker, "token": token, "process": process,
-              "key_id": key_id, "limit": limit, "types": types, "flow": True if flow else None,
-              "locked_types": list(locked_types), "version": version}
+    values = {
+        "now": now,
+        "lease_until": lease_until,
+        "worker": worker,
+        "token": token,
+        "process": process,
+        "key_id": key_id,
+        "limit": limit,
+        "types": types,
+        "flow": True if flow else None,
+        "locked_types": list(locked_types),
+        "version": version,
+    }
     if conn.dialect.name == "sqlite":
         return _claim_on_sqlite(conn, values, log)
     rows = run(conn, "CLAIM", values, log)
-    if rows and rows[-1].id is None:   # STALE's row: the statement took nothing
+    if rows and rows[-1].id is None:  # STALE's row: the statement took nothing
         return None
     return rows
 
@@ -93,13 +162,23 @@ def _claim_on_sqlite(conn: Connection, values: dict, log: Log) -> list[JobRow] |
     ids = run(conn, "CLAIM_PICK", values, make=lambda job_id: job_id, times_at=())
     if not ids:
         return []
-    if None in ids:   # STALE's row: the pick was shaped by old settings, drop it
+    if None in ids:  # STALE's row: the pick was shaped by old settings, drop it
         return None
-    marked = rowcount(conn, "CLAIM", {"ids": ids, "now": values["now"], "lease_until": values["lease_until"],
-                                      "worker": values["worker"], "token": values["token"],
-                                      "process": values["process"], "key_id": values["key_id"]})
+    marked = rowcount(
+        conn,
+        "CLAIM",
+        {
+            "ids": ids,
+            "now": values["now"],
+            "lease_until": values["lease_until"],
+            "worker": values["worker"],
+            "token": values["token"],
+            "process": values["process"],
+            "key_id": values["key_id"],
+        },
+    )
     if not marked:
-        return []   # the named worker process is not told to run
+        return []  # the named worker process is not told to run
     return run(conn, "CLAIMED", {"ids": ids, "token": values["token"]}, log)
 
 
@@ -126,12 +205,20 @@ def flow_refusals(conn: Connection, now: datetime, types: Sequence[str] | None) 
 
 def fair_tags(conn: Connection, groups: Sequence[tuple[str, str, int]]) -> list[int]:
     """FAIR_TAGS: for each (type, concurrency key, priority), the turn its next new job takes."""
-    return run(conn, "FAIR_TAGS", {"groups": json.dumps([list(group) for group in groups])},
-               make=lambda tag: tag, times_at=())
+    return run(
+        conn, "FAIR_TAGS", {"groups": json.dumps([list(group) for group in groups])}, make=lambda tag: tag, times_at=()
+    )
 
 
-def finish(conn: Connection, ids: Sequence[int], worker: str, token: str, leave: Leave,
-           log: Log | None, ends_alone_unless: Collection[str] | None = None) -> list[JobRow]:
+def finish(
+    conn: Connection,
+    ids: Sequence[int],
+    worker: str,
+    token: str,
+    leave: Leave,
+    log: Log | None,
+    ends_alone_unless: Collection[str] | None = None,
+) -> list[JobRow]:
     """FINISH: ``leave`` applied to those of ``ids`` that ``worker`` holds under ``token``; the others stay.
 
     ``ends_alone_unless`` (the limited types): only jobs whose move needs nothing after it (ENDS_ALONE).
@@ -147,8 +234,9 @@ def take_back(conn: Connection, ids: Sequence[int], token: str | None, leave: Le
     return run(conn, "TAKE_BACK", {"ids": ids, "token": token}, log, leave=leave)
 
 
-def cancel(conn: Connection, job_id: int, owner_key_id: int | None, from_status: str, now: datetime,
-           log: Log) -> JobRow | None:
+def cancel(
+    conn: Connection, job_id: int, owner_key_id: int | None, from_status: str, now: datetime, log: Log
+) -> JobRow | None:
     """CANCEL: the job, if ``from_status`` (and ``owner_key_id``'s, when given), marked cancelled."""
     rows = run(conn, "CANCEL", {"id": job_id, "owner": owner_key_id, "from_status": from_status, "now": now}, log)
     return rows[0] if rows else None
@@ -189,8 +277,15 @@ def run_now(conn: Connection, job_id: int, now: datetime, log: Log) -> JobRow | 
 def unique_take(conn: Connection, window: Window, now: datetime, cutoff: datetime) -> bool:
     """UNIQUE_TAKE: whether this enqueue took the window's slot; False: a job enqueued after ``cutoff``
     and not finished holds it."""
-    return bool(run(conn, "UNIQUE_TAKE", {**window._asdict(), "now": now, "cutoff": cutoff},
-                    make=lambda taken: taken, times_at=()))
+    return bool(
+        run(
+            conn,
+            "UNIQUE_TAKE",
+            {**window._asdict(), "now": now, "cutoff": cutoff},
+            make=lambda taken: taken,
+            times_at=(),
+        )
+    )
 
 
 def unique_holder(conn: Connection, window: Window) -> JobRow | None:
@@ -205,6 +300,7 @@ def unique_set(conn: Connection, window: Window, job_id: int) -> None:
 
 
 # --- workflows ---------------------------------------------------------------------------------------
+
 
 def mark_parents(conn: Connection, ids: Sequence[int]) -> list[ParentMark]:
     """MARK_PARENTS: those of ``ids`` that exist, marked as having dependents (locked until the commit)."""
@@ -271,8 +367,9 @@ def find_key(conn: Connection, digest: str) -> KeyRow | None:
 
 def purgeable(conn: Connection, status: str, cutoff: datetime, limit: int) -> list[int]:
     """PURGEABLE: up to ``limit`` ids of ``status`` jobs unchanged since before ``cutoff``, oldest first."""
-    return run(conn, "PURGEABLE", {"status": status, "cutoff": cutoff, "limit": limit},
-               make=lambda job_id: job_id, times_at=())
+    return run(
+        conn, "PURGEABLE", {"status": status, "cutoff": cutoff, "limit": limit}, make=lambda job_id: job_id, times_at=()
+    )
 
 
 def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -> tuple[int, int]:
@@ -284,6 +381,7 @@ def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -
 
 # --- producer quotas ---------------------------------------------------------------------------------
 
+
 def quota_turn(conn: Connection, namespace: int, key_id: int) -> None:
     """QUOTA_TURN (PostgreSQL only): this transaction is the key's only enqueue until it ends."""
     scalar(conn, "QUOTA_TURN", {"namespace": namespace, "key": key_id})
@@ -291,15 +389,17 @@ def quota_turn(conn: Connection, namespace: int, key_id: int) -> None:
 
 def quota_state(conn: Connection, key_id: int, cutoff: datetime, most_pending: int) -> QuotaState:
     """QUOTA_STATE: the key's rate window (ledger rows after ``cutoff``) and pending jobs (up to ``most_pending``)."""
-    [state] = run(conn, "QUOTA_STATE", {"key": key_id, "cutoff": cutoff, "most": most_pending}, make=QuotaState,
-                  times_at=(1, 3))
+    [state] = run(
+        conn, "QUOTA_STATE", {"key": key_id, "cutoff": cutoff, "most": most_pending}, make=QuotaState, times_at=(1, 3)
+    )
     return state
 
 
 def quota_frees_at(conn: Connection, key_id: int, cutoff: datetime, total: int) -> datetime:
     """QUOTA_FREES_AT: when the window's ledger row holding the key's ``total``-th job was written."""
-    [at] = run(conn, "QUOTA_FREES_AT", {"key": key_id, "cutoff": cutoff, "total": total}, make=lambda at: at,
-               times_at=(0,))
+    [at] = run(
+        conn, "QUOTA_FREES_AT", {"key": key_id, "cutoff": cutoff, "total": total}, make=lambda at: at, times_at=(0,)
+    )
     return at
 
 

@@ -10,6 +10,7 @@ they spell differently, each saying why. The runner looks a name up in the diale
 here (runner.statement); tests/test_sql_dialects.py checks that no dialect module copies a statement
 of this one back.
 """
+
 from __future__ import annotations
 
 import re
@@ -63,8 +64,9 @@ TYPES = "AND type IN (:types)"
 
 #: The holding worker's guard: running, held by this worker key, under the claim it was given, and not past
 #: the run's timeout: a late complete, fail or heartbeat is refused, and the reaper fails the run as timed out.
-HELD_BY = (f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token"
-           " AND (timeout_at IS NULL OR timeout_at > :now)")
+HELD_BY = (
+    f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token AND (timeout_at IS NULL OR timeout_at > :now)"
+)
 
 #: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
 #: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
@@ -75,8 +77,10 @@ LEAVE_RUNNING = "updated_at = :now, {claim}{parts}"
 CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
 
 #: Back to pending: every claim column cleared, the job is anybody's again.
-CLAIM_DROPPED = ("worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
-                 " heartbeat_at = NULL, timeout_at = NULL")
+CLAIM_DROPPED = (
+    "worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
+    " heartbeat_at = NULL, timeout_at = NULL"
+)
 
 #: New pending jobs, one row per job; the runner writes ``{rows}`` (runner._enqueue_text): positional on SQLite
 #: (``?``: SQLite finds a named value by scanning the statement's list of names, so binding a large batch
@@ -119,14 +123,18 @@ UPDATE jobs
 RETURNING {JOB_LIST}"""
 
 #: An admin's bulk cancel: those of the ids that are pending, marked cancelled (CANCEL for one job).
-CANCEL_MANY = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
-               f" WHERE id IN (:ids) AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
-               f" RETURNING {JOB_LIST}")
+CANCEL_MANY = (
+    f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
+    f" WHERE id IN (:ids) AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
+    f" RETURNING {JOB_LIST}"
+)
 
 #: Pending jobs past their expires_at, cancelled by the reaper (EXPIRABLE finds them by ix_jobs_pending_expiry;
 #: EXPIRE re-checks each, so a job claimed in between is left alone).
-EXPIRE = (f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = :now"
-          f" WHERE id IN (:ids) AND {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now RETURNING {JOB_LIST}")
+EXPIRE = (
+    f"UPDATE jobs SET status = '{_EXPIRE.to_status}', updated_at = :now"
+    f" WHERE id IN (:ids) AND {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now RETURNING {JOB_LIST}"
+)
 
 #: A slot's scope is the id of the key whose window it is, or 0 for a type whose producers share one window
 #: (unique_scope "type", queue/enqueueing.py says why producers have their own by default).
@@ -158,8 +166,9 @@ UNIQUE_SET = f"UPDATE unique_slots SET job_id = :job WHERE {SLOT}"
 #: A parent ``p`` that holds its waiting child (the updated row, ``jobs``) back: not completed, and, unless
 #: the child runs once its parents merely finished, not final either. Sought through the child's edges (the
 #: primary key), one parent at a time.
-HOLDS_BACK = (f"p.status <> '{JobStatus.COMPLETED}'"
-               f" AND (jobs.run_when = '{RunWhen.COMPLETED}' OR NOT p.{status_in(FINAL)})")
+HOLDS_BACK = (
+    f"p.status <> '{JobStatus.COMPLETED}' AND (jobs.run_when = '{RunWhen.COMPLETED}' OR NOT p.{status_in(FINAL)})"
+)
 
 #: Waiting jobs whose every parent is done as their run_when asks: pending now, claimable at their run_at.
 PROMOTE = f"""
@@ -171,8 +180,10 @@ UPDATE jobs
 RETURNING {JOB_LIST}"""
 
 #: Waiting children whose parents broke (BROKEN_PARENTS), cancelled.
-DOOM = (f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = :now"
-        f" WHERE id IN (:ids) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}")
+DOOM = (
+    f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = :now"
+    f" WHERE id IN (:ids) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}"
+)
 
 #: An admin retried jobs (:ids): their children that a dependency failure cancelled (their last event says
 #: so) wait again. The last event is one seek of ix_job_events_job_id per child.
@@ -197,23 +208,24 @@ CLAIMED_BEFORE = "OR claimed_at < :claimed_before"
 #: CLAIM's ``{process_runs}``, only when the claim names its worker process: that process is the claiming key's and
 #: told to run (an admin's quiet or stop: nothing is claimed). A primary-key probe in the claim itself, so
 #: naming a process adds no statement; a claim that names none only writes process_id = NULL besides.
-PROCESS_RUNS = ("AND EXISTS (SELECT 1 FROM worker_processes"
-                " WHERE id = :process AND key_id = :key_id AND command = 'run')")
+PROCESS_RUNS = (
+    "AND EXISTS (SELECT 1 FROM worker_processes WHERE id = :process AND key_id = :key_id AND command = 'run')"
+)
 
 #: A job that a job still waiting, pending or running depends on is never purged: its child would lose its
 #: parent (and its result). Looked up only for jobs that have dependents.
-NEEDED = ("NOT (has_dependents AND EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
-           f" WHERE d.parent_id = jobs.id AND NOT c.{status_in(FINAL)}))")
+NEEDED = (
+    "NOT (has_dependents AND EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
+    f" WHERE d.parent_id = jobs.id AND NOT c.{status_in(FINAL)}))"
+)
 
 #: Purging's second and third steps (PURGEABLE found the ids): the events, then the jobs, re-checked.
 PURGE_EVENTS = "DELETE FROM job_events WHERE job_id IN (:ids)"
 
-PURGE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff"
-              f" AND {NEEDED}")
+PURGE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff AND {NEEDED}"
 
 #: An admin's delete, after the dialect's DELETE_EVENTS: the jobs, each re-checked.
-DELETE_JOBS = (f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {NEEDED}"
-               f" RETURNING {JOB_LIST}")
+DELETE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {NEEDED} RETURNING {JOB_LIST}"
 
 #: The API key behind a request (live or revoked), on every request.
 KEY_BY_DIGEST = f"SELECT {KEY_LIST} FROM api_keys WHERE digest = :digest"
@@ -240,8 +252,10 @@ SELECT (SELECT running_total FROM enqueue_ledger WHERE key_id = :key
                                  AND {status_in(BACKLOG)} LIMIT :most) AS pending)"""
 
 #: When the window's row holding the key's :total-th job was written: once it leaves, a refused request fits.
-QUOTA_FREES_AT = ("SELECT at FROM enqueue_ledger WHERE key_id = :key AND at > :cutoff AND running_total >= :total"
-                  " ORDER BY at, running_total LIMIT 1")
+QUOTA_FREES_AT = (
+    "SELECT at FROM enqueue_ledger WHERE key_id = :key AND at > :cutoff AND running_total >= :total"
+    " ORDER BY at, running_total LIMIT 1"
+)
 
 #: One enqueue of a rate-limited key: when, how many jobs, and the key's running total with them.
 QUOTA_RECORD = "INSERT INTO enqueue_ledger (key_id, at, jobs, running_total) VALUES (:key, :at, :jobs, :total)"
@@ -256,8 +270,10 @@ QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = :key AND at <= :cutoff
 #: seek) and priority (``{priority}``, a whole number written into the text): the first entry of its range of
 #: ix_jobs_type_status_priority (type, status, priority, run_at), one seek however many jobs are scheduled;
 #: the minimum over all pending jobs of a type would read every one of them, at every wake-up.
-NEXT_RUN_AT_SEEK = (f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = {{type}} AND status = '{JobStatus.PENDING}'"
-                    " AND priority = {priority} AND run_at > :now")
+NEXT_RUN_AT_SEEK = (
+    f"SELECT MIN(run_at) AS run_at FROM jobs WHERE type = {{type}} AND status = '{JobStatus.PENDING}'"
+    " AND priority = {priority} AND run_at > :now"
+)
 #: The earliest of several seeks (``{seeks}``: NEXT_RUN_AT_SEEKs joined by UNION ALL), in one read.
 NEXT_RUN_AT = "SELECT MIN(run_at) AS run_at FROM ({seeks}) AS firsts"
 
@@ -272,8 +288,11 @@ NEXT_RUN_AT = "SELECT MIN(run_at) AS run_at FROM ({seeks}) AS firsts"
 
 def names() -> list[str]:
     """The statements and pieces written here (upper-case names), in order."""
-    return [name for name, value in globals().items() if name.isupper() and isinstance(value, str)
-            and name not in {"JOB_LIST", "KEY_LIST"}]
+    return [
+        name
+        for name, value in globals().items()
+        if name.isupper() and isinstance(value, str) and name not in {"JOB_LIST", "KEY_LIST"}
+    ]
 
 
 #: Every name of ``names()`` as each dialect's module spells it: ``SPELLED["postgresql"].CLAIMABLE``.

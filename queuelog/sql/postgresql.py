@@ -11,6 +11,7 @@ How to read them:
   event rows in the same statement (one round trip instead of two). Under READ COMMITTED an UPDATE
   that waited for a row lock re-checks its WHERE on the row as committed, so a guard cannot be raced.
 """
+
 from __future__ import annotations
 
 from ..database.channels import CHANNEL
@@ -29,9 +30,11 @@ _MET, _DOOMED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"]
 
 # --- the pieces this dialect spells its own way --------------------------------------------------
 
+
 def not_expired(table: str = "") -> str:
     """common.not_expired, spelled for PostgreSQL."""
     return for_postgresql(common.not_expired(table))
+
 
 #: When a run of a job claimed at now must end (NULL: it has no timeout_seconds). Differs: interval
 #: arithmetic on a timestamptz (SQLite's times are text, see sqlite.py).
@@ -66,8 +69,9 @@ _NONE_CONTROLLED = f"NOT EXISTS (SELECT 1 FROM type_settings WHERE {_common.CONT
 #: this way began before the change and its long-poll, already woken by the change, claims again at once.
 #: SQLite needs no such guard: a claim reads its time holding the write lock, which a change also takes.
 _CHANGED_SINCE = "s.updated_at > %(now)s"
-_NONE_CONTROLLED_OR_CHANGED = (f"NOT EXISTS (SELECT 1 FROM type_settings s"
-                               f" WHERE ({_common.CONTROLLED} OR {_CHANGED_SINCE}) {{types}})")
+_NONE_CONTROLLED_OR_CHANGED = (
+    f"NOT EXISTS (SELECT 1 FROM type_settings s WHERE ({_common.CONTROLLED} OR {_CHANGED_SINCE}) {{types}})"
+)
 
 
 def _rooms(held: bool) -> str:
@@ -114,20 +118,25 @@ rooms AS (
       FROM limits l
      WHERE NOT l.paused AND NOT l.unheld AND NOT l.changed AND LEAST(l.concurrency_room, l.rate_room, {{limit}}) > 0)"""
 
+
 #: A pending job ``p`` of a type with room (``f``) that its concurrency key's limit does not hold back. The
 #: key is compared as an expression (``|| ''``), not as the bare column: with the column's statistics (often
 #: one key, or none, for most jobs) the planner takes this for a filter that leaves almost no row, and
 #: then prefers reading every pending job of the type and sorting them to the ordered walk of its index.
 _KEY_HAS_ROOM = "NOT (p.concurrency_key || '') = ANY(f.blocked)"
 
+
 def _first_due(queue: str, with_room: bool) -> str:
     """``true`` if the type of row ``queue`` has a due pending job (whose key has room, ``with_room``), else
     NULL: a walk of its index that stops at the first. A scalar subquery with a LIMIT, not EXISTS: the
     planner turns an EXISTS into a join, and joined the pending jobs of every type (a scan) to the types."""
     key = f" AND {_KEY_HAS_ROOM.replace('f.blocked', queue + '.blocked')}" if with_room else ""
-    return (f"(SELECT true FROM jobs p WHERE p.type = {queue}.type AND p.status = 'pending'"
-            f" AND p.run_at <= %(now)s AND {not_expired('p')}{key}"
-            " ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)")
+    return (
+        f"(SELECT true FROM jobs p WHERE p.type = {queue}.type AND p.status = 'pending'"
+        f" AND p.run_at <= %(now)s AND {not_expired('p')}{key}"
+        " ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)"
+    )
+
 
 #: The flow-controlled pick, CLAIM's ``{flow}``: ``by_type`` walks each type with room along
 #: ix_jobs_type_claim_order (one seek per type; the LIMIT is the claim's own, so the planner sees a short
@@ -140,7 +149,7 @@ by_type AS (
            row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
       FROM rooms f CROSS JOIN LATERAL (
            SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {not_expired('p')}
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {not_expired("p")}
               AND {_KEY_HAS_ROOM}
             ORDER BY p.priority DESC, p.fair_tag, p.id
             LIMIT {{limit}}
@@ -220,8 +229,10 @@ RETURNING {JOB_LIST}"""
 #: claim's transaction, in one order so that two claims never wait for each other in a circle. Sent
 #: before CLAIM, which then counts with a snapshot taken after the lock was granted (see CLAIM).
 #: Differs: FOR UPDATE (SQLite's write lock already makes claims take turns).
-FLOW_LOCK = (f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
-             f" FROM type_settings WHERE {_common.LIMITED} {{types}} ORDER BY type FOR UPDATE")
+FLOW_LOCK = (
+    f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
+    f" FROM type_settings WHERE {_common.LIMITED} {{types}} ORDER BY type FOR UPDATE"
+)
 
 
 def turn(job_type: str, key: str, priority: str) -> str:
@@ -238,6 +249,7 @@ def turn(job_type: str, key: str, priority: str) -> str:
         0),
     (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority}))"""
 
+
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
 #: [type, key, priority]), in the order asked.
 #: Differs: jsonb_array_elements and casts (SQLite: json_each).
@@ -245,7 +257,7 @@ FAIR_TAGS = f"""
 WITH asked AS (
     SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority
       FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
-SELECT {turn('a.type', 'a.concurrency_key', 'a.priority')}
+SELECT {turn("a.type", "a.concurrency_key", "a.priority")}
   FROM asked a ORDER BY a.n"""
 
 #: FINISH's optional piece: only a job whose move needs nothing after it (no children to decide, no producer
@@ -258,34 +270,43 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s
 #: (a claim whose client hung up before the answer), by an admin's give-back (%(token)s NULL: whatever
 #: claim is current).
 #: Differs: the NULL token is cast, so psycopg's untyped NULL has a type.
-TAKE_BACK = (f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {status_in(HELD)}"
-             f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}")
+TAKE_BACK = (
+    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {status_in(HELD)}"
+    f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}"
+)
 
 #: A waiting or pending job will not run (run once per from-status, so its event says which); a producer
 #: may cancel only its own (owner), an admin any (owner NULL).
 #: Differs: the NULL owner is cast, so psycopg's untyped NULL has a type.
-CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
-          f" WHERE id = %(id)s AND {status_in(_CANCEL.from_statuses)} AND status = %(from_status)s"
-          f" AND (%(owner)s::integer IS NULL OR producer_key_id = %(owner)s) RETURNING {JOB_LIST}")
+CANCEL = (
+    f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = %(now)s"
+    f" WHERE id = %(id)s AND {status_in(_CANCEL.from_statuses)} AND status = %(from_status)s"
+    f" AND (%(owner)s::integer IS NULL OR producer_key_id = %(owner)s) RETURNING {JOB_LIST}"
+)
 
 #: An admin's "Run now": a pending job scheduled for later (or waiting out a backoff) becomes due now.
 #: Differs: LEAST (SQLite: min()).
-RUN_NOW = (f"UPDATE jobs SET run_at = LEAST(run_at, %(now)s), updated_at = %(now)s"
-           f" WHERE id = %(id)s AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
+RUN_NOW = (
+    f"UPDATE jobs SET run_at = LEAST(run_at, %(now)s), updated_at = %(now)s"
+    f" WHERE id = %(id)s AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}"
+)
 
 # --- the event rows -----------------------------------------------------------------------------------
 
-_LOGGING = ("WITH changed AS ({statement}), "
-            "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
-            "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
-            "FROM changed)")
+_LOGGING = (
+    "WITH changed AS ({statement}), "
+    "logged AS (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) "
+    "SELECT id, %(log_event)s, %(log_from)s, status, %(log_actor)s, retry_count, %(log_error)s, %(log_at)s "
+    "FROM changed)"
+)
 #: A write and the event row of each job it returns, as one statement (a data-modifying CTE).
 LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed {{stale}}"
 #: LOGGED for new jobs, which also wakes the waiting claims of every server process: the NOTIFY that
 #: ``wakeup.jobs_ready`` would send as a statement of its own, without its round trip. Like NOTIFY it is
 #: delivered at commit. It is sent once the jobs exist (no row to join, no notification).
-LOGGED_AND_ANNOUNCED = (f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}', '')) "
-                        f"SELECT {JOB_LIST} FROM changed CROSS JOIN announced")
+LOGGED_AND_ANNOUNCED = (
+    f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}', '')) SELECT {JOB_LIST} FROM changed CROSS JOIN announced"
+)
 
 # --- workflows (queue/dependencies.py): waiting jobs and their parents ---------------------------------
 
@@ -295,9 +316,11 @@ LOGGED_AND_ANNOUNCED = (f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}'
 #: a parent's finishing, which updates that row, either commits before this read (the enqueue sees it
 #: final) or waits for the enqueue to commit (and then finds the new child).
 #: Differs: the parents are locked in id order (SQLite's write lock holds them).
-MARK_PARENTS = ("UPDATE jobs SET has_dependents = true"
-                " WHERE id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE)"
-                " RETURNING id, status, producer_key_id")
+MARK_PARENTS = (
+    "UPDATE jobs SET has_dependents = true"
+    " WHERE id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE)"
+    " RETURNING id, status, producer_key_id"
+)
 
 #: A workflow's edges: ``child_id`` runs after ``parent_id``.
 #: Differs: psycopg's positional %s (SQLite: ?).
@@ -309,9 +332,11 @@ INSERT_DEPENDENCIES = "INSERT INTO job_dependencies (child_id, parent_id) VALUES
 #: ever; locked, the second decides only once the first has committed, and sees it (READ COMMITTED takes
 #: a new snapshot per statement, and re-checks ``waiting`` on a row it had to wait for).
 #: Differs: the children are locked FOR UPDATE (SQLite's write lock holds them).
-WAITING_CHILDREN = (f"SELECT c.id FROM jobs c"
-                    f" WHERE c.id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id = ANY(%(ids)s))"
-                    f" AND c.{status_in(_MET.from_statuses)} ORDER BY c.id FOR UPDATE OF c")
+WAITING_CHILDREN = (
+    f"SELECT c.id FROM jobs c"
+    f" WHERE c.id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id = ANY(%(ids)s))"
+    f" AND c.{status_in(_MET.from_statuses)} ORDER BY c.id FOR UPDATE OF c"
+)
 
 #: Waiting jobs that must run after their parents completed, and the parents that failed or were
 #: cancelled: each such child is cancelled (DOOM), naming its first broken parent. The parent's status is
@@ -319,11 +344,13 @@ WAITING_CHILDREN = (f"SELECT c.id FROM jobs c"
 #: (there are few, by its statistics) instead of seeking the child's few parents by id.
 _BROKEN_NAMES = "(" + ", ".join(f"'{name}'" for name in names(BROKEN)) + ")"
 #: Differs: the status compared as an expression, for the planner (see above).
-BROKEN_PARENTS = (f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
-                  f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
-                  f" WHERE d.child_id = ANY(%(ids)s) AND c.{status_in(_DOOMED.from_statuses)}"
-                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND (p.status || '') IN {_BROKEN_NAMES}"
-                  f" ORDER BY d.child_id, d.parent_id")
+BROKEN_PARENTS = (
+    f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
+    f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
+    f" WHERE d.child_id = ANY(%(ids)s) AND c.{status_in(_DOOMED.from_statuses)}"
+    f" AND c.run_when = '{RunWhen.COMPLETED}' AND (p.status || '') IN {_BROKEN_NAMES}"
+    f" ORDER BY d.child_id, d.parent_id"
+)
 
 #: A producer waits for this job's end (GET /jobs/{id}?wait=S): its finishing wakes every server process.
 #: Differs: a boolean literal (SQLite: 1).
@@ -356,29 +383,37 @@ SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THE
 
 #: Pending jobs whose expires_at has passed, for the reaper; one another reaper is cancelling is skipped.
 #: Differs: FOR UPDATE SKIP LOCKED (reapers on several servers; SQLite: INDEXED BY).
-EXPIRABLE = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= %(now)s"
-             " ORDER BY id FOR UPDATE SKIP LOCKED")
+EXPIRABLE = (
+    f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= %(now)s"
+    " ORDER BY id FOR UPDATE SKIP LOCKED"
+)
 
 #: Running jobs whose lease ran out (or claimed before claimed_before), for the reaper; a job another
 #: reaper is taking back right now is skipped, not waited for.
 #: Differs: FOR UPDATE SKIP LOCKED (reapers on several servers).
-STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
-           " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED")
+STALLED = (
+    f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
+    " AND (lease_expires_at < %(now)s {claimed_before}) ORDER BY id FOR UPDATE SKIP LOCKED"
+)
 
 #: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since cutoff, a batch at a
 #: time, locked until commit so an admin's retry cannot turn one back into a pending job before the
 #: delete (a job it holds is skipped, for the next run); then their events, then the jobs, re-checked.
 #: Differs: FOR UPDATE SKIP LOCKED (SQLite's write lock holds the batch).
-PURGEABLE = (f"SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(cutoff)s AND {_common.NEEDED}"
-             " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED")
+PURGEABLE = (
+    f"SELECT id FROM jobs WHERE status = %(status)s AND updated_at < %(cutoff)s AND {_common.NEEDED}"
+    " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+)
 
 #: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
 #: foreign key), then the jobs, each re-checked. A running or pending job is never deleted, nor one that a
 #: live job still depends on (_NEEDED, as for purge). FOR UPDATE: the jobs stay locked until the transaction
 #: ends, so none is retried between the two (its events gone, itself kept).
 #: Differs: the jobs locked FOR UPDATE (SQLite's write lock holds them).
-DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s)"
-                 f" AND {status_in(DELETABLE)} AND {_common.NEEDED} FOR UPDATE)")
+DELETE_EVENTS = (
+    f"DELETE FROM job_events WHERE job_id IN (SELECT id FROM jobs WHERE id = ANY(%(ids)s)"
+    f" AND {status_in(DELETABLE)} AND {_common.NEEDED} FOR UPDATE)"
+)
 
 # --- producer quotas (queuelog/quotas.py) ----------------------------------------------------------------
 # Sent only for a key with a quota, inside its enqueue's transaction, after QUOTA_TURN. Every ledger read

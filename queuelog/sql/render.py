@@ -7,6 +7,7 @@ the runner's own code (``runner._bind`` and ``runner._text``), so a reviewer rea
 Only whitespace differs from what is sent: sqlparse lays each statement out one clause per line (it is in
 the ``test`` extra). tests/test_sql_rendered.py checks that the files are current.
 """
+
 from __future__ import annotations
 
 import sys
@@ -46,8 +47,18 @@ def _readable(sql: str) -> str:
 
 #: The claim's values: two types asked for, a named worker process, a limit of 10. Without types the
 #: claim drops ``{types}``; without a worker process, ``{process_runs}``.
-_CLAIM = {"now": "now", "lease_until": "lease_until", "worker": "w", "token": "t", "process": 1, "key_id": 1,
-          "limit": 10, "types": ["a", "b"], "locked_types": ["a"], "version": 1}
+_CLAIM = {
+    "now": "now",
+    "lease_until": "lease_until",
+    "worker": "w",
+    "token": "t",
+    "process": 1,
+    "key_id": 1,
+    "limit": 10,
+    "types": ["a", "b"],
+    "locked_types": ["a"],
+    "version": 1,
+}
 _IDS = {"ids": [1, 2], "worker": "w", "token": "t"}
 _COMPLETE = Leave(JobStatus.COMPLETED, Claim.END, "now", completes=True, result="{}")
 _HEARTBEAT = Leave(JobStatus.RUNNING, Claim.KEEP, "now", lease_until="lease_until", progress="{}")
@@ -73,13 +84,19 @@ def _claim(dialect: str) -> list[tuple[str, str]]:
 
 
 def _finish(dialect: str) -> list[tuple[str, str]]:
-    return [("FINISH: complete, logged", _sent(dialect, "FINISH", dict(_IDS), True, _COMPLETE)),
-            ("FINISH: a heartbeat", _sent(dialect, "FINISH", dict(_IDS), False, _HEARTBEAT))]
+    return [
+        ("FINISH: complete, logged", _sent(dialect, "FINISH", dict(_IDS), True, _COMPLETE)),
+        ("FINISH: a heartbeat", _sent(dialect, "FINISH", dict(_IDS), False, _HEARTBEAT)),
+    ]
 
 
 def _take_back(dialect: str) -> list[tuple[str, str]]:
-    return [("TAKE_BACK: the reaper's, a stalled run back to pending, logged",
-             _sent(dialect, "TAKE_BACK", {"ids": [1, 2], "token": "t"}, True, _STALLED))]
+    return [
+        (
+            "TAKE_BACK: the reaper's, a stalled run back to pending, logged",
+            _sent(dialect, "TAKE_BACK", {"ids": [1, 2], "token": "t"}, True, _STALLED),
+        )
+    ]
 
 
 FILES = {"claim": _claim, "finish": _finish, "take_back": _take_back}
@@ -96,8 +113,11 @@ def render(name: str, dialect: str) -> str:
 
 def files() -> dict[Path, str]:
     """Every rendered file and its text."""
-    return {RENDERED / f"{name}.{dialect}.sql": render(name, dialect)
-            for name in FILES for dialect in ("sqlite", "postgresql")}
+    return {
+        RENDERED / f"{name}.{dialect}.sql": render(name, dialect)
+        for name in FILES
+        for dialect in ("sqlite", "postgresql")
+    }
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ the times both ways); the one thing that differs per dialect is how a step keeps
   lock first and then writes only rows no other transaction writes, so steps queue and never deadlock.
 - SQLite: nothing more: the step runs in a write transaction, which holds the database's write lock.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -24,7 +25,7 @@ rollups = TypeRollup.__table__
 marks = RollupMark.__table__
 
 #: The advisory lock key of the rollup step on PostgreSQL (any fixed 64-bit number no other lock uses).
-ADVISORY_KEY = 0x7175_6c67_726f_6c6c   # "qulgroll"
+ADVISORY_KEY = 0x7175_6C67_726F_6C6C  # "qulgroll"
 
 
 def lock_mark(conn: Connection, name: str) -> int | None:
@@ -43,21 +44,25 @@ def set_mark(conn: Connection, name: str, through: int) -> None:
     """Set mark ``name`` to ``through`` (made on the first step)."""
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     statement = dialect_insert(marks).values(name=name, through=through)
-    conn.execute(statement.on_conflict_do_update(index_elements=[marks.c.name],
-                                                 set_={"through": statement.excluded.through}))
+    conn.execute(
+        statement.on_conflict_do_update(index_elements=[marks.c.name], set_={"through": statement.excluded.through})
+    )
 
 
 def oldest_event(conn: Connection, kinds: Iterable[str], since: datetime) -> datetime | None:
     """The oldest event of ``kinds`` at or after ``since``: one min() per kind, each the first entry of its
     range of ``ix_job_events_event_at`` (one min() over them all would walk every entry in the range)."""
-    found = [conn.execute(select(func.min(events.c.at)).where(events.c.event == kind, events.c.at >= since))
-             .scalar() for kind in kinds]
+    found = [
+        conn.execute(select(func.min(events.c.at)).where(events.c.event == kind, events.c.at >= since)).scalar()
+        for kind in kinds
+    ]
     found = [at for at in found if at is not None]
     return min(found) if found else None
 
 
-def events_between(conn: Connection, start: datetime, end: datetime, kinds: Sequence[str],
-                   run_ends: Sequence[str]) -> list[Row]:
+def events_between(
+    conn: Connection, start: datetime, end: datetime, kinds: Sequence[str], run_ends: Sequence[str]
+) -> list[Row]:
     """Events of ``kinds`` with ``start <= at < end``: (event, to_status, at, type, run_at, created_at,
     claimed), the times in integer microseconds since the epoch (exact, and no datetime made per row: the
     step folds a busy hour's 100,000 events); ``claimed``, for a run's end (``run_ends``), is the job's
@@ -68,13 +73,23 @@ def events_between(conn: Connection, start: datetime, end: datetime, kinds: Sequ
     """
     dialect = conn.dialect.name
     claims = events.alias("claims")
-    claimed = (select(_micros(claims.c.at, dialect))
-               .where(claims.c.job_id == events.c.job_id, claims.c.id < events.c.id, claims.c.event == "claimed")
-               .order_by(claims.c.id.desc()).limit(1).scalar_subquery())
+    claimed = (
+        select(_micros(claims.c.at, dialect))
+        .where(claims.c.job_id == events.c.job_id, claims.c.id < events.c.id, claims.c.event == "claimed")
+        .order_by(claims.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
     return conn.execute(
-        select(events.c.event, events.c.to_status, _micros(events.c.at, dialect), jobs.c.type,
-               _micros(jobs.c.run_at, dialect), _micros(jobs.c.created_at, dialect),
-               case((events.c.event.in_(run_ends), claimed), else_=None).label("claimed"))
+        select(
+            events.c.event,
+            events.c.to_status,
+            _micros(events.c.at, dialect),
+            jobs.c.type,
+            _micros(jobs.c.run_at, dialect),
+            _micros(jobs.c.created_at, dialect),
+            case((events.c.event.in_(run_ends), claimed), else_=None).label("claimed"),
+        )
         .join(jobs, jobs.c.id == events.c.job_id)
         .where(events.c.event.in_(kinds), events.c.at >= start, events.c.at < end)
     ).all()
@@ -86,15 +101,17 @@ def _micros(column, dialect: str):
     EXTRACT(EPOCH) of a timestamp without time zone reads it as UTC, exactly (numeric)."""
     if dialect == "postgresql":
         return cast(func.extract("epoch", column) * 1_000_000, BigInteger)
-    return (cast(func.strftime("%s", column), BigInteger) * 1_000_000
-            + cast(func.substr(column, 21, 6), BigInteger))
+    return cast(func.strftime("%s", column), BigInteger) * 1_000_000 + cast(func.substr(column, 21, 6), BigInteger)
 
 
 def replace_minutes(conn: Connection, start: int, end: int, metrics: Sequence[str], rows: list[tuple]) -> None:
     """Delete the minute rows of ``metrics`` in [``start``, ``end``) and insert ``rows`` (span, metric, period,
     type, bucket, shard, n) in their place."""
-    conn.execute(delete(rollups).where(rollups.c.span == 60, rollups.c.metric.in_(metrics),
-                                       rollups.c.period >= start, rollups.c.period < end))
+    conn.execute(
+        delete(rollups).where(
+            rollups.c.span == 60, rollups.c.metric.in_(metrics), rollups.c.period >= start, rollups.c.period < end
+        )
+    )
     if rows:
         names = ("span", "metric", "period", "type", "bucket", "shard", "n")
         conn.execute(insert(rollups), [dict(zip(names, row, strict=True)) for row in rows])
@@ -102,18 +119,32 @@ def replace_minutes(conn: Connection, start: int, end: int, metrics: Sequence[st
 
 def rederive_hour(conn: Connection, hour: int, metrics: Sequence[str]) -> None:
     """Replace the hour rows of ``metrics`` for the hour starting at ``hour`` by the sums of its minutes."""
-    conn.execute(delete(rollups).where(rollups.c.span == 3600, rollups.c.metric.in_(metrics),
-                                       rollups.c.period == hour))
-    minutes = (select(literal(3600), rollups.c.metric, literal(hour), rollups.c.type, rollups.c.bucket,
-                      literal(0), func.sum(rollups.c.n))
-               .where(and_(rollups.c.span == 60, rollups.c.metric.in_(metrics),
-                           rollups.c.period >= hour, rollups.c.period < hour + 3600))
-               .group_by(rollups.c.metric, rollups.c.type, rollups.c.bucket))
-    conn.execute(insert(rollups).from_select(
-        ["span", "metric", "period", "type", "bucket", "shard", "n"], minutes))
+    conn.execute(delete(rollups).where(rollups.c.span == 3600, rollups.c.metric.in_(metrics), rollups.c.period == hour))
+    minutes = (
+        select(
+            literal(3600),
+            rollups.c.metric,
+            literal(hour),
+            rollups.c.type,
+            rollups.c.bucket,
+            literal(0),
+            func.sum(rollups.c.n),
+        )
+        .where(
+            and_(
+                rollups.c.span == 60,
+                rollups.c.metric.in_(metrics),
+                rollups.c.period >= hour,
+                rollups.c.period < hour + 3600,
+            )
+        )
+        .group_by(rollups.c.metric, rollups.c.type, rollups.c.bucket)
+    )
+    conn.execute(insert(rollups).from_select(["span", "metric", "period", "type", "bucket", "shard", "n"], minutes))
 
 
 def prune(conn: Connection, span: int, metric: str, before: int) -> int:
     """Delete the ``span`` rows of ``metric`` whose period began before ``before``; how many went."""
-    return conn.execute(delete(rollups).where(rollups.c.span == span, rollups.c.metric == metric,
-                                              rollups.c.period < before)).rowcount
+    return conn.execute(
+        delete(rollups).where(rollups.c.span == span, rollups.c.metric == metric, rollups.c.period < before)
+    ).rowcount

@@ -7,6 +7,7 @@ so inside the transaction that ``write_transaction`` began and will commit.
 A write given a :class:`Log` records an event row for every job it returns: on PostgreSQL in the same
 statement (wrapped in LOGGED), on SQLite with LOG_EVENTS right after it, in the same transaction.
 """
+
 from __future__ import annotations
 
 import enum
@@ -29,22 +30,39 @@ def statement(dialect: str, name: str):
     own = getattr(_DIALECTS[dialect], name, None)
     return own if own is not None else getattr(common.SPELLED[dialect], name)
 
+
 #: Optional pieces of a statement: {slot} → (the value that asks for it, the dialect module's piece). A slot
 #: is filled when its value is given (not None), and left empty when not; in this order, so that a piece
 #: may hold later slots itself (FLOW holds {types}).
-_OPTIONAL = {"flow": ("flow", "FLOW"), "flow_pick": ("flow", "FLOW_PICK"), "walk_off": ("flow", "WALK_OFF"),
-             "types": ("types", "TYPES"), "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
-             "process_runs": ("process", "PROCESS_RUNS"), "ends_alone": ("limited", "ENDS_ALONE"),
-             "stale": ("version", "STALE")}
+_OPTIONAL = {
+    "flow": ("flow", "FLOW"),
+    "flow_pick": ("flow", "FLOW_PICK"),
+    "walk_off": ("flow", "WALK_OFF"),
+    "types": ("types", "TYPES"),
+    "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
+    "process_runs": ("process", "PROCESS_RUNS"),
+    "ends_alone": ("limited", "ENDS_ALONE"),
+    "stale": ("version", "STALE"),
+}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _FAIR_TAG = NewJobRow._fields.index("fair_tag")
-_NEW_TIMES = frozenset(i for i, name in enumerate(NewJobRow._fields) if name in {"run_at", "created_at", "updated_at",
-                                                                                 "expires_at", "scheduled_for"})
+_NEW_TIMES = frozenset(
+    i
+    for i, name in enumerate(NewJobRow._fields)
+    if name in {"run_at", "created_at", "updated_at", "expires_at", "scheduled_for"}
+)
 
 
-def run(conn: Connection, name: str, values: dict, log: Log | None = None, make=JobRow,
-        times_at: tuple[int, ...] = JOB_TIMES, leave: Leave | None = None) -> list:
+def run(
+    conn: Connection,
+    name: str,
+    values: dict,
+    log: Log | None = None,
+    make=JobRow,
+    times_at: tuple[int, ...] = JOB_TIMES,
+    leave: Leave | None = None,
+) -> list:
     """Send statement ``name`` with ``values``; the rows it returns as ``make`` rows (JobRow by default).
 
     With ``log``, every returned job also gets its event row, in the same statement or transaction.
@@ -118,23 +136,33 @@ def insert_dependencies(conn: Connection, edges: list[tuple[int, int]]) -> None:
     on_driver(conn, sql, edges, lambda cursor: cursor.executemany(sql, edges))
 
 
-def send(conn: Connection, sql: str, params, log: Log | None, times: Times, make=JobRow,
-         times_at: tuple[int, ...] = JOB_TIMES) -> list:
+def send(
+    conn: Connection,
+    sql: str,
+    params,
+    log: Log | None,
+    times: Times,
+    make=JobRow,
+    times_at: tuple[int, ...] = JOB_TIMES,
+) -> list:
     """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""
+
     def work(cursor) -> list:
         cursor.execute(sql, params)
         rows = times.rows(cursor.fetchall(), make, times_at)
         if log is not None and rows and conn.dialect.name == "sqlite":
             event, from_status, at = _text_of(log.event), _text_of(log.from_status), times.to_db(log.at)
-            cursor.executemany(sqlite.LOG_EVENTS, [
-                (row.id, event, from_status, row.status, log.actor, row.retry_count, log.error, at)
-                for row in rows])
+            cursor.executemany(
+                sqlite.LOG_EVENTS,
+                [(row.id, event, from_status, row.status, log.actor, row.retry_count, log.error, at) for row in rows],
+            )
         return rows
 
     return on_driver(conn, sql, params, work)
 
 
 # --- binding values and spelling out the statement ------------------------------------------------
+
 
 def _times_for(conn: Connection) -> Times:
     name = conn.dialect.name
@@ -187,15 +215,16 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
     module = _DIALECTS[dialect]
     sql = statement(dialect, name)
     if logged and dialect == "postgresql":
-        sql = module.LOGGED.replace("{statement}", sql)   # first: LOGGED holds a slot too ({stale})
+        sql = module.LOGGED.replace("{statement}", sql)  # first: LOGGED holds a slot too ({stale})
     if shape:
         claim, parts = shape
         sql = sql.replace("{claim}", statement(dialect, _CLAIM_PIECES[claim])).replace(
-            "{parts}", "".join(", " + module.LEAVE_PARTS[part] for part in parts))
+            "{parts}", "".join(", " + module.LEAVE_PARTS[part] for part in parts)
+        )
     for slot, (_value, piece) in _OPTIONAL.items():
         sql = sql.replace("{" + slot + "}", statement(dialect, piece) if slot in filled else "")
     for item in filled:
-        if isinstance(item, tuple):   # an inlined whole number, ("=limit", 10)
+        if isinstance(item, tuple):  # an inlined whole number, ("=limit", 10)
             sql = sql.replace("{" + item[0][1:] + "}", str(item[1]))
     for key, length in lists:
         sql = sql.replace(f"(:{key})", "(" + ", ".join(f":{key}_{i}" for i in range(length)) + ")")
@@ -237,15 +266,22 @@ def next_run_at(conn: Connection, now: datetime, seeks: tuple[tuple[str, int], .
 def _next_run_at_text(dialect: str, priorities: tuple[int, ...]) -> str:
     """NEXT_RUN_AT for one seek per priority of ``priorities``: the n-th seek's type is the value ``type_n``."""
     seek = statement(dialect, "NEXT_RUN_AT_SEEK")
-    seeks = " UNION ALL ".join(seek.replace("{type}", common.spell(dialect, f":type_{n}")).replace(
-        "{priority}", str(int(priority))) for n, priority in enumerate(priorities))
+    seeks = " UNION ALL ".join(
+        seek.replace("{type}", common.spell(dialect, f":type_{n}")).replace("{priority}", str(int(priority)))
+        for n, priority in enumerate(priorities)
+    )
     return statement(dialect, "NEXT_RUN_AT").replace("{seeks}", seeks)
 
 
 def _log_params(log: Log, times: Times) -> dict:
     """LOGGED's values: what each returned job's event row says."""
-    return {"log_event": _text_of(log.event), "log_from": _text_of(log.from_status), "log_actor": log.actor,
-            "log_error": log.error, "log_at": times.to_db(log.at)}
+    return {
+        "log_event": _text_of(log.event),
+        "log_from": _text_of(log.from_status),
+        "log_actor": log.actor,
+        "log_error": log.error,
+        "log_at": times.to_db(log.at),
+    }
 
 
 def _text_of(value):

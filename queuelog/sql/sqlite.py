@@ -12,6 +12,7 @@ How to read them:
   transaction began IMMEDIATE (``write_transaction``): each statement here runs holding the database's
   write lock, so a guard read and its write are one step.
 """
+
 from __future__ import annotations
 
 from ..states import BROKEN, BY_ACTION, DELETABLE, HELD, RunWhen
@@ -33,8 +34,10 @@ _MET, _DOOMED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"]
 #: the time without its fraction, and the fraction put back, so the text is exactly what SQLAlchemy stores
 #: (SQLite compares times as text; its own date functions keep milliseconds only).
 #: Differs: times are text here, so the arithmetic is strftime's (PostgreSQL: interval).
-TIMEOUT_AT = ("CASE WHEN timeout_seconds IS NULL THEN NULL ELSE strftime('%Y-%m-%d %H:%M:%S', substr(:now, 1, 19),"
-              " '+' || timeout_seconds || ' seconds') || substr(:now, 20) END")
+TIMEOUT_AT = (
+    "CASE WHEN timeout_seconds IS NULL THEN NULL ELSE strftime('%Y-%m-%d %H:%M:%S', substr(:now, 1, 19),"
+    " '+' || timeout_seconds || ' seconds') || substr(:now, 20) END"
+)
 
 #: A heartbeat: the claim stands, its lease is renewed, never past the run's timeout_at (the lease then runs
 #: out when the run times out, and the reaper finds it by its lease like any other).
@@ -108,9 +111,12 @@ rooms AS (
           FROM limits)
      WHERE NOT paused AND NOT unheld AND room > 0)"""
 
+
 #: A pending job ``p`` of a type with room (``f``) that its concurrency key's limit does not hold back.
-_KEY_HAS_ROOM = ("NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
-                 " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)")
+_KEY_HAS_ROOM = (
+    "NOT EXISTS (SELECT 1 FROM running_keys k WHERE k.type = p.type"
+    " AND k.concurrency_key = p.concurrency_key AND k.running >= f.key_limit)"
+)
 
 #: The flow-controlled pick, CLAIM_PICK's ``{flow}``: ``by_type`` walks each type with room along
 #: ix_jobs_type_claim_order (one seek per type), passing over the jobs of keys at their limit; ``taken``
@@ -123,7 +129,7 @@ by_type AS (
            row_number() OVER (PARTITION BY j.type ORDER BY j.priority DESC, j.fair_tag, j.id) AS nth_of_type
       FROM rooms f JOIN jobs j ON j.id IN (
            SELECT p.id FROM jobs p INDEXED BY ix_jobs_type_claim_order
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired("p")}
               AND {_KEY_HAS_ROOM}
             ORDER BY p.priority DESC, p.fair_tag, p.id
             LIMIT :limit)),
@@ -193,8 +199,10 @@ CLAIMED = f"SELECT {JOB_LIST} FROM jobs WHERE id IN (:ids) AND claim_token = :to
 #: transaction before CLAIM: the caller records what a rate limit counts (RECORD_CLAIMS) by them.
 #: On SQLite the transaction's write lock already makes limited claims take turns.
 #: Differs: no FOR UPDATE: the write lock already makes claims take turns.
-FLOW_LOCK = (f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
-             f" FROM type_settings WHERE {_common.LIMITED} {{types}} ORDER BY type")
+FLOW_LOCK = (
+    f"SELECT type, concurrency_limit, rate_limit_jobs, rate_limit_seconds, key_concurrency_limit"
+    f" FROM type_settings WHERE {_common.LIMITED} {{types}} ORDER BY type"
+)
 
 
 def turn(job_type: str, key: str, priority: str) -> str:
@@ -209,6 +217,7 @@ def turn(job_type: str, key: str, priority: str) -> str:
     coalesce((SELECT max(fair_tag) + 1 FROM jobs INDEXED BY ix_jobs_key_turns
                WHERE concurrency_key = {key} AND priority = {priority}), 0))"""
 
+
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (:groups, a JSON list of
 #: [type, key, priority]), in the order asked.
 #: Differs: json_each (PostgreSQL: jsonb_array_elements).
@@ -217,7 +226,7 @@ WITH asked AS (
     SELECT key AS n, json_extract(value, '$[0]') AS type, json_extract(value, '$[1]') AS concurrency_key,
            json_extract(value, '$[2]') AS priority
       FROM json_each(:groups))
-SELECT {turn('a.type', 'a.concurrency_key', 'a.priority')} FROM asked a ORDER BY a.n"""
+SELECT {turn("a.type", "a.concurrency_key", "a.priority")} FROM asked a ORDER BY a.n"""
 
 #: Differs: NOT IN a list (PostgreSQL: ``<> ALL`` of a typed array).
 ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type NOT IN (:limited)"
@@ -226,26 +235,34 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type NOT IN (:limited)"
 #: (a claim whose client hung up before the answer), by an admin's give-back (:token NULL: whatever
 #: claim is current).
 #: Differs: the NULL token needs no cast here (PostgreSQL casts it).
-TAKE_BACK = (f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id IN (:ids) AND {status_in(HELD)}"
-             f" AND (:token IS NULL OR claim_token = :token)\nRETURNING {JOB_LIST}")
+TAKE_BACK = (
+    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id IN (:ids) AND {status_in(HELD)}"
+    f" AND (:token IS NULL OR claim_token = :token)\nRETURNING {JOB_LIST}"
+)
 
 #: A waiting or pending job will not run (run once per from-status, so its event says which); a producer
 #: may cancel only its own (:owner), an admin any (:owner NULL).
 #: Differs: the NULL owner needs no cast here (PostgreSQL casts it).
-CANCEL = (f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
-          f" WHERE id = :id AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
-          f" AND (:owner IS NULL OR producer_key_id = :owner) RETURNING {JOB_LIST}")
+CANCEL = (
+    f"UPDATE jobs SET status = '{_CANCEL.to_status}', updated_at = :now"
+    f" WHERE id = :id AND {status_in(_CANCEL.from_statuses)} AND status = :from_status"
+    f" AND (:owner IS NULL OR producer_key_id = :owner) RETURNING {JOB_LIST}"
+)
 
 #: An admin's "Run now": a pending job scheduled for later (or waiting out a backoff) becomes due now.
 #: Differs: min() (PostgreSQL: LEAST).
-RUN_NOW = (f"UPDATE jobs SET run_at = min(run_at, :now), updated_at = :now"
-           f" WHERE id = :id AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}")
+RUN_NOW = (
+    f"UPDATE jobs SET run_at = min(run_at, :now), updated_at = :now"
+    f" WHERE id = :id AND {status_in(_RUN_NOW.from_statuses)} RETURNING {JOB_LIST}"
+)
 
 # --- the event rows -----------------------------------------------------------------------------------
 
 #: The event row of each job a write returned, sent right after it (executemany).
-LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
-              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+LOG_EVENTS = (
+    "INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 # --- workflows (queue/dependencies.py): waiting jobs and their parents ---------------------------------
 
@@ -253,8 +270,7 @@ LOG_EVENTS = ("INSERT INTO job_events (job_id, event, from_status, to_status, ac
 #: what the enqueue checks: that each exists, who may see it, and whether it is final already.
 #: The transaction holds the write lock, so no parent can finish between this read and the commit.
 #: Differs: no row locks: the write lock holds the parents.
-MARK_PARENTS = ("UPDATE jobs SET has_dependents = 1 WHERE id IN (:ids)"
-                " RETURNING id, status, producer_key_id")
+MARK_PARENTS = "UPDATE jobs SET has_dependents = 1 WHERE id IN (:ids) RETURNING id, status, producer_key_id"
 
 #: A workflow's edges: ``child_id`` runs after ``parent_id``.
 #: Differs: SQLite's positional ? (psycopg: %s).
@@ -262,17 +278,21 @@ INSERT_DEPENDENCIES = "INSERT INTO job_dependencies (child_id, parent_id) VALUES
 
 #: The waiting children of jobs that just reached a final state (ix_job_dependencies_parent_child).
 #: Differs: no row locks: the write lock holds the children.
-WAITING_CHILDREN = (f"SELECT DISTINCT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
-                    f" WHERE d.parent_id IN (:ids) AND c.{status_in(_MET.from_statuses)} ORDER BY d.child_id")
+WAITING_CHILDREN = (
+    f"SELECT DISTINCT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id"
+    f" WHERE d.parent_id IN (:ids) AND c.{status_in(_MET.from_statuses)} ORDER BY d.child_id"
+)
 
 #: Waiting jobs that must run after their parents completed, and the parents that failed or were
 #: cancelled: each such child is cancelled (DOOM), naming its first broken parent.
 #: Differs: the status compared as the bare column, as SQLite's index wants it.
-BROKEN_PARENTS = (f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
-                  f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
-                  f" WHERE d.child_id IN (:ids) AND c.{status_in(_DOOMED.from_statuses)}"
-                  f" AND c.run_when = '{RunWhen.COMPLETED}' AND p.{status_in(BROKEN)}"
-                  f" ORDER BY d.child_id, d.parent_id")
+BROKEN_PARENTS = (
+    f"SELECT d.child_id, d.parent_id, p.status FROM job_dependencies d"
+    f" JOIN jobs c ON c.id = d.child_id JOIN jobs p ON p.id = d.parent_id"
+    f" WHERE d.child_id IN (:ids) AND c.{status_in(_DOOMED.from_statuses)}"
+    f" AND c.run_when = '{RunWhen.COMPLETED}' AND p.{status_in(BROKEN)}"
+    f" ORDER BY d.child_id, d.parent_id"
+)
 
 #: A producer waits for this job's end (GET /jobs/{id}?wait=S): its finishing wakes every server process.
 #: Differs: an integer for true (PostgreSQL: a boolean).
@@ -290,7 +310,7 @@ SOMETHING_DUE = f"""
 SELECT CASE WHEN {_ANY_CONTROLLED} THEN 0 ELSE EXISTS (SELECT 1 FROM jobs WHERE {_common.CLAIMABLE}) END
     OR EXISTS (SELECT 1 FROM rooms f WHERE EXISTS (
            SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+            WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired("p")}
               AND {_KEY_HAS_ROOM}))"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,
@@ -303,33 +323,40 @@ SELECT l.type, CASE WHEN l.paused THEN 'paused' WHEN l.concurrency_room <= 0 THE
   FROM limits l LEFT JOIN rooms f ON f.type = l.type
  WHERE (l.paused OR l.concurrency_room <= 0 OR l.rate_room <= 0 OR (f.type IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')}
+             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired("p")}
               AND {_KEY_HAS_ROOM})))
    AND EXISTS (SELECT 1 FROM jobs p INDEXED BY ix_jobs_type_claim_order
-                WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired('p')})
+                WHERE p.type = l.type AND p.status = 'pending' AND p.run_at <= :now AND {not_expired("p")})
  ORDER BY l.type"""
 
 #: Pending jobs whose expires_at has passed, for the reaper. The index is named: left to itself, SQLite walks
 #: every pending job by id (ix_jobs_status_id) for the ORDER BY, instead of seeking the few that expired.
 #: Differs: the index named, no row locks (PostgreSQL: FOR UPDATE SKIP LOCKED).
-EXPIRABLE = (f"SELECT {JOB_LIST} FROM jobs INDEXED BY ix_jobs_pending_expiry"
-             f" WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now ORDER BY id")
+EXPIRABLE = (
+    f"SELECT {JOB_LIST} FROM jobs INDEXED BY ix_jobs_pending_expiry"
+    f" WHERE {status_in(_EXPIRE.from_statuses)} AND expires_at <= :now ORDER BY id"
+)
 
 #: Running jobs whose lease ran out (or claimed before :claimed_before), for the reaper.
 #: Differs: no row locks: one reaper writes at a time (PostgreSQL: SKIP LOCKED).
-STALLED = (f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)}"
-           " AND (lease_expires_at < :now {claimed_before}) ORDER BY id")
+STALLED = (
+    f"SELECT {JOB_LIST} FROM jobs WHERE {status_in(HELD)} AND (lease_expires_at < :now {{claimed_before}}) ORDER BY id"
+)
 
 #: Purging (`flask purge`): the oldest finished jobs of one status, unchanged since :cutoff, a batch at a
 #: time; then their events (first: not every database cascades the foreign key), then the jobs, each
 #: re-checked so a job retried in between stays. The purge's transaction holds the write lock throughout.
 #: Differs: no row locks: the write lock holds the batch.
-PURGEABLE = (f"SELECT id FROM jobs WHERE status = :status AND updated_at < :cutoff AND {_common.NEEDED}"
-             " ORDER BY updated_at LIMIT :limit")
+PURGEABLE = (
+    f"SELECT id FROM jobs WHERE status = :status AND updated_at < :cutoff AND {_common.NEEDED}"
+    " ORDER BY updated_at LIMIT :limit"
+)
 
 #: An admin's delete: those of the ids in a final status go, events first (not every database cascades the
 #: foreign key), then the jobs, each re-checked. A running or pending job is never deleted, nor one that a
 #: live job still depends on (_NEEDED, as for purge). The transaction holds the write lock throughout.
 #: Differs: no row locks: the write lock holds the jobs.
-DELETE_EVENTS = (f"DELETE FROM job_events WHERE job_id IN"
-                 f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {_common.NEEDED})")
+DELETE_EVENTS = (
+    f"DELETE FROM job_events WHERE job_id IN"
+    f" (SELECT id FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {_common.NEEDED})"
+)

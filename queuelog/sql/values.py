@@ -5,6 +5,7 @@ A job comes back as a :class:`JobRow` whatever statement returned it, an API key
 own processors, so a time written here is exactly the text SQLAlchemy writes (SQLite compares times as
 text) and a time read here is exactly what SQLAlchemy hands back (an aware UTC datetime).
 """
+
 from __future__ import annotations
 
 import enum
@@ -42,17 +43,20 @@ def status_in(statuses) -> str:
 def limited(table: str = "") -> str:
     """The condition "this type_settings row sets a limit" (a claim must then take turns), on ``table``'s columns."""
     column = f"{table}." if table else ""
-    return (f"({column}concurrency_limit IS NOT NULL OR {column}rate_limit_jobs IS NOT NULL"
-            f" OR {column}key_concurrency_limit IS NOT NULL)")
+    return (
+        f"({column}concurrency_limit IS NOT NULL OR {column}rate_limit_jobs IS NOT NULL"
+        f" OR {column}key_concurrency_limit IS NOT NULL)"
+    )
 
 
 # --- what a statement writes ----------------------------------------------------------------------
+
 
 class NewJobRow(NamedTuple):
     """The columns of a job as enqueue inserts it; every other column starts empty."""
 
     type: str
-    payload: str            # JSON text
+    payload: str  # JSON text
     priority: int
     status: str
     retry_count: int
@@ -65,15 +69,15 @@ class NewJobRow(NamedTuple):
     run_at: datetime
     created_at: datetime
     updated_at: datetime
-    concurrency_key: str = ""   # '' for none
-    fair_tag: int | None = 0    # its turn among the jobs of its priority (FAIR_TAGS); None: a lone
-                                # new job, which takes its turn in the INSERT (runner.insert_jobs)
-    unique_key: str | None = None       # the dedupe window it holds (unique_slots), if enqueued with one
+    concurrency_key: str = ""  # '' for none
+    fair_tag: int | None = 0  # its turn among the jobs of its priority (FAIR_TAGS); None: a lone
+    # new job, which takes its turn in the INSERT (runner.insert_jobs)
+    unique_key: str | None = None  # the dedupe window it holds (unique_slots), if enqueued with one
     expires_at: datetime | None = None  # not claimed by then: never run
     timeout_seconds: int | None = None  # how long a run may take
-    schedule: str | None = None             # the schedule that enqueued it (queuelog/schedules)
-    scheduled_for: datetime | None = None   # ... and the tick it was enqueued for
-    run_when: str | None = None   # None: no parents; else states.RunWhen
+    schedule: str | None = None  # the schedule that enqueued it (queuelog/schedules)
+    scheduled_for: datetime | None = None  # ... and the tick it was enqueued for
+    run_when: str | None = None  # None: no parents; else states.RunWhen
     has_dependents: bool = False  # a job of the same enqueue depends on it
 
 
@@ -97,9 +101,9 @@ class Claim(enum.StrEnum):
     """What a move out of running (or a heartbeat) does to the worker's claim: CLAIM_KEPT, CLAIM_ENDED or
     CLAIM_DROPPED in the dialect's statements."""
 
-    KEEP = "keep"   # heartbeat: the claim stands, its lease is renewed
-    END = "end"     # completed or failed: token and lease cleared, who ran it (worker, times) kept
-    DROP = "drop"   # back to pending: every claim column cleared, the job is anybody's again
+    KEEP = "keep"  # heartbeat: the claim stands, its lease is renewed
+    END = "end"  # completed or failed: token and lease cleared, who ran it (worker, times) kept
+    DROP = "drop"  # back to pending: every claim column cleared, the job is anybody's again
 
 
 class Leave(NamedTuple):
@@ -109,34 +113,46 @@ class Leave(NamedTuple):
     status: JobStatus
     claim: Claim
     now: datetime
-    run_at: datetime | None = None        # back to pending: when it may be claimed again (None: unchanged)
-    lease_until: datetime | None = None   # Claim.KEEP: the renewed lease
-    spends_retry: bool = False            # the attempt counts against max_retries: retry_count + 1
-    stalled: bool = False                 # its worker died holding it: stall_count + 1
-    sets_error: bool = False              # error becomes ``error`` (None clears it)
+    run_at: datetime | None = None  # back to pending: when it may be claimed again (None: unchanged)
+    lease_until: datetime | None = None  # Claim.KEEP: the renewed lease
+    spends_retry: bool = False  # the attempt counts against max_retries: retry_count + 1
+    stalled: bool = False  # its worker died holding it: stall_count + 1
+    sets_error: bool = False  # error becomes ``error`` (None clears it)
     error: str | None = None
-    completes: bool = False               # result becomes ``result``, completed_at becomes now
-    result: str | None = None             # JSON text
-    results: str | None = None            # instead of ``result``, one per job: a JSON object, id → result text
-    progress: str | None = None           # a heartbeat's progress report, JSON text (None: unchanged)
+    completes: bool = False  # result becomes ``result``, completed_at becomes now
+    result: str | None = None  # JSON text
+    results: str | None = None  # instead of ``result``, one per job: a JSON object, id → result text
+    progress: str | None = None  # a heartbeat's progress report, JSON text (None: unchanged)
 
     def parts(self) -> tuple[str, ...]:
         """The names of the LEAVE_PARTS this move writes besides the time and the claim, in their order."""
         # A heartbeat leaves the status as it is: not writing it spares every index on status an update.
-        written = (("status", self.status is not JobStatus.RUNNING), ("spends_retry", self.spends_retry),
-                   ("stalled", self.stalled), ("run_at", self.run_at is not None), ("error", self.sets_error),
-                   ("progress", self.progress is not None),
-                   ("completes", self.completes and self.results is None),
-                   ("completes_each", self.completes and self.results is not None))
+        written = (
+            ("status", self.status is not JobStatus.RUNNING),
+            ("spends_retry", self.spends_retry),
+            ("stalled", self.stalled),
+            ("run_at", self.run_at is not None),
+            ("error", self.sets_error),
+            ("progress", self.progress is not None),
+            ("completes", self.completes and self.results is None),
+            ("completes_each", self.completes and self.results is not None),
+        )
         return tuple(name for name, writes in written if writes)
 
     def params(self) -> dict:
         """The statement's values, by name."""
-        return {"status": self.status.value, "now": self.now, "lease_until": self.lease_until,
-                "run_at": self.run_at, "error": self.error, "result": self.result, "results": self.results,
-                "progress": self.progress,
-                # The error's group is written with it, here, so no way of failing a job can leave it out.
-                "error_group": error_group(self.error) if self.sets_error else None}
+        return {
+            "status": self.status.value,
+            "now": self.now,
+            "lease_until": self.lease_until,
+            "run_at": self.run_at,
+            "error": self.error,
+            "result": self.result,
+            "results": self.results,
+            "progress": self.progress,
+            # The error's group is written with it, here, so no way of failing a job can leave it out.
+            "error_group": error_group(self.error) if self.sets_error else None,
+        }
 
 
 class FlowRow(NamedTuple):
@@ -160,7 +176,7 @@ class Window(NamedTuple):
     """A dedupe window's slot in unique_slots (UNIQUE_TAKE): a type's unique key, in one scope."""
 
     type: str
-    scope: int    # the id of the key whose window it is; SHARED_SCOPE: the type's one window for every producer
+    scope: int  # the id of the key whose window it is; SHARED_SCOPE: the type's one window for every producer
     key: str
 
 
@@ -171,11 +187,11 @@ SHARED_SCOPE = 0
 class QuotaState(NamedTuple):
     """A producer key's quota state (QUOTA_STATE): its rate ledger's window, and its pending jobs."""
 
-    newest_total: int | None    # the key's running total at its newest ledger row; None: no row
+    newest_total: int | None  # the key's running total at its newest ledger row; None: no row
     newest_at: datetime | None  # that row's time
-    before: int | None          # the running total before the window's first row; None: the window is empty
+    before: int | None  # the running total before the window's first row; None: the window is empty
     oldest_at: datetime | None  # the time of the key's oldest ledger row, in the window or not
-    pending: int                # the key's pending jobs, counted up to the limit asked for
+    pending: int  # the key's pending jobs, counted up to the limit asked for
 
 
 class Log(NamedTuple):
@@ -198,12 +214,12 @@ KEY_TIMES = tuple(i for i, column in enumerate(ApiKey.__table__.c) if isinstance
 class Times(NamedTuple):
     """A dialect's conversion of times to what its driver stores, and back."""
 
-    to_db: object     # callable: aware datetime → the stored form; None stays None
-    from_db: object   # callable: the stored form → aware UTC datetime
+    to_db: object  # callable: aware datetime → the stored form; None stays None
+    from_db: object  # callable: the stored form → aware UTC datetime
 
     @classmethod
     def of(cls, dialect: Dialect) -> Times:
-        column_type = _TIME_TYPE.dialect_impl(dialect)   # what a UTCDateTime column is on this dialect
+        column_type = _TIME_TYPE.dialect_impl(dialect)  # what a UTCDateTime column is on this dialect
         to_db = column_type.bind_processor(dialect) or (lambda value: value)
         from_db = column_type.result_processor(dialect, None) or (lambda value: value)
         # A statement binds one "now" several times (updated_at, the event's at, …): convert it once.

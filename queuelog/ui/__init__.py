@@ -3,6 +3,7 @@ schedules, API keys.
 
 Pages only read (``stats``, ``listing``) and call the queue's operations; they never write job state.
 """
+
 from flask import Blueprint
 
 bp = Blueprint("ui", __name__)

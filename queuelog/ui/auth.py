@@ -1,5 +1,6 @@
 """Who may see the admin pages and who may act on them: server-side sessions, signing in through the
 throttle, the viewer role's read-only guard, safe ``next`` redirects."""
+
 from __future__ import annotations
 
 import time
@@ -81,8 +82,7 @@ def refuse_viewers_actions():
     if request.method in READ_METHODS or request.endpoint in VIEWER_MAY_POST:
         return None
     if not may_act():
-        abort(403, description="Your account may look at these pages but not change anything. "
-                               "Ask an admin to do this.")
+        abort(403, description="Your account may look at these pages but not change anything. Ask an admin to do this.")
     return None
 
 
@@ -118,6 +118,7 @@ def safe_next(target: str | None) -> str | None:
 
 
 # --- signing in ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SignIn:

@@ -4,6 +4,7 @@ page that names the count. The page is the server's, so asking first works with 
 The queue decides which jobs each action takes (its statements' guards); the page only counts, beforehand,
 how many the action will take and which it will leave alone, and says afterwards what happened.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,14 +47,35 @@ class BulkAction:
         return search.retry_statuses() if self.name == "retry" else names(self.statuses)
 
 
-ACTIONS = {action.name: action for action in (
-    BulkAction("retry", "Retry", "Retried", RETRYABLE, queue.retry_many,
-               "They go back to the queue with a fresh retry budget."),
-    BulkAction("cancel", "Cancel", "Cancelled", BY_ACTION["cancel"].from_statuses, queue.cancel_many,
-               "No worker will claim them; an admin can retry them later."),
-    BulkAction("delete", "Delete", "Deleted", DELETABLE, queue.delete_many,
-               "They are removed with their event logs. This cannot be undone."),
-)}
+ACTIONS = {
+    action.name: action
+    for action in (
+        BulkAction(
+            "retry",
+            "Retry",
+            "Retried",
+            RETRYABLE,
+            queue.retry_many,
+            "They go back to the queue with a fresh retry budget.",
+        ),
+        BulkAction(
+            "cancel",
+            "Cancel",
+            "Cancelled",
+            BY_ACTION["cancel"].from_statuses,
+            queue.cancel_many,
+            "No worker will claim them; an admin can retry them later.",
+        ),
+        BulkAction(
+            "delete",
+            "Delete",
+            "Deleted",
+            DELETABLE,
+            queue.delete_many,
+            "They are removed with their event logs. This cannot be undone.",
+        ),
+    )
+}
 
 
 @dataclass
@@ -61,10 +83,10 @@ class BulkPlan:
     """What the confirmation page says: how many jobs the action takes, which it leaves alone and why."""
 
     action: BulkAction
-    scope: str                                   # "selected" or "matching"
-    count: int                                   # jobs the action will take (at most limit + 1 counted)
-    left: dict[str, int] = field(default_factory=dict)   # jobs left alone, by status
-    missing: int = 0                             # ticked jobs that do not exist (any more)
+    scope: str  # "selected" or "matching"
+    count: int  # jobs the action will take (at most limit + 1 counted)
+    left: dict[str, int] = field(default_factory=dict)  # jobs left alone, by status
+    missing: int = 0  # ticked jobs that do not exist (any more)
     job_ids: list[int] = field(default_factory=list)
     up_to: int | None = None
     limit: int = RETRY_ALL_LIMIT
@@ -133,12 +155,14 @@ def _confirmation(plan: BulkPlan, filter_args: dict[str, str], back: str):
         lines.append("Filter: " + ", ".join(f"{name} = {value}" for name, value in filter_args.items()) + ".")
     left = _left_alone(plan.left, plan.missing, action)
     if not plan.count:
-        lines.append(f"None of the {which} jobs can be {action.done.lower()}"
-                     + (f": {left}." if left else "."))
-        return render_template("confirm.html", question=f"Nothing to {action.verb.lower()}", lines=lines,
-                               fields=None, back=back)
-    lines.append(f"{plan.shown_count()} {which} job{'s' if plan.count != 1 else ''} will be "
-                 f"{action.done.lower()}. {action.effect}")
+        lines.append(f"None of the {which} jobs can be {action.done.lower()}" + (f": {left}." if left else "."))
+        return render_template(
+            "confirm.html", question=f"Nothing to {action.verb.lower()}", lines=lines, fields=None, back=back
+        )
+    lines.append(
+        f"{plan.shown_count()} {which} job{'s' if plan.count != 1 else ''} will be "
+        f"{action.done.lower()}. {action.effect}"
+    )
     if plan.count > plan.limit:
         lines.append(f"One click takes at most {plan.limit:,}; confirm again afterwards for the rest.")
     if left:
@@ -148,9 +172,16 @@ def _confirmation(plan: BulkPlan, filter_args: dict[str, str], back: str):
     if plan.up_to is not None:
         fields.append(("up_to", plan.up_to))
     button = f"{action.verb} {plan.shown_count()} job{'s' if plan.count != 1 else ''}"
-    return render_template("confirm.html", question=plan.question(), lines=lines, fields=fields,
-                           action=url_for("ui.bulk_jobs"), button=button, back=back,
-                           button_class="button-danger" if action.name != "retry" else "button-primary")
+    return render_template(
+        "confirm.html",
+        question=plan.question(),
+        lines=lines,
+        fields=fields,
+        action=url_for("ui.bulk_jobs"),
+        button=button,
+        back=back,
+        button_class="button-danger" if action.name != "retry" else "button-primary",
+    )
 
 
 def _plan_selected(action: BulkAction, chosen: list[int]) -> BulkPlan:
@@ -160,14 +191,25 @@ def _plan_selected(action: BulkAction, chosen: list[int]) -> BulkPlan:
     for status in now.values():
         if status not in takes:
             left[status] = left.get(status, 0) + 1
-    return BulkPlan(action, "selected", count=sum(1 for s in now.values() if s in takes), left=left,
-                    missing=len(chosen) - len(now), job_ids=chosen)
+    return BulkPlan(
+        action,
+        "selected",
+        count=sum(1 for s in now.values() if s in takes),
+        left=left,
+        missing=len(chosen) - len(now),
+        job_ids=chosen,
+    )
 
 
 def _plan_matching(action: BulkAction, search: JobSearch, up_to: int) -> BulkPlan:
     statuses = action.statuses_for(search)
-    return BulkPlan(action, "matching", count=count_matching(search, statuses, RETRY_ALL_LIMIT + 1, up_to),
-                    left=count_others(search, statuses, RETRY_ALL_LIMIT + 1, up_to), up_to=up_to)
+    return BulkPlan(
+        action,
+        "matching",
+        count=count_matching(search, statuses, RETRY_ALL_LIMIT + 1, up_to),
+        left=count_others(search, statuses, RETRY_ALL_LIMIT + 1, up_to),
+        up_to=up_to,
+    )
 
 
 def _run_selected(action: BulkAction, chosen: list[int]) -> None:

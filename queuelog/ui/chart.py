@@ -3,6 +3,7 @@
 SVG text scales with the drawing, so one drawing cannot be readable both across a desktop and across a
 phone: the dashboard draws the hour twice, wide and narrow, and the stylesheet shows the one that fits.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,9 @@ def nice_ceiling(value: int) -> int:
     return 10 * magnitude
 
 
-def build_chart(periods: list[Period], chart_range: ChartRange, width: int = WIDTH, height: int = HEIGHT,
-                narrow: bool = False) -> Chart:
+def build_chart(
+    periods: list[Period], chart_range: ChartRange, width: int = WIDTH, height: int = HEIGHT, narrow: bool = False
+) -> Chart:
     """Lay out one column per period: completed at the bottom, failed stacked on top, in red.
 
     A time label every ``chart_range.tick_every`` columns (``narrow_tick_every`` when ``narrow``), and one at
@@ -85,12 +87,17 @@ def build_chart(periods: list[Period], chart_range: ChartRange, width: int = WID
         completed_h = height_of(period.completed)
         failed_h = height_of(period.failed)
         completed_y = chart.plot_bottom - completed_h
-        chart.bars.append(Bar(
-            x=round(x, 2), width=round(slot * 0.7, 2),
-            completed_y=round(completed_y, 2), completed_h=round(completed_h, 2),
-            failed_y=round(completed_y - failed_h, 2), failed_h=round(failed_h, 2),
-            label=f"{period.start:{bar_format}} UTC: {period.completed} completed, {period.failed} failed",
-        ))
+        chart.bars.append(
+            Bar(
+                x=round(x, 2),
+                width=round(slot * 0.7, 2),
+                completed_y=round(completed_y, 2),
+                completed_h=round(completed_h, 2),
+                failed_y=round(completed_y - failed_h, 2),
+                failed_h=round(failed_h, 2),
+                label=f"{period.start:{bar_format}} UTC: {period.completed} completed, {period.failed} failed",
+            )
+        )
         if index % tick_every == 0 and index < len(periods) - tick_every // 2:
             chart.ticks.append((round(x, 2), f"{period.start:{tick_format}}", "start"))
         elif index == len(periods) - 1:

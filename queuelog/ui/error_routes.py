@@ -1,4 +1,5 @@
 """The Top errors page: failed jobs grouped by cause, each group one click from its jobs, its retry and cancel."""
+
 from __future__ import annotations
 
 from ..core.clock import utcnow

@@ -4,6 +4,7 @@ belongs to, why a failed job was not retried, and why a pending job is not due y
 The record counts retries (``retry_count``: failed runs that went back to the queue), which reads as
 "never ran" for a job that failed on its first run ("0 of 3"). People think in runs, so the pages do.
 """
+
 from __future__ import annotations
 
 import enum
@@ -17,8 +18,10 @@ QUARANTINE_PREFIX = "quarantined:"
 _RAN = frozenset({JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.FAILED})
 # The ways out of running that count the run against max_retries; their event rows already carry the
 # new retry_count, so the run they end is that count, not one more.
-_SPENDS_A_RETRY = {(t.event.value, t.to_status.value)
-                   for t in (BY_ACTION["fail_retry"], BY_ACTION["reap_retry"], BY_ACTION["timeout_retry"])}
+_SPENDS_A_RETRY = {
+    (t.event.value, t.to_status.value)
+    for t in (BY_ACTION["fail_retry"], BY_ACTION["reap_retry"], BY_ACTION["timeout_retry"])
+}
 #: How queuelog-worker's failure of a handler it gave up on at the job's timeout begins.
 WORKER_TIMEOUT_PREFIX = "TimeoutError: timed out"
 
@@ -28,8 +31,8 @@ class NotRetried(enum.StrEnum):
 
     NOT_RETRYABLE = "not retryable"  # its worker failed it as permanent
     RETRIES_SPENT = "retries spent"  # every run its max_retries allows has failed
-    QUARANTINED = "quarantined"      # its workers kept dying while holding it (MAX_STALLS)
-    TIMED_OUT = "timed out"          # its last allowed run outlived its timeout_seconds, or its worker stopped
+    QUARANTINED = "quarantined"  # its workers kept dying while holding it (MAX_STALLS)
+    TIMED_OUT = "timed out"  # its last allowed run outlived its timeout_seconds, or its worker stopped
     #                                  heartbeating on it
 
 
@@ -91,33 +94,44 @@ def why_not_retried(job, history) -> FailureReason | None:
     ending = next((event for event in reversed(history) if event.to_status == JobStatus.FAILED.value), None)
     spent = attempts(job)
     if is_quarantined(job.error):
-        return FailureReason(NotRetried.QUARANTINED,
-                             f"Its workers died {job.stall_count} times while holding it, so the reaper stopped "
-                             "handing it out: it may be what kills them. Look at its payload before retrying.")
-    if ending is not None and (ending.event == Event.TIMED_OUT.value or (
-            ending.event == Event.FAILED.value and (job.error or "").startswith(WORKER_TIMEOUT_PREFIX))):
-        return FailureReason(NotRetried.TIMED_OUT,
-                             f"Run {spent}, the last one its retries allow, timed out: it was still running "
-                             f"{job.timeout_seconds} s after its claim (timeout_seconds).")
+        return FailureReason(
+            NotRetried.QUARANTINED,
+            f"Its workers died {job.stall_count} times while holding it, so the reaper stopped "
+            "handing it out: it may be what kills them. Look at its payload before retrying.",
+        )
+    if ending is not None and (
+        ending.event == Event.TIMED_OUT.value
+        or (ending.event == Event.FAILED.value and (job.error or "").startswith(WORKER_TIMEOUT_PREFIX))
+    ):
+        return FailureReason(
+            NotRetried.TIMED_OUT,
+            f"Run {spent}, the last one its retries allow, timed out: it was still running "
+            f"{job.timeout_seconds} s after its claim (timeout_seconds).",
+        )
     if ending is not None and ending.event == Event.REAPED.value:
-        return FailureReason(NotRetried.TIMED_OUT,
-                             f"Its worker stopped heartbeating on run {spent}, the last one its retries "
-                             "allow, and the lease ran out.")
+        return FailureReason(
+            NotRetried.TIMED_OUT,
+            f"Its worker stopped heartbeating on run {spent}, the last one its retries allow, and the lease ran out.",
+        )
     if job.retry_count >= job.max_retries:
-        return FailureReason(NotRetried.RETRIES_SPENT,
-                             f"All {spent.allowed} run{'s' if spent.allowed != 1 else ''} it was allowed "
-                             f"(max_retries {job.max_retries}) failed.")
+        return FailureReason(
+            NotRetried.RETRIES_SPENT,
+            f"All {spent.allowed} run{'s' if spent.allowed != 1 else ''} it was allowed "
+            f"(max_retries {job.max_retries}) failed.",
+        )
     left = job.max_retries - job.retry_count
-    return FailureReason(NotRetried.NOT_RETRYABLE,
-                         f"Its worker reported run {spent} as a permanent failure, so the {left} "
-                         f"retr{'y' if left == 1 else 'ies'} left {'was' if left == 1 else 'were'} not used.")
+    return FailureReason(
+        NotRetried.NOT_RETRYABLE,
+        f"Its worker reported run {spent} as a permanent failure, so the {left} "
+        f"retr{'y' if left == 1 else 'ies'} left {'was' if left == 1 else 'were'} not used.",
+    )
 
 
 class NotDueKind(enum.StrEnum):
     """Why a pending job whose run_at is still ahead waits."""
 
-    SCHEDULED = "scheduled"       # enqueued with a run_at ahead
-    BACKING_OFF = "backing off"   # a failed run went back to the queue; its retry waits out the backoff
+    SCHEDULED = "scheduled"  # enqueued with a run_at ahead
+    BACKING_OFF = "backing off"  # a failed run went back to the queue; its retry waits out the backoff
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 """The pages' forms. Every POST form is a FlaskForm, so it carries and checks a CSRF token."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,10 @@ from ..states import STATUS_NAMES
 try:
     from wtforms import SelectChoice as _choice  # WTForms 3.3 deprecates (value, label) tuples
 except ImportError:  # older WTForms: tuples are the way
+
     def _choice(value: str, label: str) -> tuple[str, str]:
         return value, label
+
 
 STATUS_CHOICES = [_choice("", "any status")] + [_choice(name, name) for name in STATUS_NAMES]
 PRIORITY_CHOICES = [_choice("", "any priority")] + [_choice(label, label) for label in PRIORITY_LABELS]
@@ -40,10 +43,14 @@ PRIORITY_CHOICES = [_choice("", "any priority")] + [_choice(label, label) for la
 class LoginForm(FlaskForm):
     """Sign in with a username and password."""
 
-    username = StringField("Username", validators=[InputRequired(), Length(max=100)],
-                           render_kw={"autocomplete": "username", "autofocus": True})
-    password = PasswordField("Password", validators=[InputRequired(), Length(max=1024)],
-                             render_kw={"autocomplete": "current-password"})
+    username = StringField(
+        "Username",
+        validators=[InputRequired(), Length(max=100)],
+        render_kw={"autocomplete": "username", "autofocus": True},
+    )
+    password = PasswordField(
+        "Password", validators=[InputRequired(), Length(max=1024)], render_kw={"autocomplete": "current-password"}
+    )
     next = HiddenField()
     submit = SubmitField("Sign in")
 
@@ -58,16 +65,19 @@ class JobFilterForm(Form):
     status = SelectField("Status", choices=STATUS_CHOICES, default="")
     type = StringField("Type", validators=[Optional(), Length(max=100)], filters=[lambda v: v.strip() if v else v])
     priority = SelectField("Priority", choices=PRIORITY_CHOICES, default="")
-    worker = StringField("Worker", validators=[Optional(), Length(max=100)],
-                         filters=[lambda v: v.strip() if v else v])
-    key = StringField("Concurrency key", validators=[Optional(), Length(max=200)],
-                      filters=[lambda v: v.strip() if v else v])
-    q = StringField("Job id or idempotency key", validators=[Optional(), Length(max=200)],
-                    filters=[lambda v: v.strip() if v else v])
-    error = StringField("Error contains", validators=[Optional(), Length(max=200)],
-                        filters=[lambda v: v.strip() if v else v])
-    path = StringField("Payload path", validators=[Optional(), Length(max=MAX_PATH_CHARS)],
-                       filters=[lambda v: v.strip() if v else v])
+    worker = StringField("Worker", validators=[Optional(), Length(max=100)], filters=[lambda v: v.strip() if v else v])
+    key = StringField(
+        "Concurrency key", validators=[Optional(), Length(max=200)], filters=[lambda v: v.strip() if v else v]
+    )
+    q = StringField(
+        "Job id or idempotency key", validators=[Optional(), Length(max=200)], filters=[lambda v: v.strip() if v else v]
+    )
+    error = StringField(
+        "Error contains", validators=[Optional(), Length(max=200)], filters=[lambda v: v.strip() if v else v]
+    )
+    path = StringField(
+        "Payload path", validators=[Optional(), Length(max=MAX_PATH_CHARS)], filters=[lambda v: v.strip() if v else v]
+    )
     value = StringField("Payload value", validators=[Optional(), Length(max=500)])
     # An error group of the Top errors page (its normalised error); set by that page's links.
     group = StringField("Error group", validators=[Optional(), Length(max=ERROR_GROUP_CHARS)])
@@ -86,7 +96,7 @@ class JobFilterForm(Form):
             self.path.errors = [*self.path.errors, "give the path the value is compared at, e.g. customer_id"]
             return False
         if not value:
-            self.value.errors = [*self.value.errors, "give the value to compare with, e.g. 42, \"abc\" or null"]
+            self.value.errors = [*self.value.errors, 'give the value to compare with, e.g. 42, "abc" or null']
             return False
         for field, parse in ((self.path, parse_path), (self.value, parse_value)):
             try:
@@ -135,34 +145,58 @@ class ConfirmForm(FlaskForm):
 class KeyCreateForm(FlaskForm):
     """Issue an API key; its secret is shown once on the page that answers this form."""
 
-    name = StringField("Name", validators=[
-        InputRequired(), Length(max=100),
-        Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", message="use letters, digits, '.', '_' or '-'")])
+    name = StringField(
+        "Name",
+        validators=[
+            InputRequired(),
+            Length(max=100),
+            Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", message="use letters, digits, '.', '_' or '-'"),
+        ],
+    )
     role = SelectField("Role", choices=[_choice(r.value, r.value) for r in Role], default=Role.WORKER.value)
-    max_priority = SelectField("Highest priority it may set", default="", choices=[
-        _choice("", "default (producer: medium)")] + [_choice(label, label) for label in PRIORITY_LABELS])
+    max_priority = SelectField(
+        "Highest priority it may set",
+        default="",
+        choices=[_choice("", "default (producer: medium)")] + [_choice(label, label) for label in PRIORITY_LABELS],
+    )
     types = StringField("Job types (comma-separated, empty = any)", validators=[Optional(), Length(max=2000)])
     # Producer quotas; checked (with readable messages) by queuelog.auth.keys like the command line's options.
-    enqueue_rate = StringField("Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
-                               validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 100/60"})
-    max_pending = StringField("Most jobs pending at once, waiting ones included (producers; empty = no limit)",
-                              validators=[Optional(), Length(max=30)], render_kw={"placeholder": "e.g. 1000"})
+    enqueue_rate = StringField(
+        "Enqueue rate, N/S: at most N jobs in any S seconds (producers; empty = no limit)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"placeholder": "e.g. 100/60"},
+    )
+    max_pending = StringField(
+        "Most jobs pending at once, waiting ones included (producers; empty = no limit)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"placeholder": "e.g. 1000"},
+    )
     submit = SubmitField("Create key")
 
 
 class TypeLimitsForm(FlaskForm):
     """A type's three limits, sent together; an empty field means no limit (the form shows the current ones)."""
 
-    concurrency_limit = StringField("Concurrency: most jobs of the type running at once (empty = no limit)",
-                                    validators=[Optional(), Length(max=30)],
-                                    render_kw={"inputmode": "numeric", "placeholder": "e.g. 3"})
-    rate_jobs = StringField("Rate: at most N claims (empty = no rate limit)", validators=[Optional(), Length(max=30)],
-                            render_kw={"inputmode": "numeric", "placeholder": "N, e.g. 20"})
-    rate_seconds = StringField("… in any window of S seconds (1 to 86,400)", validators=[Optional(), Length(max=30)],
-                               render_kw={"inputmode": "numeric", "placeholder": "S, e.g. 2"})
-    key_concurrency_limit = StringField("Per key: most running jobs per concurrency key (empty = no limit)",
-                                        validators=[Optional(), Length(max=30)],
-                                        render_kw={"inputmode": "numeric", "placeholder": "e.g. 1"})
+    concurrency_limit = StringField(
+        "Concurrency: most jobs of the type running at once (empty = no limit)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"inputmode": "numeric", "placeholder": "e.g. 3"},
+    )
+    rate_jobs = StringField(
+        "Rate: at most N claims (empty = no rate limit)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"inputmode": "numeric", "placeholder": "N, e.g. 20"},
+    )
+    rate_seconds = StringField(
+        "… in any window of S seconds (1 to 86,400)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"inputmode": "numeric", "placeholder": "S, e.g. 2"},
+    )
+    key_concurrency_limit = StringField(
+        "Per key: most running jobs per concurrency key (empty = no limit)",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"inputmode": "numeric", "placeholder": "e.g. 1"},
+    )
     submit = SubmitField("Save limits")
 
     def validate_concurrency_limit(self, field):
@@ -191,31 +225,40 @@ class TypeLimitsForm(FlaskForm):
 
     def wanted(self) -> dict[str, Any]:
         """The three limits as ``flow.update_type`` takes them (call after ``validate``)."""
+
         def number(field) -> int | None:
             text = (field.data or "").strip()
             return int(text) if text else None
 
         jobs, seconds = number(self.rate_jobs), number(self.rate_seconds)
-        return {"concurrency_limit": number(self.concurrency_limit),
-                "rate_limit": RateLimit(jobs, seconds) if jobs is not None else None,
-                "key_concurrency_limit": number(self.key_concurrency_limit)}
+        return {
+            "concurrency_limit": number(self.concurrency_limit),
+            "rate_limit": RateLimit(jobs, seconds) if jobs is not None else None,
+            "key_concurrency_limit": number(self.key_concurrency_limit),
+        }
 
     def show(self, settings) -> None:
         """Fill the fields with a type's current limits (what a GET of its page shows)."""
         rate = settings.rate_limit
-        for field, value in ((self.concurrency_limit, settings.concurrency_limit),
-                             (self.rate_jobs, rate.jobs if rate else None),
-                             (self.rate_seconds, rate.per_seconds if rate else None),
-                             (self.key_concurrency_limit, settings.key_concurrency_limit)):
+        for field, value in (
+            (self.concurrency_limit, settings.concurrency_limit),
+            (self.rate_jobs, rate.jobs if rate else None),
+            (self.rate_seconds, rate.per_seconds if rate else None),
+            (self.key_concurrency_limit, settings.key_concurrency_limit),
+        ):
             field.data = "" if value is None else str(value)
 
 
 class UniqueScopeForm(FlaskForm):
     """Whose dedupe windows a type keeps (``unique_scope``): each producer key its own, or one for all."""
 
-    unique_scope = SelectField("Dedupe windows (unique_for)", choices=[
-        _choice(UNIQUE_SCOPES[0], "producer: each key has its own (default)"),
-        _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer")])
+    unique_scope = SelectField(
+        "Dedupe windows (unique_for)",
+        choices=[
+            _choice(UNIQUE_SCOPES[0], "producer: each key has its own (default)"),
+            _choice(UNIQUE_SCOPES[1], "type: one window per key for every producer"),
+        ],
+    )
     submit = SubmitField("Save")
 
 
@@ -224,33 +267,54 @@ def _whole(data: str | None, high: int, message: str) -> None:
     text = (data or "").strip()
     if text and not (re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= high):
         raise ValidationError(message.format(high=high) + f", not {text!r}")
+
+
 class ScheduleForm(FlaskForm):
     """Create or edit a schedule. The fields are checked by ``schedules.check_spec``, like the API's and the
     command line's, and its messages are shown beside the field they name."""
 
-    name = StringField("Name", validators=[InputRequired(), Length(max=100)],
-                       description="1-100 letters, digits, '_', '.', ':' or '-'")
-    cron = StringField("Cron expression", validators=[Optional(), Length(max=200)],
-                       description="5 fields, 6 with the seconds first, or @hourly, @daily, …",
-                       render_kw={"placeholder": "e.g. 0 3 * * *"}, filters=[lambda v: v.strip() if v else v])
-    every_seconds = IntegerField("Or every N seconds", validators=[Optional(), NumberRange(1, 86_400)],
-                                 description="Instead of a cron expression: 1-86400",
-                                 render_kw={"inputmode": "numeric"})
-    timezone = StringField("Timezone", default="UTC", validators=[InputRequired(), Length(max=64)],
-                           description="IANA name, e.g. Europe/Berlin; the cron expression is read in it")
+    name = StringField(
+        "Name", validators=[InputRequired(), Length(max=100)], description="1-100 letters, digits, '_', '.', ':' or '-'"
+    )
+    cron = StringField(
+        "Cron expression",
+        validators=[Optional(), Length(max=200)],
+        description="5 fields, 6 with the seconds first, or @hourly, @daily, …",
+        render_kw={"placeholder": "e.g. 0 3 * * *"},
+        filters=[lambda v: v.strip() if v else v],
+    )
+    every_seconds = IntegerField(
+        "Or every N seconds",
+        validators=[Optional(), NumberRange(1, 86_400)],
+        description="Instead of a cron expression: 1-86400",
+        render_kw={"inputmode": "numeric"},
+    )
+    timezone = StringField(
+        "Timezone",
+        default="UTC",
+        validators=[InputRequired(), Length(max=64)],
+        description="IANA name, e.g. Europe/Berlin; the cron expression is read in it",
+    )
     job_type = SelectField("Job type", choices=[])
     payload = TextAreaField("Payload (JSON object)", default="{}", validators=[Length(max=65536)])
     priority = SelectField("Priority", choices=[_choice(label, label) for label in PRIORITY_LABELS], default="low")
     max_retries = IntegerField("Retries", default=3, validators=[InputRequired(), NumberRange(0, 100)])
-    catch_up = SelectField("After downtime", default="one", choices=[
-        _choice("one", "one job for the latest missed tick"), _choice("none", "skip the missed ticks")])
+    catch_up = SelectField(
+        "After downtime",
+        default="one",
+        choices=[_choice("one", "one job for the latest missed tick"), _choice("none", "skip the missed ticks")],
+    )
     paused = BooleanField("Paused")
     submit = SubmitField("Save schedule")
 
     def validate(self, extra_validators=None) -> bool:
         valid = super().validate(extra_validators)
         if bool(self.cron.data) == (self.every_seconds.data is not None) and not self.every_seconds.errors:
-            self.cron.errors = [*self.cron.errors, "give either a cron expression or an interval, not both"
-                                if self.cron.data else "give a cron expression or an interval"]
+            self.cron.errors = [
+                *self.cron.errors,
+                "give either a cron expression or an interval, not both"
+                if self.cron.data
+                else "give a cron expression or an interval",
+            ]
             valid = False
         return valid

@@ -1,4 +1,5 @@
 """Template filters and small view helpers shared by the admin pages."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The jobs table, one job's page, and the admin's actions on jobs (all through ``queuelog.queue``)."""
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,15 @@ RETRY_BATCH = 500
 def search_from(form: JobFilterForm) -> JobSearch:
     data = form.data
     return JobSearch(
-        status=data["status"] or None, type=data["type"] or None,
+        status=data["status"] or None,
+        type=data["type"] or None,
         priority=int(Priority.from_label(data["priority"])) if data["priority"] else None,
-        worker=data["worker"] or None, concurrency_key=data["key"] or None, q=data["q"] or None,
-        error=data["error"] or None, payload=form.payload_match, group=data["group"] or None,
+        worker=data["worker"] or None,
+        concurrency_key=data["key"] or None,
+        q=data["q"] or None,
+        error=data["error"] or None,
+        payload=form.payload_match,
+        group=data["group"] or None,
     )
 
 
@@ -51,10 +57,19 @@ def jobs():
     if "worker_id" in args and "worker" not in args:
         args["worker"] = args["worker_id"]  # the API's name for the same filter, so its links work here too
     form = JobFilterForm(args)
-    context = {"form": form, "rows": [], "next_cursor": None, "retryable_count": 0,
-               "bulk_form": BulkRetryForm(), "filter_args": {}, "retry_limit": RETRY_ALL_LIMIT,
-               "job_types": current_app.config["JOB_TYPES"], "now": utcnow(), "cursor": None,
-               "retry_statuses": ()}
+    context = {
+        "form": form,
+        "rows": [],
+        "next_cursor": None,
+        "retryable_count": 0,
+        "bulk_form": BulkRetryForm(),
+        "filter_args": {},
+        "retry_limit": RETRY_ALL_LIMIT,
+        "job_types": current_app.config["JOB_TYPES"],
+        "now": utcnow(),
+        "cursor": None,
+        "retry_statuses": (),
+    }
     if not form.validate():
         return render_template("jobs.html", **context), 400
     search = search_from(form)
@@ -91,15 +106,19 @@ def retry_jobs():
             flash("Tick the failed jobs to retry first (or use “retry all matching”).", "error")
             return redirect(back)
         if len(chosen) > MAX_PAGE_SIZE:
-            flash(f"Tick at most {MAX_PAGE_SIZE} jobs at a time (or use “retry all matching”); "
-                  "nothing was changed.", "error")
+            flash(
+                f"Tick at most {MAX_PAGE_SIZE} jobs at a time (or use “retry all matching”); nothing was changed.",
+                "error",
+            )
             return redirect(back)
         retried = queue.retry_many(chosen, actor_name())
         skipped = len(chosen) - len(retried)
         message = f"Retried {len(retried)} job{'s' if len(retried) != 1 else ''}."
         if skipped:
-            message += (f" {skipped} of the selected jobs {'were' if skipped != 1 else 'was'} "
-                        f"no longer {spell(RETRYABLE)} and left as is.")
+            message += (
+                f" {skipped} of the selected jobs {'were' if skipped != 1 else 'was'} "
+                f"no longer {spell(RETRYABLE)} and left as is."
+            )
         flash(message, "success" if retried else "info")
         return redirect(back)
     search = search_from(filters)
@@ -136,9 +155,19 @@ def job(job_id: int):
     graph = links(None, [job_id])[job_id]
     progress = json.loads(row.progress) if row.progress is not None else None
     unfinished = [parent for parent in graph.parents if parent.status not in FINAL]
-    return render_live("job.html", "_job_live.html", job=row, history=history, action_form=ActionForm(),
-                       failure=why_not_retried(row, history), now=now, graph=graph, progress=progress,
-                       reading=stats.job_now(job_id, now), unfinished=unfinished)
+    return render_live(
+        "job.html",
+        "_job_live.html",
+        job=row,
+        history=history,
+        action_form=ActionForm(),
+        failure=why_not_retried(row, history),
+        now=now,
+        graph=graph,
+        progress=progress,
+        reading=stats.job_now(job_id, now),
+        unfinished=unfinished,
+    )
 
 
 def _job_action(job_id: int, action, done: str):
@@ -169,5 +198,6 @@ def cancel_job(job_id: int):
 @bp.post("/admin/jobs/<int:job_id>/release")
 def release_job(job_id: int):
     """running → pending: take the job back from its worker without counting a failure."""
-    return _job_action(job_id, queue.release,
-                       "Job {id} was given back to the queue; its worker's claim no longer counts.")
+    return _job_action(
+        job_id, queue.release, "Job {id} was given back to the queue; its worker's claim no longer counts."
+    )

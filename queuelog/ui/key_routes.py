@@ -1,4 +1,5 @@
 """The API keys page: list, issue (secret shown once), revoke — all through ``queuelog.auth.keys``."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,16 @@ def _render(form: KeyCreateForm, status: int = 200, secret: str | None = None, c
     rows = keys.list_keys()
     types = {row.id: (json.loads(row.allowed_types) if row.allowed_types else None) for row in rows}
     quotas = {row.id: Quota.of(row) for row in rows}
-    return render_template("keys.html", keys=rows, types=types, quotas=quotas, form=form,
-                           action_form=ActionForm(), secret=secret, created=created), status
+    return render_template(
+        "keys.html",
+        keys=rows,
+        types=types,
+        quotas=quotas,
+        form=form,
+        action_form=ActionForm(),
+        secret=secret,
+        created=created,
+    ), status
 
 
 @bp.get("/admin/keys")
@@ -35,8 +44,14 @@ def create_api_key():
     types = [t for t in (form.types.data or "").split(",") if t.strip()]
     try:
         # An empty quota field means no limit here (the form always sends every field).
-        secret = keys.create_key(form.name.data, form.role.data, form.max_priority.data or None, types or None,
-                                 enqueue_rate=form.enqueue_rate.data or None, max_pending=form.max_pending.data or None)
+        secret = keys.create_key(
+            form.name.data,
+            form.role.data,
+            form.max_priority.data or None,
+            types or None,
+            enqueue_rate=form.enqueue_rate.data or None,
+            max_pending=form.max_pending.data or None,
+        )
     except InvalidRequest as error:
         for problem in error.errors:
             name = problem["pointer"].strip("/")
@@ -60,11 +75,18 @@ def revoke_api_key(name: str):
                 flash(f"There is no active key named {name}; nothing was revoked.", "error")
                 return redirect(url_for("ui.api_keys"))
             return render_template(
-                "confirm.html", question=f"Revoke key {name}?", fields=[], button=f"Revoke {name}",
-                button_class="button-danger", action=url_for("ui.revoke_api_key", name=name),
+                "confirm.html",
+                question=f"Revoke key {name}?",
+                fields=[],
+                button=f"Revoke {name}",
+                button_class="button-danger",
+                action=url_for("ui.revoke_api_key", name=name),
                 back=url_for("ui.api_keys"),
-                lines=["Its next request will be refused, and this cannot be undone: "
-                       "a client that still needs access needs a new key."])
+                lines=[
+                    "Its next request will be refused, and this cannot be undone: "
+                    "a client that still needs access needs a new key."
+                ],
+            )
         if keys.revoke_key(name):
             flash(f"Key {name} is revoked; its next request will be refused.", "success")
         else:

@@ -1,4 +1,5 @@
 """Read-only job queries for the jobs pages: the filtered table, one job with its history, bulk selection."""
+
 from __future__ import annotations
 
 import re
@@ -38,9 +39,14 @@ class JobSearch:
     def conditions(self, conn) -> list:
         """The WHERE clauses; a lookup ``q`` becomes a short list of ids found through indexes."""
         where = []
-        for column, value in (("status", self.status), ("type", self.type), ("priority", self.priority),
-                              ("worker_id", self.worker), ("concurrency_key", self.concurrency_key),
-                              ("error_group", self.group)):
+        for column, value in (
+            ("status", self.status),
+            ("type", self.type),
+            ("priority", self.priority),
+            ("worker_id", self.worker),
+            ("concurrency_key", self.concurrency_key),
+            ("error_group", self.group),
+        ):
             if value is not None:
                 where.append(jobs.c[column] == value)
         if self.q:
@@ -77,10 +83,16 @@ def _ids_for(conn, q: str) -> list[int]:
         found.append(int(number))
     key_ids = conn.execute(select(keys_table.c.id)).scalars().all()
     if key_ids:
-        found += conn.execute(select(jobs.c.id).where(
-            jobs.c.producer_key_id.in_(key_ids), jobs.c.idempotency_key == text)).scalars().all()
-    found += conn.execute(select(jobs.c.id).where(
-        jobs.c.producer_key_id.is_(None), jobs.c.idempotency_key == text)).scalars().all()
+        found += (
+            conn.execute(select(jobs.c.id).where(jobs.c.producer_key_id.in_(key_ids), jobs.c.idempotency_key == text))
+            .scalars()
+            .all()
+        )
+    found += (
+        conn.execute(select(jobs.c.id).where(jobs.c.producer_key_id.is_(None), jobs.c.idempotency_key == text))
+        .scalars()
+        .all()
+    )
     return found
 
 
@@ -120,24 +132,30 @@ def count_others(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_i
     """Matching jobs *not* in ``statuses`` (a bulk action leaves them), by status; ``cap`` of them at most."""
     with read_connection() as conn:
         others = [jobs.c.status.not_in(statuses)] if statuses else []
-        inner = (select(jobs.c.status).where(*search.conditions(conn), jobs.c.id <= up_to_id, *others)
-                 .limit(cap).subquery())
+        inner = (
+            select(jobs.c.status).where(*search.conditions(conn), jobs.c.id <= up_to_id, *others).limit(cap).subquery()
+        )
         rows = conn.execute(select(inner.c.status, func.count()).group_by(inner.c.status)).all()
     return {status: count for status, count in rows}
 
 
-def matching_batch(search: JobSearch, statuses: tuple[str, ...], after_id: int, up_to_id: int,
-                   size: int) -> list[int]:
+def matching_batch(search: JobSearch, statuses: tuple[str, ...], after_id: int, up_to_id: int, size: int) -> list[int]:
     """The next ``size`` ids of matching jobs in ``statuses`` with ``after_id < id <= up_to_id``, ascending."""
     if not statuses:
         return []
     with read_connection() as conn:
-        return conn.execute(
-            select(jobs.c.id)
-            .where(*search.conditions(conn), jobs.c.status.in_(statuses),
-                   jobs.c.id > after_id, jobs.c.id <= up_to_id)
-            .order_by(jobs.c.id).limit(size)
-        ).scalars().all()
+        return (
+            conn.execute(
+                select(jobs.c.id)
+                .where(
+                    *search.conditions(conn), jobs.c.status.in_(statuses), jobs.c.id > after_id, jobs.c.id <= up_to_id
+                )
+                .order_by(jobs.c.id)
+                .limit(size)
+            )
+            .scalars()
+            .all()
+        )
 
 
 def statuses_of(job_ids: list[int]) -> dict[int, str]:

@@ -8,6 +8,7 @@ folded by the step's own code. Its cost grows with the types and periods shown, 
 At most LIVE_MOST minutes are read live: when the mark is further behind (no server's ticker has rolled up,
 no ``flask rollup``), the minutes in between are not counted and ``Freshness.behind`` says so on the page.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,23 +43,26 @@ rollups = TypeRollup.__table__
 class ChartRange:
     """One choice of the dashboard's chart: how far back, in bars of ``span`` seconds."""
 
-    key: str            # ?range=…
-    label: str          # the switch's text
-    title: str          # "the last hour"
+    key: str  # ?range=…
+    label: str  # the switch's text
+    title: str  # "the last hour"
     span: int
     bars: int
-    tick_every: int     # bars between time labels, wide
+    tick_every: int  # bars between time labels, wide
     narrow_tick_every: int
-    tick_format: str    # strftime of a time label
-    bar_format: str     # strftime of a bar's tooltip
-    per: str            # "per minute"
+    tick_format: str  # strftime of a time label
+    bar_format: str  # strftime of a bar's tooltip
+    per: str  # "per minute"
 
 
-RANGES = {r.key: r for r in (
-    ChartRange("1h", "Last hour", "the last hour", MINUTE, 60, 10, 20, "%H:%M", "%H:%M", "per minute"),
-    ChartRange("24h", "24 hours", "the last 24 hours", HOUR, 24, 4, 8, "%H:%M", "%d %b %H:00", "per hour"),
-    ChartRange("7d", "7 days", "the last 7 days", HOUR, 168, 24, 48, "%a %d", "%a %d %b %H:00", "per hour"),
-)}
+RANGES = {
+    r.key: r
+    for r in (
+        ChartRange("1h", "Last hour", "the last hour", MINUTE, 60, 10, 20, "%H:%M", "%H:%M", "per minute"),
+        ChartRange("24h", "24 hours", "the last 24 hours", HOUR, 24, 4, 8, "%H:%M", "%d %b %H:00", "per hour"),
+        ChartRange("7d", "7 days", "the last 7 days", HOUR, 168, 24, 48, "%a %d", "%a %d %b %H:00", "per hour"),
+    )
+}
 DEFAULT_RANGE = "1h"
 
 
@@ -70,7 +74,7 @@ LIVE_MOST = 10
 class Freshness:
     """How a figure was read: rolled up through the mark, live from ``live_from`` (Unix seconds)."""
 
-    through: int | None   # the rollup mark: the first minute not rolled up; None: never rolled
+    through: int | None  # the rollup mark: the first minute not rolled up; None: never rolled
     live_from: int
 
     @property
@@ -111,18 +115,23 @@ def throughput(now: datetime, chart_range: ChartRange) -> tuple[list[Period], Fr
     """Jobs completed and failed per bar over ``chart_range``, oldest first, zeros included; and how fresh."""
     last = period_of(now, chart_range.span)
     first = last - (chart_range.bars - 1) * chart_range.span
-    periods = {first + i * chart_range.span: Period(_time(first + i * chart_range.span))
-               for i in range(chart_range.bars)}
+    periods = {
+        first + i * chart_range.span: Period(_time(first + i * chart_range.span)) for i in range(chart_range.bars)
+    }
     with read_connection() as conn:
         rows = conn.execute(
             select(rollups.c.metric, rollups.c.period, func.sum(rollups.c.n))
-            .where(rollups.c.span == chart_range.span, rollups.c.metric.in_([COMPLETED, FAILED]),
-                   rollups.c.period >= first)
+            .where(
+                rollups.c.span == chart_range.span, rollups.c.metric.in_([COMPLETED, FAILED]), rollups.c.period >= first
+            )
             .group_by(rollups.c.metric, rollups.c.period)
         ).all()
         live, freshness = _live(conn, now)
-    rows += [(metric, period_of(as_time(minute), chart_range.span), n)
-             for (minute, metric, _type, _bucket), n in live.items() if metric in (COMPLETED, FAILED)]
+    rows += [
+        (metric, period_of(as_time(minute), chart_range.span), n)
+        for (minute, metric, _type, _bucket), n in live.items()
+        if metric in (COMPLETED, FAILED)
+    ]
     for metric, start, count in rows:
         bar = periods.get(start)
         if bar is None:
@@ -180,16 +189,21 @@ def last_hour(now: datetime, job_type: str | None = None) -> tuple[dict[str, Typ
     """Per type (or for ``job_type`` only), the last 60 minutes (this one included) of counts and histograms;
     and how fresh they are."""
     first = period_of(now, MINUTE) - 59 * MINUTE
-    query = (select(rollups.c.type, rollups.c.metric, rollups.c.bucket, func.sum(rollups.c.n))
-             .where(rollups.c.span == MINUTE, rollups.c.metric.in_(COUNTS + HISTOGRAMS), rollups.c.period >= first)
-             .group_by(rollups.c.type, rollups.c.metric, rollups.c.bucket))
+    query = (
+        select(rollups.c.type, rollups.c.metric, rollups.c.bucket, func.sum(rollups.c.n))
+        .where(rollups.c.span == MINUTE, rollups.c.metric.in_(COUNTS + HISTOGRAMS), rollups.c.period >= first)
+        .group_by(rollups.c.type, rollups.c.metric, rollups.c.bucket)
+    )
     if job_type is not None:
         query = query.where(rollups.c.type == job_type)
     with read_connection() as conn:
         rows = conn.execute(query).all()
         live, freshness = _live(conn, now)
-    rows += [(name, metric, bucket, n) for (minute, metric, name, bucket), n in live.items()
-             if minute >= first and (job_type is None or name == job_type)]
+    rows += [
+        (name, metric, bucket, n)
+        for (minute, metric, name, bucket), n in live.items()
+        if minute >= first and (job_type is None or name == job_type)
+    ]
     found: dict[str, TypeTimings] = {}
     for name, metric, bucket, count in rows:
         timings = found.setdefault(name, TypeTimings(name))

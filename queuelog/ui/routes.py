@@ -1,4 +1,5 @@
 """Signing in and out, the dashboard and the workers page."""
+
 from __future__ import annotations
 
 from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
@@ -40,8 +41,9 @@ def login():
     outcome = attempt_sign_in(form.username.data, form.password.data, request.remote_addr or "unknown")
     if outcome.retry_after:
         minutes = max(1, (outcome.retry_after + 59) // 60)
-        message = (f"Too many failed sign-ins from this address. "
-                   f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.")
+        message = (
+            f"Too many failed sign-ins from this address. Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+        )
         return render_template("login.html", form=form, error=message), 429, {"Retry-After": str(outcome.retry_after)}
     if outcome.user is None:
         return render_template("login.html", form=form, error="Wrong username or password."), 200
@@ -82,13 +84,23 @@ def dashboard():
     oldest = stats.oldest_due(now, counts)
     periods, freshness = rollup_stats.throughput(now, chart_range)
     return render_live(
-        "dashboard.html", "_dashboard_live.html",
-        counts=counts, paused=paused, pending=stats.pending_split(now), stalled_count=stalled_count,
-        stalled=stalled, oldest=oldest, oldest_age=span(oldest.age(now)) if oldest else None,
-        failures=stats.recent_failures(), chart=build_chart(periods, chart_range),
+        "dashboard.html",
+        "_dashboard_live.html",
+        counts=counts,
+        paused=paused,
+        pending=stats.pending_split(now),
+        stalled_count=stalled_count,
+        stalled=stalled,
+        oldest=oldest,
+        oldest_age=span(oldest.age(now)) if oldest else None,
+        failures=stats.recent_failures(),
+        chart=build_chart(periods, chart_range),
         narrow_chart=build_chart(periods, chart_range, NARROW_WIDTH, NARROW_HEIGHT, narrow=True),
-        chart_range=chart_range, ranges=rollup_stats.RANGES.values(), freshness=freshness,
-        action_form=ActionForm(), now=now,
+        chart_range=chart_range,
+        ranges=rollup_stats.RANGES.values(),
+        freshness=freshness,
+        action_form=ActionForm(),
+        now=now,
     )
 
 
@@ -98,8 +110,11 @@ def _chart_range(asked: str | None) -> rollup_stats.ChartRange:
         return rollup_stats.RANGES[rollup_stats.DEFAULT_RANGE]
     chart_range = rollup_stats.RANGES.get(asked)
     if chart_range is None:
-        abort(400, description=f"The chart's range must be one of {', '.join(rollup_stats.RANGES)}; "
-                               f"{asked[:20]!r} is not one of them.")
+        abort(
+            400,
+            description=f"The chart's range must be one of {', '.join(rollup_stats.RANGES)}; "
+            f"{asked[:20]!r} is not one of them.",
+        )
     return chart_range
 
 
@@ -109,16 +124,22 @@ def reap_now():
     if ActionForm().validate_on_submit():
         report = queue.reap(actor=actor_name())
         if report.total:
-            flash(f"Reaped {report.total} stalled job{'s' if report.total != 1 else ''}: "
-                  f"{len(report.requeued)} back in the queue, {len(report.failed)} failed "
-                  f"(no retries left), {len(report.quarantined)} quarantined.", "success")
+            flash(
+                f"Reaped {report.total} stalled job{'s' if report.total != 1 else ''}: "
+                f"{len(report.requeued)} back in the queue, {len(report.failed)} failed "
+                f"(no retries left), {len(report.quarantined)} quarantined.",
+                "success",
+            )
         elif not report.expired:
             flash("No running job had an expired lease; nothing was reaped.", "info")
         if report.timed_out:
             flash(f"{len(report.timed_out)} of them outlived their timeout_seconds.", "info")
         if report.expired:
-            flash(f"Cancelled {len(report.expired)} pending job{'s' if len(report.expired) != 1 else ''} "
-                  "no worker claimed before its expires_at.", "success")
+            flash(
+                f"Cancelled {len(report.expired)} pending job{'s' if len(report.expired) != 1 else ''} "
+                "no worker claimed before its expires_at.",
+                "success",
+            )
     return redirect(url_for("ui.dashboard"))
 
 
@@ -127,7 +148,13 @@ def workers():
     """Each worker process (online, then gone): what it holds, what it finished, Quiet and Stop; then each worker
     key: the jobs it holds now, when it was last seen, how many it completed and failed."""
     listed = worker_processes.with_work(worker_processes.list_for(None))
-    return render_live("workers.html", "_workers_live.html", workers=stats.workers(), now=utcnow(),
-                       online=[p for p in listed if p.online], gone=[p for p in listed if not p.online],
-                       held_shown=worker_processes.HELD_SHOWN,
-                       gone_seconds=int(worker_processes.GONE_AFTER.total_seconds()))
+    return render_live(
+        "workers.html",
+        "_workers_live.html",
+        workers=stats.workers(),
+        now=utcnow(),
+        online=[p for p in listed if p.online],
+        gone=[p for p in listed if not p.online],
+        held_shown=worker_processes.HELD_SHOWN,
+        gone_seconds=int(worker_processes.GONE_AFTER.total_seconds()),
+    )

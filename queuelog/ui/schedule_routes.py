@@ -1,5 +1,6 @@
 """The schedules pages: the list, one schedule with its edit form, and the admin's actions (pause, resume,
 run now, delete), all through ``queuelog.schedules``. Viewers see the pages without any action (403 on POST)."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,18 @@ from .auth import actor_name
 from .forms import ActionForm, ScheduleForm
 
 #: Which form field shows the problem a pointer of ``check_spec`` names.
-_FIELD_OF = {"/name": "name", "/cron": "cron", "/every_seconds": "every_seconds", "/timezone": "timezone",
-             "/job/type": "job_type", "/job/payload": "payload", "/job/priority": "priority",
-             "/job/max_retries": "max_retries", "/catch_up": "catch_up", "/paused": "paused"}
+_FIELD_OF = {
+    "/name": "name",
+    "/cron": "cron",
+    "/every_seconds": "every_seconds",
+    "/timezone": "timezone",
+    "/job/type": "job_type",
+    "/job/payload": "payload",
+    "/job/priority": "priority",
+    "/job/max_retries": "max_retries",
+    "/catch_up": "catch_up",
+    "/paused": "paused",
+}
 
 
 def _form(state: ScheduleState | None = None) -> ScheduleForm:
@@ -25,10 +35,18 @@ def _form(state: ScheduleState | None = None) -> ScheduleForm:
     data = {}
     if state is not None:
         spec = state.spec
-        data = {"name": spec.name, "cron": spec.timing.cron or "", "every_seconds": spec.timing.every_seconds,
-                "timezone": spec.timing.timezone, "job_type": spec.job.type,
-                "payload": json.dumps(spec.job.payload, indent=2), "priority": Priority.label_of(spec.job.priority),
-                "max_retries": spec.job.max_retries, "catch_up": spec.catch_up, "paused": spec.paused}
+        data = {
+            "name": spec.name,
+            "cron": spec.timing.cron or "",
+            "every_seconds": spec.timing.every_seconds,
+            "timezone": spec.timing.timezone,
+            "job_type": spec.job.type,
+            "payload": json.dumps(spec.job.payload, indent=2),
+            "priority": Priority.label_of(spec.job.priority),
+            "max_retries": spec.job.max_retries,
+            "catch_up": spec.catch_up,
+            "paused": spec.paused,
+        }
     form = ScheduleForm(data=data) if data else ScheduleForm()
     form.job_type.choices = list(current_app.config["JOB_TYPES"])
     return form
@@ -41,10 +59,20 @@ def _fields(form: ScheduleForm) -> dict | None:
     except ValueError as error:
         form.payload.errors = [*form.payload.errors, f"not valid JSON: {error}"]
         return None
-    return {"name": form.name.data, "cron": form.cron.data or None, "every_seconds": form.every_seconds.data,
-            "timezone": form.timezone.data, "paused": form.paused.data, "catch_up": form.catch_up.data,
-            "job": {"type": form.job_type.data, "payload": payload, "priority": form.priority.data,
-                    "max_retries": form.max_retries.data}}
+    return {
+        "name": form.name.data,
+        "cron": form.cron.data or None,
+        "every_seconds": form.every_seconds.data,
+        "timezone": form.timezone.data,
+        "paused": form.paused.data,
+        "catch_up": form.catch_up.data,
+        "job": {
+            "type": form.job_type.data,
+            "payload": payload,
+            "priority": form.priority.data,
+            "max_retries": form.max_retries.data,
+        },
+    }
 
 
 def _show_problems(form: ScheduleForm, error: QueueError) -> None:
@@ -56,8 +84,9 @@ def _show_problems(form: ScheduleForm, error: QueueError) -> None:
 
 def _list_page(form: ScheduleForm, status: int = 200):
     states = schedules.list_schedules()
-    return render_template("schedules.html", schedules=states, last_jobs=schedules.last_jobs(states), form=form,
-                           action_form=ActionForm()), status
+    return render_template(
+        "schedules.html", schedules=states, last_jobs=schedules.last_jobs(states), form=form, action_form=ActionForm()
+    ), status
 
 
 @bp.get("/admin/schedules")
@@ -84,8 +113,7 @@ def create_schedule():
 
 def _schedule_page(state: ScheduleState, form: ScheduleForm, status: int = 200):
     last = schedules.last_jobs([state]).get(state.last_job_id)
-    return render_template("schedule.html", schedule=state, last_job=last, form=form,
-                           action_form=ActionForm()), status
+    return render_template("schedule.html", schedule=state, last_job=last, form=form, action_form=ActionForm()), status
 
 
 @bp.get("/admin/schedules/<name>")

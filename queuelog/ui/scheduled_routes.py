@@ -1,4 +1,5 @@
 """The Scheduled page: pending jobs that are not due yet, and an admin's "Run now" (through ``queuelog.queue``)."""
+
 from __future__ import annotations
 
 from flask import flash, redirect, url_for
@@ -20,8 +21,9 @@ def scheduled():
     """Pending jobs whose run_at is still ahead (scheduled, or waiting out a retry's backoff), soonest first."""
     now = utcnow()
     count, rows = stats.scheduled_jobs(now, SHOWN)
-    return render_live("scheduled.html", "_scheduled_live.html", rows=rows, count=count, shown=SHOWN,
-                       action_form=ActionForm(), now=now)
+    return render_live(
+        "scheduled.html", "_scheduled_live.html", rows=rows, count=count, shown=SHOWN, action_form=ActionForm(), now=now
+    )
 
 
 @bp.post("/admin/jobs/<int:job_id>/run-now")

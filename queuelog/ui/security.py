@@ -1,4 +1,5 @@
 """Browser-facing safety for the pages: security headers and a readable answer to a stale form."""
+
 from __future__ import annotations
 
 from flask import abort, render_template, request
@@ -10,17 +11,19 @@ from . import bp
 
 # No inline script or style anywhere: the pages load one script and one stylesheet from /static, so an
 # injected <script> or style attribute does nothing even if escaping ever failed.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 PAGE_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
@@ -64,6 +67,8 @@ def csrf_refused(error: CSRFError):
     """A form without a valid token (forged, or left open too long): refuse it, and say what to do."""
     if not wants_page():
         return problem(400, "Bad request", error.description)
-    detail = ("This form was refused because its security token is missing or has expired. "
-              "Go back, reload the page and try again.")
+    detail = (
+        "This form was refused because its security token is missing or has expired. "
+        "Go back, reload the page and try again."
+    )
     return render_template("error.html", code=400, title="Form expired or forged", detail=detail), 400

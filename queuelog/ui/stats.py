@@ -5,6 +5,7 @@ grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``
 partial ``ix_jobs_running_lease``. The chart and the types' timings read the stored rollups (``rollup_stats``).
 What counts as stalled, due and "waiting since" is ``queuelog.reads.figures``'s, shared with ``/metrics``.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,9 @@ def job_counts() -> Counts:
     and per-status totals are its sums."""
     with read_connection() as conn:
         rows = conn.execute(
-            select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count())
-            .group_by(jobs.c.type, jobs.c.status, jobs.c.priority)
+            select(jobs.c.type, jobs.c.status, jobs.c.priority, func.count()).group_by(
+                jobs.c.type, jobs.c.status, jobs.c.priority
+            )
         ).all()
     by_status = {status: 0 for status in STATUSES}
     by_type: dict[str, dict[str, int]] = {}
@@ -84,10 +86,12 @@ class PendingSplit:
 def pending_split(now: datetime) -> PendingSplit:
     """Pending jobs due now and not yet due (figures.due / figures.not_due), in one count over pending jobs."""
     with read_connection() as conn:
-        due, later = conn.execute(select(
-            func.coalesce(func.sum(case((figures.due(now), 1), else_=0)), 0),
-            func.coalesce(func.sum(case((figures.not_due(now), 1), else_=0)), 0),
-        ).where(jobs.c.status == PENDING)).one()
+        due, later = conn.execute(
+            select(
+                func.coalesce(func.sum(case((figures.due(now), 1), else_=0)), 0),
+                func.coalesce(func.sum(case((figures.not_due(now), 1), else_=0)), 0),
+            ).where(jobs.c.status == PENDING)
+        ).one()
     return PendingSplit(due=due, scheduled=later)
 
 
@@ -98,9 +102,20 @@ def scheduled_jobs(now: datetime, limit: int = 200) -> tuple[int, list[Row]]:
     with read_connection() as conn:
         count = conn.execute(select(func.count()).select_from(jobs).where(later)).scalar_one()
         rows = conn.execute(
-            select(jobs.c.id, jobs.c.type, jobs.c.priority, jobs.c.run_at, jobs.c.retry_count, jobs.c.max_retries,
-                   jobs.c.created_at, jobs.c.expires_at, jobs.c.producer)
-            .where(later).order_by(jobs.c.run_at, jobs.c.id).limit(limit)
+            select(
+                jobs.c.id,
+                jobs.c.type,
+                jobs.c.priority,
+                jobs.c.run_at,
+                jobs.c.retry_count,
+                jobs.c.max_retries,
+                jobs.c.created_at,
+                jobs.c.expires_at,
+                jobs.c.producer,
+            )
+            .where(later)
+            .order_by(jobs.c.run_at, jobs.c.id)
+            .limit(limit)
         ).all()
     return count, rows
 
@@ -123,9 +138,12 @@ def stalled_jobs(now: datetime, limit: int = 10) -> tuple[int, list[Row]]:
     with read_connection() as conn:
         count = conn.execute(select(func.count()).select_from(jobs).where(stalled)).scalar_one()
         rows = conn.execute(
-            select(jobs.c.id, jobs.c.type, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.lease_expires_at,
-                   jobs.c.stall_count)
-            .where(stalled).order_by(jobs.c.lease_expires_at).limit(limit)
+            select(
+                jobs.c.id, jobs.c.type, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.lease_expires_at, jobs.c.stall_count
+            )
+            .where(stalled)
+            .order_by(jobs.c.lease_expires_at)
+            .limit(limit)
         ).all()
     return count, rows
 
@@ -135,11 +153,14 @@ def recent_failures(limit: int = 8) -> list[Row]:
     with read_connection() as conn:
         return conn.execute(
             select(jobs.c.id, jobs.c.type, jobs.c.error, jobs.c.worker_id, jobs.c.updated_at, jobs.c.retry_count)
-            .where(jobs.c.status == FAILED).order_by(jobs.c.updated_at.desc(), jobs.c.id.desc()).limit(limit)
+            .where(jobs.c.status == FAILED)
+            .order_by(jobs.c.updated_at.desc(), jobs.c.id.desc())
+            .limit(limit)
         ).all()
 
 
 # --- workers -------------------------------------------------------------------------------------
+
 
 @dataclass
 class WorkerSummary:
@@ -169,14 +190,21 @@ def workers() -> list[WorkerSummary]:
     """
     with read_connection() as conn:
         key_rows = conn.execute(
-            select(keys_table.c.name, keys_table.c.last_used_at, keys_table.c.revoked_at,
-                   keys_table.c.allowed_types)
-            .where(keys_table.c.role == Role.WORKER.value)
+            select(
+                keys_table.c.name, keys_table.c.last_used_at, keys_table.c.revoked_at, keys_table.c.allowed_types
+            ).where(keys_table.c.role == Role.WORKER.value)
         ).all()
         held_rows = conn.execute(
-            select(jobs.c.id, jobs.c.type, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.heartbeat_at,
-                   jobs.c.lease_expires_at)
-            .where(jobs.c.status == RUNNING, jobs.c.worker_id.is_not(None)).order_by(jobs.c.id)
+            select(
+                jobs.c.id,
+                jobs.c.type,
+                jobs.c.worker_id,
+                jobs.c.claimed_at,
+                jobs.c.heartbeat_at,
+                jobs.c.lease_expires_at,
+            )
+            .where(jobs.c.status == RUNNING, jobs.c.worker_id.is_not(None))
+            .order_by(jobs.c.id)
         ).all()
         count_rows = conn.execute(
             select(jobs.c.worker_id, jobs.c.status, func.count())

@@ -3,6 +3,7 @@
 Every read goes through ix_jobs_error_groups (status, error_group, type, updated_at), so the page groups
 stored values in index order and never reads an error's text; see README "Admin pages" for its timings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ class ErrorGroup:
     first_seen: datetime
     last_seen: datetime
     types: tuple[str, ...]
-    waiting: int   # pending jobs whose last attempt failed with this cause (the ones "cancel all" stops)
+    waiting: int  # pending jobs whose last attempt failed with this cause (the ones "cancel all" stops)
 
 
 @dataclass
@@ -57,8 +58,9 @@ def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
         # below. Grouping by cause alone would need the types as a DISTINCT aggregate, which sorts every
         # job of a cause again, or a second read.
         parts = conn.execute(
-            select(jobs.c.error_group, jobs.c.type, func.count(), func.min(jobs.c.updated_at),
-                   func.max(jobs.c.updated_at))
+            select(
+                jobs.c.error_group, jobs.c.type, func.count(), func.min(jobs.c.updated_at), func.max(jobs.c.updated_at)
+            )
             .where(jobs.c.status == failed, has_group)
             .group_by(jobs.c.error_group, jobs.c.type)
         ).all()
@@ -67,10 +69,18 @@ def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
             causes.setdefault(group, _Tally(first=first, last=last)).add(job_type, count, first, last)
         top = sorted(causes.items(), key=lambda item: (-item[1].failed, item[0]))[:limit]
         groups = [group for group, _ in top]
-        waiting = dict(conn.execute(
-            select(jobs.c.error_group, func.count())
-            .where(jobs.c.status == JobStatus.PENDING.value, has_group, jobs.c.error_group.in_(groups))
-            .group_by(jobs.c.error_group)
-        ).all()) if groups else {}
-    return [ErrorGroup(group, tally.failed, tally.first, tally.last, tuple(sorted(tally.types)),
-                       waiting.get(group, 0)) for group, tally in top]
+        waiting = (
+            dict(
+                conn.execute(
+                    select(jobs.c.error_group, func.count())
+                    .where(jobs.c.status == JobStatus.PENDING.value, has_group, jobs.c.error_group.in_(groups))
+                    .group_by(jobs.c.error_group)
+                ).all()
+            )
+            if groups
+            else {}
+        )
+    return [
+        ErrorGroup(group, tally.failed, tally.first, tally.last, tuple(sorted(tally.types)), waiting.get(group, 0))
+        for group, tally in top
+    ]

@@ -4,6 +4,7 @@ changed its settings.
 Every change goes through ``flow.update_type``, the function ``PATCH /types/{type}`` calls, so a page's
 change is written to the type's history (as ``admin:<name>``) and wakes waiting claims exactly as the API's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,13 @@ from .auth import actor_name
 from .forms import ActionForm, TypeLimitsForm, UniqueScopeForm
 
 #: How a history entry names each setting.
-SETTING_LABELS = {"paused": "state", "concurrency_limit": "concurrency limit", "rate_limit": "rate limit",
-                  "key_concurrency_limit": "key concurrency limit", "unique_scope": "dedupe windows"}
+SETTING_LABELS = {
+    "paused": "state",
+    "concurrency_limit": "concurrency limit",
+    "rate_limit": "rate limit",
+    "key_concurrency_limit": "key concurrency limit",
+    "unique_scope": "dedupe windows",
+}
 #: How the pages name each unique_scope.
 SCOPE_TEXT = {"producer": "per producer", "type": "shared by every producer"}
 #: The history a type's page shows; the API lists all of it.
@@ -50,9 +56,15 @@ def describe(field: str, value) -> str:
 
 def change_lines(change: flow.Change) -> list[ChangeLine]:
     """The settings one history entry changed, in the order the API lists settings."""
-    return [ChangeLine(SETTING_LABELS[field], describe(field, change.changes[field]["old"]),
-                       describe(field, change.changes[field]["new"]))
-            for field in flow.FIELDS if field in change.changes]
+    return [
+        ChangeLine(
+            SETTING_LABELS[field],
+            describe(field, change.changes[field]["old"]),
+            describe(field, change.changes[field]["new"]),
+        )
+        for field in flow.FIELDS
+        if field in change.changes
+    ]
 
 
 def _state_or_404(job_type: str) -> flow.TypeState:
@@ -62,18 +74,27 @@ def _state_or_404(job_type: str) -> flow.TypeState:
         abort(404, description=error.detail)
 
 
-def _render_type(state: flow.TypeState, form: TypeLimitsForm, status: int = 200,
-                 scope_form: UniqueScopeForm | None = None):
+def _render_type(
+    state: flow.TypeState, form: TypeLimitsForm, status: int = 200, scope_form: UniqueScopeForm | None = None
+):
     entries = flow.history(state.type)
     scope_form = scope_form or UniqueScopeForm(formdata=None, unique_scope=state.settings.unique_scope)
     found, freshness = rollup_stats.last_hour(utcnow(), state.type)
     timings = found.get(state.type) or rollup_stats.TypeTimings(state.type)
-    return render_template("type.html", state=state, form=form, describe=describe, timings=timings,
-                           freshness=freshness,
-                           bound=rollup_stats.bound_text, resolution=RESOLUTION,
-                           history=[(entry, change_lines(entry)) for entry in entries[:HISTORY_SHOWN]],
-                           history_count=len(entries), action_form=ActionForm(),
-                           scope_form=scope_form), status
+    return render_template(
+        "type.html",
+        state=state,
+        form=form,
+        describe=describe,
+        timings=timings,
+        freshness=freshness,
+        bound=rollup_stats.bound_text,
+        resolution=RESOLUTION,
+        history=[(entry, change_lines(entry)) for entry in entries[:HISTORY_SHOWN]],
+        history_count=len(entries),
+        action_form=ActionForm(),
+        scope_form=scope_form,
+    ), status
 
 
 def _back(job_type: str):
@@ -89,10 +110,16 @@ def types():
     the last hour with their wait and run times (p50/p95, from the stored rollups)."""
     kinds = flow.list_types()
     timings, freshness = rollup_stats.last_hour(utcnow())
-    return render_template("types.html", types=kinds, describe=describe, action_form=ActionForm(),
-                           freshness=freshness,
-                           timings=[timings.get(state.type) or rollup_stats.TypeTimings(state.type) for state in kinds],
-                           bound=rollup_stats.bound_text, resolution=RESOLUTION)
+    return render_template(
+        "types.html",
+        types=kinds,
+        describe=describe,
+        action_form=ActionForm(),
+        freshness=freshness,
+        timings=[timings.get(state.type) or rollup_stats.TypeTimings(state.type) for state in kinds],
+        bound=rollup_stats.bound_text,
+        resolution=RESOLUTION,
+    )
 
 
 @bp.get("/admin/types/<job_type>")
@@ -110,8 +137,11 @@ def pause_type(job_type: str):
     _state_or_404(job_type)
     if ActionForm().validate_on_submit():
         flow.update_type(job_type, {"paused": True}, actor_name())
-        flash(f"Paused {job_type}: no worker will claim its jobs until it is resumed. "
-              "Enqueueing still works, and running jobs finish.", "success")
+        flash(
+            f"Paused {job_type}: no worker will claim its jobs until it is resumed. "
+            "Enqueueing still works, and running jobs finish.",
+            "success",
+        )
     return _back(job_type)
 
 
@@ -142,8 +172,9 @@ def clear_type_limits(job_type: str):
     """Remove all three limits of the type (a pause stays as it is)."""
     _state_or_404(job_type)
     if ActionForm().validate_on_submit():
-        flow.update_type(job_type, dict.fromkeys(("concurrency_limit", "rate_limit", "key_concurrency_limit")),
-                         actor_name())
+        flow.update_type(
+            job_type, dict.fromkeys(("concurrency_limit", "rate_limit", "key_concurrency_limit")), actor_name()
+        )
         flash(f"Removed every limit of {job_type}.", "success")
     return _back(job_type)
 
@@ -163,5 +194,7 @@ def scope_type(job_type: str):
 
 
 def _limits_text(settings: flow.Settings) -> str:
-    return ", ".join(f"{SETTING_LABELS[field]} {describe(field, settings.value(field))}"
-                     for field in ("concurrency_limit", "rate_limit", "key_concurrency_limit"))
+    return ", ".join(
+        f"{SETTING_LABELS[field]} {describe(field, settings.value(field))}"
+        for field in ("concurrency_limit", "rate_limit", "key_concurrency_limit")
+    )

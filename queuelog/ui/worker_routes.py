@@ -4,6 +4,7 @@ Both actions go through ``worker_processes.give_command``, the function the API'
 the process hears it with its next beat. Each asks first: the script's confirm(), or, with JavaScript off,
 a page of the server's naming the process.
 """
+
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, url_for
@@ -38,12 +39,18 @@ def _command(process_id: int, command: processes.Command):
     verb = command.value.capitalize()
     if form.confirmed.data != "yes":
         return render_template(
-            "confirm.html", question=f"{verb} worker process {_name(state)}?", fields=[],
-            button=f"{verb} {_name(state)}", button_class="button-danger",
+            "confirm.html",
+            question=f"{verb} worker process {_name(state)}?",
+            fields=[],
+            button=f"{verb} {_name(state)}",
+            button_class="button-danger",
             action=url_for(f"ui.{command.value}_worker_process", process_id=process_id),
             back=url_for("ui.workers"),
-            lines=[f"Within a few seconds {EFFECT[command]}. This cannot be undone from here: "
-                   "restart the process to have it claim again."])
+            lines=[
+                f"Within a few seconds {EFFECT[command]}. This cannot be undone from here: "
+                "restart the process to have it claim again."
+            ],
+        )
     try:
         processes.give_command(process_id, command, actor_name())
     except QueueError as error:

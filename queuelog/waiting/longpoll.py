@@ -16,6 +16,7 @@ gthread worker serves one request per thread. So:
   claimed for nobody would sit ``running`` until its lease ran out and ``flask reap`` came by.
 - **A stopping server answers at once** (``wakeup.stop_waiting``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,9 @@ from .wakeup import Waker, shutting_down, waker_for_current_app
 log = logging.getLogger("queuelog.longpoll")
 
 
-def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[str] | None,
-                  give_back: Callable[[list], None]) -> list:
+def claim_or_wait(
+    claim_once: Callable[[], list], wait: float, types: Sequence[str] | None, give_back: Callable[[list], None]
+) -> list:
     """Claim now; if nothing is due, wait up to ``wait`` seconds for a job and claim it then.
 
     ``claim_once`` is the normal atomic claim; ``types`` limits the cheap due-check to the job
@@ -53,8 +55,7 @@ def claim_or_wait(claim_once: Callable[[], list], wait: float, types: Sequence[s
     else:
         limit = waiting_limit()
         with place_if_free(limit) as placed:
-            rows = (_wait_and_claim(claim_once, wait, types) if placed
-                    else _claim_if_due(claim_once, types, limit))
+            rows = _wait_and_claim(claim_once, wait, types) if placed else _claim_if_due(claim_once, types, limit)
     if rows and client_gone():
         # It hung up while we claimed: nobody will run these jobs or heartbeat them.
         give_back(rows)
@@ -73,7 +74,9 @@ def _claim_if_due(claim_once: Callable[[], list], types: Sequence[str] | None, l
         retry_after = retry_after_seconds()
         raise LongPollsFull(
             f"this server process is holding as many waiting claims as it can ({limit}) "
-            f"and nothing is due; claim again in {retry_after} s", retry_after=retry_after)
+            f"and nothing is due; claim again in {retry_after} s",
+            retry_after=retry_after,
+        )
     return rows
 
 
@@ -92,7 +95,7 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         woken = waker.wait(seen, look_in)
         seen = waker.generation
         if client_gone():
-            break   # claiming now would hand jobs to nobody; its place is free again
+            break  # claiming now would hand jobs to nobody; its place is free again
         with _claiming_turn:
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()
@@ -112,7 +115,7 @@ class _ClaimingTurn:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._claimed_after: tuple[Waker, int] | None = None   # the wake-up whose first claim has been made
+        self._claimed_after: tuple[Waker, int] | None = None  # the wake-up whose first claim has been made
 
     def __enter__(self):
         self._lock.acquire()
@@ -162,8 +165,11 @@ class _NothingDue:
     def lately(self, types: Sequence[str] | None, waker: Waker) -> bool:
         """Was "nothing due" the answer since the last wake-up, within a recheck interval?"""
         answer = self._answers.get(_type_set(types))
-        return (answer is not None and answer[0] == waker.generation
-                and time.monotonic() - answer[1] < waker.current_recheck())
+        return (
+            answer is not None
+            and answer[0] == waker.generation
+            and time.monotonic() - answer[1] < waker.current_recheck()
+        )
 
     def note(self, types: Sequence[str] | None, generation: int, asked_at: float) -> None:
         if len(self._answers) >= self.MAX_TYPE_SETS:
@@ -179,6 +185,7 @@ _nothing_due = _NothingDue()
 
 
 # --- when the next job comes due -------------------------------------------------------------------
+
 
 class _NextDue:
     """When the next pending job of these types comes due, as last read, shared by the process's waiters.
@@ -203,7 +210,7 @@ class _NextDue:
         with self._reading:
             answer = self._answers.get(key)
             if answer is None or answer[0] != waker.generation or (answer[1] is not None and answer[1] <= utcnow()):
-                answer = (waker.generation, _earliest_run_at(types))   # the generation first: nothing slips between
+                answer = (waker.generation, _earliest_run_at(types))  # the generation first: nothing slips between
                 if len(self._answers) >= self.MAX_ANSWERS:
                     self._answers.clear()
                 self._answers[key] = answer
@@ -244,4 +251,4 @@ def _seeks(types: tuple[str, ...]) -> list[tuple[tuple[str, int], ...]]:
     QUEUELOG_JOB_TYPES) is found by the recheck instead.
     """
     seeks = [(job_type, priority.value) for job_type in types for priority in Priority]
-    return [tuple(seeks[start:start + _SEEKS_PER_STATEMENT]) for start in range(0, len(seeks), _SEEKS_PER_STATEMENT)]
+    return [tuple(seeks[start : start + _SEEKS_PER_STATEMENT]) for start in range(0, len(seeks), _SEEKS_PER_STATEMENT)]

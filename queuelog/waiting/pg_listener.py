@@ -5,6 +5,7 @@ PostgreSQL delivers it at commit to every listening connection, so waiting claim
 process, on every app server, wake at once. The thread reconnects with backoff when the connection
 drops, and tells the waker whether it is listening, so waiters poll meanwhile.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,7 +29,7 @@ class Waker(Protocol):
     def signal(self) -> None: ...
 
 
-LISTENER_NAME = "queuelog-listen"   # application_name of the LISTEN connections, in pg_stat_activity
+LISTENER_NAME = "queuelog-listen"  # application_name of the LISTEN connections, in pg_stat_activity
 
 
 def start(engine: Engine, waker: Waker) -> None:
@@ -45,8 +46,7 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
     delay = 0.5
     while True:
         try:
-            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10,
-                                 application_name=LISTENER_NAME) as conn:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name=LISTENER_NAME) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 conn.execute(f"LISTEN {FINISHED_CHANNEL}")
                 waker.listening = waker.finished.listening = True
@@ -60,8 +60,7 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
                     conn.execute("SELECT 1")  # a quiet half-open connection raises here
         except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
             if waker.listening:
-                log.warning("LISTEN connection lost (%s); waiting claims poll until it is back",
-                            exc.__class__.__name__)
+                log.warning("LISTEN connection lost (%s); waiting claims poll until it is back", exc.__class__.__name__)
         waker.listening = waker.finished.listening = False
         waker.signal()
         waker.finished.signal()

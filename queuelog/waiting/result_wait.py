@@ -9,6 +9,7 @@ RETURNING. Between checks the request holds no connection, only a place among th
 requests (``waiting_places``), and a recheck now and then finds what no announcement reached; at each
 look, a producer that hung up ends the wait and frees the place, as a waiting claim's worker does.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,9 +39,9 @@ def wait_for_end(row, seconds: float):
             waker.wait(seen, min(remaining, waker.current_recheck()))
             seen = waker.generation
             if client_gone():
-                break   # nobody to answer: the place goes to a request that has a client
+                break  # nobody to answer: the place goes to a request that has a client
             with read_connection() as conn:
                 row = sql.job(conn, row.id)
-    if row is None:   # purged while we waited
+    if row is None:  # purged while we waited
         raise JobNotFound("the job does not exist")
     return row

@@ -12,6 +12,7 @@ that exited, a producer whose HTTP client gave up, both are gone, and their plac
 taken until their ``wait`` ran out. Both gunicorn and the development server (``flask run``) hand the app
 the client's connection, which is how we can tell.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,6 +42,7 @@ def retry_after_seconds() -> int:
 
 
 # --- a place to wait -----------------------------------------------------------------------------
+
 
 class _WaitingRequests:
     """The requests waiting in this process right now, against the limit."""
@@ -86,12 +88,16 @@ def waiting_place(what: str) -> Iterator[None]:
     with place_if_free(limit) as placed:
         if not placed:
             retry_after = retry_after_seconds()
-            raise LongPollsFull(f"this server process is holding as many waiting requests as it can ({limit}); "
-                                f"{what} again in {retry_after} s", retry_after=retry_after)
+            raise LongPollsFull(
+                f"this server process is holding as many waiting requests as it can ({limit}); "
+                f"{what} again in {retry_after} s",
+                retry_after=retry_after,
+            )
         yield
 
 
 # --- the client's connection ---------------------------------------------------------------------
+
 
 def client_gone() -> bool:
     """Has the client of the current request closed its connection? (Never waits.)"""
@@ -113,16 +119,16 @@ def _hung_up(client: socket.socket | None) -> bool:
     except OSError:
         return True
     if fd < 0:
-        return True   # closed on our side already
+        return True  # closed on our side already
     # Peek through a plain socket on the same descriptor: it works under TLS as well (raw bytes),
     # and it never waits, whatever timeout the server set on its own socket object.
     probe = socket.socket(fileno=fd)
     try:
         return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except (BlockingIOError, InterruptedError):
-        return False   # nothing to read: still there, waiting for our answer
+        return False  # nothing to read: still there, waiting for our answer
     except OSError:
-        return True    # reset
+        return True  # reset
     finally:
         probe.detach()
 
@@ -156,7 +162,7 @@ def waiting_limit() -> int | None:
         return max(_server_threads - reserved_threads(_server_threads), 0)
     environ = request.environ
     if environ.get("wsgi.multiprocess") and not environ.get("wsgi.multithread"):
-        return 0   # one request at a time (gunicorn's sync worker): a wait would block the process
+        return 0  # one request at a time (gunicorn's sync worker): a wait would block the process
     _warn_uncapped(environ)
     return None
 
@@ -167,5 +173,7 @@ def _warn_uncapped(environ) -> None:
     global _warned_uncapped
     if not _warned_uncapped and str(environ.get("SERVER_SOFTWARE", "")).startswith("gunicorn"):
         _warned_uncapped = True
-        log.warning("waiting claims are not capped: start gunicorn from the repository root (or with "
-                    "-c gunicorn.conf.py), or set QUEUELOG_LONGPOLL_MAX_WAITING")
+        log.warning(
+            "waiting claims are not capped: start gunicorn from the repository root (or with "
+            "-c gunicorn.conf.py), or set QUEUELOG_LONGPOLL_MAX_WAITING"
+        )

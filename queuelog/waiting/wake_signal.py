@@ -22,6 +22,7 @@ the temp directory instead (``queuelog-wake-<hash of the database path>``, used 
 user's own, private directory). Where a process cannot listen, ``listen`` says so and its waiting claims
 poll instead.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,7 +40,7 @@ from collections.abc import Callable
 
 log = logging.getLogger("queuelog.wakeup")
 
-DIRECTORY_SUFFIX = "-wake"   # beside SQLite's own -wal and -shm
+DIRECTORY_SUFFIX = "-wake"  # beside SQLite's own -wal and -shm
 SOCKET_SUFFIX = ".sock"
 THREAD_NAME = "queuelog-wake"
 #: The longest socket path used: sun_path holds 108 bytes on Linux and 104 on macOS, the final NUL included.
@@ -55,6 +56,7 @@ JOBS_FINISHED = b"\x02"
 
 # --- where -------------------------------------------------------------------------------------------
 
+
 @functools.lru_cache(maxsize=64)
 def directory_for(database: str) -> str:
     """The directory of the sockets for the SQLite file ``database``: every process finds the same one."""
@@ -68,6 +70,7 @@ def directory_for(database: str) -> str:
 
 # --- sending -----------------------------------------------------------------------------------------
 
+
 def announce(database: str, kind: bytes = JOBS_READY) -> None:
     """Wake the waiting claims (or, ``kind`` JOBS_FINISHED, the waiting producers) of every other process on
     ``database``: a datagram each, never waiting.
@@ -78,12 +81,12 @@ def announce(database: str, kind: bytes = JOBS_READY) -> None:
     try:
         names = os.listdir(directory)
     except OSError:
-        return   # no process has listened here yet (or we may not look): nobody to wake
+        return  # no process has listened here yet (or we may not look): nobody to wake
     listener = _listeners.get(directory)
     own = listener.name if listener is not None else None
     try:
         sender = _sender()
-    except OSError as error:   # out of file descriptors, say: the others' recheck finds the jobs
+    except OSError as error:  # out of file descriptors, say: the others' recheck finds the jobs
         log.warning("wake-ups not sent: %s", error)
         return
     for name in names:
@@ -93,10 +96,10 @@ def announce(database: str, kind: bytes = JOBS_READY) -> None:
         try:
             sender.sendto(kind, path)
         except BlockingIOError:
-            pass   # its queue is full, so a wake-up is waiting for it already
+            pass  # its queue is full, so a wake-up is waiting for it already
         except ConnectionRefusedError:
             _remove_stale(path)
-        except OSError as error:   # gone since the listing (ENOENT), not ours to write to (EACCES), ...
+        except OSError as error:  # gone since the listing (ENOENT), not ours to write to (EACCES), ...
             log.debug("wake-up not sent to %s: %s", path, error)
 
 
@@ -124,6 +127,7 @@ def _sender() -> socket.socket:
 
 
 # --- listening ---------------------------------------------------------------------------------------
+
 
 class _Listener:
     """This process's socket in one directory, and the thread that wakes its callbacks for each datagram."""
@@ -161,9 +165,9 @@ class _Listener:
             while not self._closed:
                 kinds.add(self._socket.recv(16, socket.MSG_DONTWAIT)[:1])
         except BlockingIOError:
-            pass   # all read
+            pass  # all read
         except OSError:
-            return None   # closed under us
+            return None  # closed under us
         return None if self._closed else kinds
 
     def close(self) -> None:
@@ -171,10 +175,10 @@ class _Listener:
         self._closed = True
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        with contextlib.suppress(OSError):   # another process's socket is still there
+        with contextlib.suppress(OSError):  # another process's socket is still there
             os.rmdir(self.directory)
         with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)   # the thread's recv returns
+            self._socket.shutdown(socket.SHUT_RDWR)  # the thread's recv returns
         self._socket.close()
 
     def forget(self) -> None:
@@ -238,8 +242,9 @@ def _bind(directory: str) -> _Listener | None:
             _make_directory(directory)
             return _Listener(directory)
     except OSError as error:
-        log.warning("waiting claims cannot be woken from other server processes (%s: %s); they poll instead",
-                    directory, error)
+        log.warning(
+            "waiting claims cannot be woken from other server processes (%s: %s); they poll instead", directory, error
+        )
         return None
 
 

@@ -21,6 +21,7 @@ The waiting itself (how many may wait, a client that hung up, the due time) is `
 gunicorn worker is told to stop (SIGTERM), ``serving`` calls ``stop_waiting`` and its waiting claims
 answer 204 at once, so a restart is not held up for the rest of their ``wait``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -84,6 +85,7 @@ class Waker:
 
 # --- announcing ----------------------------------------------------------------------------------
 
+
 def jobs_ready(conn: Connection, notified: bool = False) -> None:
     """Announce, from inside a write transaction, that it makes jobs claimable once it commits.
 
@@ -125,7 +127,7 @@ def _watch_checkins(engine: Engine) -> None:
             if waker is not None:
                 waker.signal()
             if sqlite_file is not None:
-                wake_signal.announce(sqlite_file)   # PostgreSQL's NOTIFY went with the commit
+                wake_signal.announce(sqlite_file)  # PostgreSQL's NOTIFY went with the commit
         if record.info.pop(_FINISHED_MARK, False):
             waker = _wakers.get(key)
             if waker is not None:
@@ -190,7 +192,7 @@ def _sqlite_file(url: URL) -> str | None:
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return None
     if url.database.startswith("file:") or url.query.get("mode") == "memory":
-        return None   # a URI filename: left to polling
+        return None  # a URI filename: left to polling
     return url.database
 
 

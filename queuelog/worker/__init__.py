@@ -9,6 +9,7 @@
 
 Producers use the same package's Client: ``Client().enqueue("send-invoice", {"id": 7})``.
 """
+
 from .client import ApiError, Client, QueuelogError, QuotaExceeded, ServerUnavailable
 from .runner import PermanentError, Worker
 

@@ -5,6 +5,7 @@ go together in one ``POST /jobs/complete`` (up to 100 and 512 KiB), so a lone jo
 once and a busy worker batches. Failures go one by one (``POST /jobs/{id}/fail``). On a network error,
 a 5xx or a refusal of the key, the outcomes are kept and retried with backoff.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from .client import ApiError, Client, ServerUnavailable
 log = logging.getLogger("queuelog.worker")
 
 MAX_ACK_BATCH = 100
-MAX_ACK_BYTES = 512 * 1024   # well under the server's 1 MiB request body limit
-MAX_ERROR_CHARS = 500        # the failure message stored on the job: type and text, trimmed
+MAX_ACK_BYTES = 512 * 1024  # well under the server's 1 MiB request body limit
+MAX_ERROR_CHARS = 500  # the failure message stored on the job: type and text, trimmed
 
 
 @dataclass(eq=False)
@@ -34,16 +35,16 @@ class Held:
     payload: dict
     beat_every: float
     next_beat: float
-    give_back_at: float = float("inf")   # monotonic time it goes back to the queue if it has not started
-    started: bool = False           # its handler was started (until then it waits for a free slot)
-    started_at: float = 0.0         # monotonic time its handler started
+    give_back_at: float = float("inf")  # monotonic time it goes back to the queue if it has not started
+    started: bool = False  # its handler was started (until then it waits for a free slot)
+    started_at: float = 0.0  # monotonic time its handler started
     handler_done: bool = False
     released: bool = False
     lost: bool = False
-    deadline: float | None = None   # monotonic time the runner gives up on the handler (timeout_seconds)
-    timed_out: bool = False         # given up on: failed as timed out, the handler's own outcome is dropped
-    parents: list[dict] | None = None   # a workflow's child: its parents, with their results
-    progress: dict | None = None        # the handler's latest progress report, not yet sent
+    deadline: float | None = None  # monotonic time the runner gives up on the handler (timeout_seconds)
+    timed_out: bool = False  # given up on: failed as timed out, the handler's own outcome is dropped
+    parents: list[dict] | None = None  # a workflow's child: its parents, with their results
+    progress: dict | None = None  # the handler's latest progress report, not yet sent
 
 
 @dataclass(eq=False)
@@ -57,7 +58,7 @@ class Outcome:
     error: str | None = None
     retryable: bool = True
     size: int = 0
-    alone: bool = False    # the server refused it in a batch: send it on its own
+    alone: bool = False  # the server refused it in a batch: send it on its own
     attempts: int = 0
 
 
@@ -97,8 +98,9 @@ class Journal:
         self.window = Counts()
         self._lock = threading.Lock()
 
-    def job(self, held: Held, outcome: str, done: Outcome | None = None, detail: str | None = None,
-            retry: str | None = None) -> None:
+    def job(
+        self, held: Held, outcome: str, done: Outcome | None = None, detail: str | None = None, retry: str | None = None
+    ) -> None:
         """Log the end of one job: completed, failed, released, lease-lost or gone."""
         with self._lock:
             for counts in (self.totals, self.window):
@@ -123,16 +125,30 @@ class Journal:
                 self.window = Counts()
         elapsed = max(time.monotonic() - counts.since, 1e-9)
         rate = (counts.completed + counts.failed) / elapsed
-        log.info("%s: completed=%d failed=%d lease_lost=%d released=%d running=%d in %.0f s (%.2f jobs/s)",
-                 "stopped; totals" if final else "summary", counts.completed, counts.failed, counts.lost,
-                 counts.released, running, elapsed, rate)
+        log.info(
+            "%s: completed=%d failed=%d lease_lost=%d released=%d running=%d in %.0f s (%.2f jobs/s)",
+            "stopped; totals" if final else "summary",
+            counts.completed,
+            counts.failed,
+            counts.lost,
+            counts.released,
+            running,
+            elapsed,
+            rate,
+        )
 
 
 class Acknowledger:
     """The acker thread's work. ``cond`` guards ``held`` (shared with the runner) and the queue."""
 
-    def __init__(self, client: Client, cond: threading.Condition, held: dict[int, Held],
-                 journal: Journal, finished: threading.Event):
+    def __init__(
+        self,
+        client: Client,
+        cond: threading.Condition,
+        held: dict[int, Held],
+        journal: Journal,
+        finished: threading.Event,
+    ):
         self.client, self.cond, self.held, self.journal, self.finished = client, cond, held, journal, finished
         self.queue: deque[Outcome] = deque()
 
@@ -194,19 +210,22 @@ class Acknowledger:
             outcome.attempts += 1
         if not batch[0].ok:
             return self._send_failure(batch[0])
-        items = [{"id": o.held.id, "claim_token": o.held.token,
-                  **({"result": o.result} if o.result is not None else {})} for o in batch]
+        items = [
+            {"id": o.held.id, "claim_token": o.held.token, **({"result": o.result} if o.result is not None else {})}
+            for o in batch
+        ]
         try:
             results = self.client.complete_many(items)
         except ApiError as exc:
             if exc.status in (413, 422):
                 return self._refused_results(batch, exc)
-            raise ServerUnavailable(str(exc), exc.status) from exc   # 401/403/…: keep the results, retry
+            raise ServerUnavailable(str(exc), exc.status) from exc  # 401/403/…: keep the results, retry
         for outcome, answer in zip(batch, results, strict=False):
             if answer["status"] == 200:
                 self.journal.job(outcome.held, "completed", outcome)
-            elif (answer["status"] == 409 and outcome.attempts > 1
-                  and answer["problem"].get("job_status") == "completed"):
+            elif (
+                answer["status"] == 409 and outcome.attempts > 1 and answer["problem"].get("job_status") == "completed"
+            ):
                 # An earlier try went through but its answer was lost on the way back.
                 self.journal.job(outcome.held, "completed", outcome)
             else:
@@ -219,7 +238,7 @@ class Acknowledger:
         if len(batch) > 1:
             for outcome in batch:
                 outcome.alone = True
-            return batch   # find the culprit: each on its own
+            return batch  # find the culprit: each on its own
         outcome = batch[0]
         log.error("job %d: the server refused its result (%s); failing the job", outcome.held.id, exc)
         outcome.ok, outcome.retryable = False, False

@@ -7,6 +7,7 @@ refused this request: 4xx with its problem+json body). A 429 from a producer key
 ``QuotaExceeded`` (a ServerUnavailable): the client never retries an enqueue by itself, so the caller
 decides whether to wait ``retry_after`` seconds, drop the work, or slow down.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,9 @@ class ServerUnavailable(QueuelogError):
     ``problem`` its problem+json body, if any.
     """
 
-    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None,
-                 problem: dict | None = None):
+    def __init__(
+        self, message: str, status: int | None = None, retry_after: float | None = None, problem: dict | None = None
+    ):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
@@ -89,8 +91,12 @@ class Client:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
-                         "Accept": "application/json", "User-Agent": USER_AGENT}
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
         self.timeout = timeout
         self._local = threading.local()
         self._open: set[http.client.HTTPConnection] = set()
@@ -98,12 +104,23 @@ class Client:
 
     # --- producers --------------------------------------------------------------------------
 
-    def enqueue(self, type: str, payload: dict | None = None, *, priority: str | None = None,
-                max_retries: int | None = None, idempotency_key: str | None = None,
-                run_at: datetime | str | None = None, concurrency_key: str | None = None,
-                unique_for: int | None = None, unique_key: str | None = None,
-                expires_at: datetime | str | None = None, timeout_seconds: int | None = None,
-                depends_on: list[int] | None = None, run_when: str | None = None) -> dict:
+    def enqueue(
+        self,
+        type: str,
+        payload: dict | None = None,
+        *,
+        priority: str | None = None,
+        max_retries: int | None = None,
+        idempotency_key: str | None = None,
+        run_at: datetime | str | None = None,
+        concurrency_key: str | None = None,
+        unique_for: int | None = None,
+        unique_key: str | None = None,
+        expires_at: datetime | str | None = None,
+        timeout_seconds: int | None = None,
+        depends_on: list[int] | None = None,
+        run_when: str | None = None,
+    ) -> dict:
         """Enqueue one job; returns the job (an idempotent replay returns the original job).
 
         ``concurrency_key`` (e.g. a tenant): claims take turns across keys, and a type's per-key limit counts by it.
@@ -114,17 +131,32 @@ class Client:
         by then, the job never runs. ``timeout_seconds``: how long a run may take. ``depends_on``: job ids it
         waits for; ``run_when``: "completed" (default) or "finished".
         """
-        body = _without_none(type=type, payload=payload or {}, priority=priority, max_retries=max_retries,
-                             idempotency_key=idempotency_key, run_at=_time(run_at), concurrency_key=concurrency_key,
-                             unique_for=unique_for, unique_key=unique_key, expires_at=_time(expires_at),
-                             timeout_seconds=timeout_seconds, depends_on=depends_on, run_when=run_when)
+        body = _without_none(
+            type=type,
+            payload=payload or {},
+            priority=priority,
+            max_retries=max_retries,
+            idempotency_key=idempotency_key,
+            run_at=_time(run_at),
+            concurrency_key=concurrency_key,
+            unique_for=unique_for,
+            unique_key=unique_key,
+            expires_at=_time(expires_at),
+            timeout_seconds=timeout_seconds,
+            depends_on=depends_on,
+            run_when=run_when,
+        )
         return self.request("POST", "/jobs", body)[1]
 
     def enqueue_batch(self, jobs: list[dict]) -> list[dict]:
         """Enqueue up to 500 jobs (dicts with the enqueue fields; a workflow, with ref and depends_on, up to 1,000)
         all-or-nothing; returns them in order."""
-        body = {"jobs": [_without_none(**dict(job, run_at=_time(job.get("run_at")),
-                                              expires_at=_time(job.get("expires_at")))) for job in jobs]}
+        body = {
+            "jobs": [
+                _without_none(**dict(job, run_at=_time(job.get("run_at")), expires_at=_time(job.get("expires_at"))))
+                for job in jobs
+            ]
+        }
         return self.request("POST", "/jobs/batch", body)[1]["jobs"]
 
     def get_job(self, job_id: int) -> dict:
@@ -149,25 +181,34 @@ class Client:
 
     # --- workers ----------------------------------------------------------------------------
 
-    def claim(self, types: list[str] | None = None, limit: int = 1, wait: float = 0,
-              lease_seconds: int | None = None, process_id: int | None = None) -> list[dict]:
+    def claim(
+        self,
+        types: list[str] | None = None,
+        limit: int = 1,
+        wait: float = 0,
+        lease_seconds: int | None = None,
+        process_id: int | None = None,
+    ) -> list[dict]:
         """Claim up to ``limit`` jobs, waiting up to ``wait`` seconds for one; [] when none came.
 
         ``process_id``: this worker's registered process (``register_process``), so the jobs show under it.
         """
-        body = _without_none(types=types, limit=limit, wait=wait or None, lease_seconds=lease_seconds,
-                             process_id=process_id)
+        body = _without_none(
+            types=types, limit=limit, wait=wait or None, lease_seconds=lease_seconds, process_id=process_id
+        )
         status, answer = self.request("POST", "/jobs/claim", body, timeout=self.timeout + wait)
         if status == 204:
             return []
         jobs = answer.get("jobs") if isinstance(answer, dict) else None
         if not isinstance(jobs, list) or not all(
-                isinstance(job, dict) and {"id", "type", "claim_token"} <= job.keys() for job in jobs):
+            isinstance(job, dict) and {"id", "type", "claim_token"} <= job.keys() for job in jobs
+        ):
             raise ServerUnavailable(f"POST /jobs/claim: unexpected answer (HTTP {status}); is {self.url} queuelog?")
         return jobs
 
-    def heartbeat(self, job_id: int, claim_token: str, lease_seconds: int | None = None,
-                  progress: dict | None = None) -> dict:
+    def heartbeat(
+        self, job_id: int, claim_token: str, lease_seconds: int | None = None, progress: dict | None = None
+    ) -> dict:
         """Extend the lease on a held job, with a progress report (any JSON object up to 4 KiB) when given."""
         body = _without_none(claim_token=claim_token, lease_seconds=lease_seconds, progress=progress)
         return self.request("POST", f"/jobs/{job_id}/heartbeat", body)[1]
@@ -181,8 +222,11 @@ class Client:
         """Complete up to 100 held jobs ({id, claim_token, result?}); one outcome per item, in order."""
         status, answer = self.request("POST", "/jobs/complete", {"jobs": items})
         results = answer.get("results") if isinstance(answer, dict) else None
-        if not isinstance(results, list) or len(results) != len(items) or not all(
-                isinstance(result, dict) and "status" in result for result in results):
+        if (
+            not isinstance(results, list)
+            or len(results) != len(items)
+            or not all(isinstance(result, dict) and "status" in result for result in results)
+        ):
             raise ServerUnavailable(f"POST /jobs/complete: unexpected answer (HTTP {status})")
         return results
 
@@ -195,8 +239,9 @@ class Client:
         """Give a held job back to the queue without counting a failure."""
         return self.request("POST", f"/jobs/{job_id}/release", {"claim_token": claim_token})[1]
 
-    def register_process(self, host: str, pid: int, version: str, concurrency: int,
-                         types: list[str] | None = None) -> dict:
+    def register_process(
+        self, host: str, pid: int, version: str, concurrency: int, types: list[str] | None = None
+    ) -> dict:
         """Register this worker process: its id, its command ("run") and how often to beat (heartbeat_seconds)."""
         body = _without_none(host=host, pid=pid, version=version, concurrency=concurrency, types=types)
         return self.request("POST", "/workers", body)[1]
@@ -223,8 +268,12 @@ class Client:
                 conn.request(method, self._prefix + path, body=data, headers=self._headers)
                 response = conn.getresponse()
                 raw = response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-                    ConnectionAbortedError) as exc:
+            except (
+                http.client.RemoteDisconnected,
+                ConnectionResetError,
+                BrokenPipeError,
+                ConnectionAbortedError,
+            ) as exc:
                 self._discard(conn)
                 # A kept-alive connection the server closed while idle: one fresh try is safe,
                 # because the server never read this request.
@@ -260,8 +309,9 @@ class Client:
             conn = None
         if conn is None:
             if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
-                                                   context=ssl.create_default_context())
+                conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self.timeout, context=ssl.create_default_context()
+                )
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             self._local.conn = conn
@@ -300,8 +350,9 @@ def _decode(method: str, path: str, status: int, raw: bytes, retry_after: str | 
         retry_after_seconds = _seconds(retry_after, limit=None)
         raise QuotaExceeded(f"{method} {path}: HTTP 429: {problem.get('detail', '')}", retry_after_seconds, problem)
     if status >= 500 or status == 429:
-        raise ServerUnavailable(f"{method} {path}: HTTP {status}: {problem.get('detail', '')}", status,
-                                _seconds(retry_after), problem)
+        raise ServerUnavailable(
+            f"{method} {path}: HTTP {status}: {problem.get('detail', '')}", status, _seconds(retry_after), problem
+        )
     raise ApiError(status, problem)
 
 

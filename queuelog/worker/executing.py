@@ -3,6 +3,7 @@
 A mixin of ``runner._Runner``: it reads and writes the runner's shared state (``held``, ``waiting``, ``running``)
 under its ``cond``.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -17,7 +18,7 @@ from .acks import Held, Outcome, short_error
 
 log = logging.getLogger("queuelog.worker")
 
-DURATION_WEIGHT = 0.2        # how much the latest run time moves the running average prefetch is judged by
+DURATION_WEIGHT = 0.2  # how much the latest run time moves the running average prefetch is judged by
 
 Handler = Callable[..., "dict | None"]
 
@@ -43,12 +44,11 @@ class _Executing:
                     self.slots.wait()
                     held = self._next_to_start()
             if not self._execute(held):
-                return   # given up on as timed out: another slot thread took this one's place
+                return  # given up on as timed out: another slot thread took this one's place
 
     def _next_to_start(self) -> Held | None:
         """The next waiting job, now counted as running; None if none may start. Call with ``cond`` held."""
-        while self.waiting and self.running < self.concurrency and not (self.stopping.is_set() or
-                                                                        self.quiet.is_set()):
+        while self.waiting and self.running < self.concurrency and not (self.stopping.is_set() or self.quiet.is_set()):
             held = self.waiting.popleft()
             if held.released:
                 continue
@@ -68,6 +68,7 @@ class _Executing:
         if self.waiting:
             self.slots.notify(len(self.waiting))
         self.cond.notify_all()
+
     def _execute(self, held: Held) -> bool:
         """Run the job's handler and queue its outcome; False if it was given up on as timed out meanwhile."""
         started = time.monotonic()
@@ -92,9 +93,13 @@ class _Executing:
             self._count_run_time(ran)
             held.handler_done = True
             if held.timed_out:
-                log.warning("job %d (%s): its handler returned %.1f s after the job timed out; its outcome is "
-                            "dropped", held.id, held.type, (time.monotonic() - held.deadline))
-                return False   # its slot was freed and its failure sent when it timed out
+                log.warning(
+                    "job %d (%s): its handler returned %.1f s after the job timed out; its outcome is dropped",
+                    held.id,
+                    held.type,
+                    (time.monotonic() - held.deadline),
+                )
+                return False  # its slot was freed and its failure sent when it timed out
             self.running -= 1
             self.running_since.pop(held.id, None)
             if not held.released:
@@ -136,9 +141,10 @@ def _wants(handler: Handler) -> tuple[bool, bool]:
     """Does ``handler`` declare a second positional parameter (the parents), and one named progress?"""
     try:
         parameters = inspect.signature(handler).parameters.values()
-    except (TypeError, ValueError):   # a builtin or a C callable: the payload only
+    except (TypeError, ValueError):  # a builtin or a C callable: the payload only
         return False, False
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                  and p.name != "progress"]
+    positional = [
+        p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "progress"
+    ]
     varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
     return len(positional) >= 2 or (varargs and len(positional) == 1), any(p.name == "progress" for p in parameters)

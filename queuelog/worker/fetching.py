@@ -3,6 +3,7 @@
 A mixin of ``runner._Runner``: it reads and writes the runner's shared state (``held``, ``waiting``, ``running``)
 under its ``cond``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,7 @@ from .client import ApiError, ServerUnavailable
 
 log = logging.getLogger("queuelog.worker")
 
-MAX_CLAIM = 100              # the most jobs the server hands out in one claim (the API's MAX_BATCH_CLAIM)
+MAX_CLAIM = 100  # the most jobs the server hands out in one claim (the API's MAX_BATCH_CLAIM)
 #: Prefetch: claim beyond the free slots only as many jobs as are expected to start within this many seconds
 #: (from the handlers' recent run times). A prefetched job's lease and timeout run from its claim, so this bounds
 #: what waiting in the worker adds to them; it also bounds how long a job waits here while another worker idles.
@@ -26,7 +27,7 @@ PREFETCH_SECONDS = 0.1
 #: A job claimed ahead that has not started this long after its claim (a handler ran far longer than the average)
 #: goes back to the queue, where another worker can run it.
 MAX_AHEAD_WAIT_SECONDS = 1.0
-IDLE_POLL_SECONDS = 2.0      # if the server answers at once despite `wait`, do not hammer it
+IDLE_POLL_SECONDS = 2.0  # if the server answers at once despite `wait`, do not hammer it
 #: A timed-out job is failed this much before its timeout_at (at most; a quarter of a short timeout), so that
 #: the failure reaches the server while it still takes it. Later, the server refuses it (409) and its reaper
 #: fails the run as timed out instead: either way the run ends as a timed-out attempt.
@@ -49,8 +50,13 @@ class _Fetching:
             # open for them would take back the very jobs this worker gives back for others to run.
             wait = self.wait if slot_idle else 0
             try:
-                jobs = self.claim_client.claim(self.types, limit=limit, wait=wait,
-                                               lease_seconds=self.lease_seconds, process_id=self.presence.process_id)
+                jobs = self.claim_client.claim(
+                    self.types,
+                    limit=limit,
+                    wait=wait,
+                    lease_seconds=self.lease_seconds,
+                    process_id=self.presence.process_id,
+                )
             except ServerUnavailable as exc:
                 if self.stopping.is_set() or self.quiet.is_set():
                     return
@@ -121,8 +127,12 @@ class _Fetching:
             # Expected when a server carries more idle workers than it has threads for: say it once.
             self.refused_in_a_row += 1
             level = logging.INFO if self.refused_in_a_row == 1 else logging.DEBUG
-            log.log(level, "the server holds as many waiting claims as it can; claiming again in %.1f s "
-                    "(and every Retry-After while it is full)", delay)
+            log.log(
+                level,
+                "the server holds as many waiting claims as it can; claiming again in %.1f s "
+                "(and every Retry-After while it is full)",
+                delay,
+            )
         else:
             log.warning("claim failed (%s); retrying in %.1f s, as the server asked", exc, delay)
         return delay
@@ -136,7 +146,7 @@ class _Fetching:
                 self.held[held.id] = held
                 self.waiting.append(held)
             self._dispatch()
-            self.beats.notify()   # a short lease or timeout may be due before the heartbeater's next look
+            self.beats.notify()  # a short lease or timeout may be due before the heartbeater's next look
             if jobs:
                 ahead = max(0, len(self.waiting) - (self.concurrency - self.running))
                 log.debug("claimed %d job(s), %d of them ahead of the free slots", len(jobs), ahead)
@@ -148,8 +158,9 @@ class _Fetching:
         only those past their ``give_back_at``. ``_give_back`` then tells the server."""
         with self.cond:
             now = time.monotonic()
-            unstarted = [held for held in self.waiting
-                         if not held.released and (not overdue_only or held.give_back_at <= now)]
+            unstarted = [
+                held for held in self.waiting if not held.released and (not overdue_only or held.give_back_at <= now)
+            ]
             if unstarted:
                 self.waiting = deque(held for held in self.waiting if not held.released and held not in unstarted)
             for held in unstarted:
@@ -159,8 +170,11 @@ class _Fetching:
     def _give_back(self, unstarted: list[Held], overdue: bool = False) -> None:
         """Release jobs that never started, so other workers can run them now (no attempt counted)."""
         if unstarted:
-            log.info("giving back %d job(s) claimed ahead that have not started%s", len(unstarted),
-                     " in time (a handler ran long)" if overdue else "")
+            log.info(
+                "giving back %d job(s) claimed ahead that have not started%s",
+                len(unstarted),
+                " in time (a handler ran long)" if overdue else "",
+            )
         deadline = time.monotonic() + 30.0
         for held in unstarted:
             self._release(held, deadline)
@@ -168,8 +182,9 @@ class _Fetching:
     def _give_back_soon(self, unstarted: list[Held], overdue: bool = False) -> None:
         """``_give_back`` on a thread of its own, so neither signals, beats nor slots wait for the server."""
         if unstarted:
-            threading.Thread(target=self._give_back, args=(unstarted, overdue), name="queuelog-give-back",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._give_back, args=(unstarted, overdue), name="queuelog-give-back", daemon=True
+            ).start()
 
     def _release(self, held: Held, deadline: float) -> bool:
         backoff = Backoff(cap=1.0)
@@ -196,9 +211,17 @@ def _held(job: dict, now: float) -> Held:
     deadline = None if timeout is None else now + timeout - min(TIMEOUT_MARGIN_SECONDS, timeout / 4)
     # Unstarted by then, it goes back: after MAX_AHEAD_WAIT_SECONDS, and while the server still takes it back.
     give_back_at = min(now + MAX_AHEAD_WAIT_SECONDS, deadline if deadline is not None else math.inf)
-    return Held(id=job["id"], type=job["type"], token=job["claim_token"], payload=job.get("payload") or {},
-                beat_every=beat_every, next_beat=now + beat_every, parents=job.get("parents"), deadline=deadline,
-                give_back_at=give_back_at)
+    return Held(
+        id=job["id"],
+        type=job["type"],
+        token=job["claim_token"],
+        payload=job.get("payload") or {},
+        beat_every=beat_every,
+        next_beat=now + beat_every,
+        parents=job.get("parents"),
+        deadline=deadline,
+        give_back_at=give_back_at,
+    )
 
 
 def _timeout_of(job: dict) -> float | None:

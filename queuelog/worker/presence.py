@@ -6,6 +6,7 @@ when it changes. A server without ``/workers`` (older) or one that refuses the r
 worker running as before, unregistered; a process the server no longer knows (deleted while this one was
 cut off for a day) registers again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,14 @@ def worker_version() -> str:
 class Presence:
     """Registers on ``start``, beats on its own thread, calls ``on_command(command)`` when it changes."""
 
-    def __init__(self, client: Client, concurrency: int, types: list[str], on_command: Callable[[str], None],
-                 finished: threading.Event):
+    def __init__(
+        self,
+        client: Client,
+        concurrency: int,
+        types: list[str],
+        on_command: Callable[[str], None],
+        finished: threading.Event,
+    ):
         self.client, self.concurrency, self.types = client, concurrency, types
         self.on_command, self.finished = on_command, finished
         self.process_id: int | None = None
@@ -61,8 +68,9 @@ class Presence:
 
     def _register(self) -> bool:
         try:
-            answer = self.client.register_process(socket.gethostname(), os.getpid(), worker_version(),
-                                                  self.concurrency, self.types)
+            answer = self.client.register_process(
+                socket.gethostname(), os.getpid(), worker_version(), self.concurrency, self.types
+            )
         except ApiError as exc:
             log.warning("the server did not register this worker process (%s); working unregistered", exc)
             return False

@@ -20,6 +20,7 @@ Threads, and who moves a held job along:
 This module keeps the Worker, the runner's shared state and the main thread; the claimer lives in fetching.py,
 the slot threads in executing.py and the heartbeater in heartbeats.py, each a mixin of ``_Runner``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,14 +46,25 @@ from .heartbeats import _Heartbeats
 from .presence import QUIET, STOP, Presence
 
 # Names that lived here before the runner was split by concern: importable from here still.
-__all__ = ["DEFAULT_WAIT", "DURATION_WEIGHT", "HARD_STOP_SECONDS", "IDLE_POLL_SECONDS", "MAX_AHEAD_WAIT_SECONDS",
-           "MAX_CLAIM", "PREFETCH_SECONDS", "TIMEOUT_MARGIN_SECONDS", "Handler", "PermanentError", "Worker",
-           "default_prefetch"]
+__all__ = [
+    "DEFAULT_WAIT",
+    "DURATION_WEIGHT",
+    "HARD_STOP_SECONDS",
+    "IDLE_POLL_SECONDS",
+    "MAX_AHEAD_WAIT_SECONDS",
+    "MAX_CLAIM",
+    "PREFETCH_SECONDS",
+    "TIMEOUT_MARGIN_SECONDS",
+    "Handler",
+    "PermanentError",
+    "Worker",
+    "default_prefetch",
+]
 
 log = logging.getLogger("queuelog.worker")
 
-DEFAULT_WAIT = 25.0          # long-poll seconds: an idle worker makes about 2 requests a minute
-HARD_STOP_SECONDS = 5.0      # after the second signal: time allowed for releases and last acks
+DEFAULT_WAIT = 25.0  # long-poll seconds: an idle worker makes about 2 requests a minute
+HARD_STOP_SECONDS = 5.0  # after the second signal: time allowed for releases and last acks
 
 
 class Worker:
@@ -80,9 +92,16 @@ class Worker:
 
         return register
 
-    def run(self, url: str | None = None, api_key: str | None = None, concurrency: int = 1,
-            wait: float = DEFAULT_WAIT, lease_seconds: int | None = None,
-            summary_interval: float = 60.0, prefetch: int | None = None) -> int:
+    def run(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 1,
+        wait: float = DEFAULT_WAIT,
+        lease_seconds: int | None = None,
+        summary_interval: float = 60.0,
+        prefetch: int | None = None,
+    ) -> int:
         """Work until SIGTERM/SIGINT (signals need the main thread); returns the exit status (0 = clean).
 
         ``prefetch``: the most jobs claimed beyond the free slots, and only while recent jobs were short enough
@@ -97,8 +116,9 @@ class Worker:
             prefetch = default_prefetch(concurrency)
         if prefetch < 0:
             raise ValueError("prefetch must be 0 or more")
-        runner = _Runner(self, lambda: Client(url, api_key), concurrency, wait, lease_seconds,
-                         summary_interval, prefetch)
+        runner = _Runner(
+            self, lambda: Client(url, api_key), concurrency, wait, lease_seconds, summary_interval, prefetch
+        )
         return runner.run()
 
 
@@ -110,18 +130,26 @@ def default_prefetch(concurrency: int) -> int:
 class _Runner(_Fetching, _Executing, _Heartbeats):
     """One run of a Worker: the state its threads share, and the main thread that starts and stops them."""
 
-    def __init__(self, worker: Worker, make_client: Callable[[], Client], concurrency: int,
-                 wait: float, lease_seconds: int | None, summary_interval: float, prefetch: int = 0):
+    def __init__(
+        self,
+        worker: Worker,
+        make_client: Callable[[], Client],
+        concurrency: int,
+        wait: float,
+        lease_seconds: int | None,
+        summary_interval: float,
+        prefetch: int = 0,
+    ):
         # Each handler's signature is read once: inspect costs more than a no-op job.
         self.calls = {job_type: _Call(fn, *_wants(fn)) for job_type, fn in worker.handlers.items()}
         self.types = sorted(self.calls)
         self.concurrency, self.wait, self.lease_seconds = concurrency, wait, lease_seconds
         self.prefetch = prefetch
-        self.mean_run_seconds: float | None = None   # no job run yet: claim for the free slots only
-        self.queue_ran_dry = False          # the last claim got fewer jobs than it asked for
+        self.mean_run_seconds: float | None = None  # no job run yet: claim for the free slots only
+        self.queue_ran_dry = False  # the last claim got fewer jobs than it asked for
         self.summary_interval = summary_interval
         self.client = make_client()
-        self.claim_client = make_client()   # its own connection, so a shutdown can abort the long-poll
+        self.claim_client = make_client()  # its own connection, so a shutdown can abort the long-poll
         # One lock, three conditions, so that a job starting or ending wakes only who it concerns: ``cond`` the
         # claimer, the acker and the main thread; ``slots`` the idle slot threads; ``beats`` the heartbeater.
         lock = threading.RLock()
@@ -130,18 +158,18 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
         self.beats = threading.Condition(lock)
         self.held: dict[int, Held] = {}
         self.waiting: deque[Held] = deque()  # claimed ahead, in claim order, for the next free slot
-        self.running = 0                    # handlers running now (≤ concurrency)
-        self.running_since: dict[int, float] = {}   # job id → monotonic start, for the handlers running now
-        self.stopping = threading.Event()   # no more claims
-        self.finished = threading.Event()   # the acker and heartbeater may go
+        self.running = 0  # handlers running now (≤ concurrency)
+        self.running_since: dict[int, float] = {}  # job id → monotonic start, for the handlers running now
+        self.stopping = threading.Event()  # no more claims
+        self.finished = threading.Event()  # the acker and heartbeater may go
         self.journal = Journal()
         self.acker = Acknowledger(self.client, self.cond, self.held, self.journal, self.finished)
         self.signals = 0
-        self.quiet = threading.Event()     # an admin said quiet (or stop): claim nothing more
-        self.told_to_stop = False          # an admin said stop: as a first signal
+        self.quiet = threading.Event()  # an admin said quiet (or stop): claim nothing more
+        self.told_to_stop = False  # an admin said stop: as a first signal
         self.presence = Presence(make_client(), concurrency, self.types, self._on_command, self.finished)
-        self.fatal = False                  # the server refuses this worker: stop as if signalled
-        self.refused_in_a_row = 0           # claims answered "too many waiting claims, come back later"
+        self.fatal = False  # the server refuses this worker: stop as if signalled
+        self.refused_in_a_row = 0  # claims answered "too many waiting claims, come back later"
         self.exit_code = 0
 
     # --- main thread ------------------------------------------------------------------------
@@ -149,15 +177,19 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
     def run(self) -> int:
         """Start the threads, watch for signals and the summary clock, return the exit status."""
         previous = self._install_signal_handlers()
-        self.presence.start()   # before the first claim, which names the process
+        self.presence.start()  # before the first claim, which names the process
         for _ in range(self.concurrency):
             self._start_slot()
         claimer = threading.Thread(target=self._claim_loop, name="queuelog-claim", daemon=True)
-        for thread in (claimer, threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
-                       threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True)):
+        for thread in (
+            claimer,
+            threading.Thread(target=self.acker.loop, name="queuelog-ack", daemon=True),
+            threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True),
+        ):
             thread.start()
-        log.info("worker started: %s, types %s, concurrency %d", self.client.url, ",".join(self.types),
-                 self.concurrency)
+        log.info(
+            "worker started: %s, types %s, concurrency %d", self.client.url, ",".join(self.types), self.concurrency
+        )
         next_summary = time.monotonic() + self.summary_interval
         try:
             while True:
@@ -167,11 +199,10 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
                     self._hard_stop()
                     break
                 if (self.signals == 1 or self.fatal or self.told_to_stop) and not self.stopping.is_set():
-                    log.info("stopping: no new jobs; finishing %d running (signal again to release them)",
-                             self.running)
+                    log.info("stopping: no new jobs; finishing %d running (signal again to release them)", self.running)
                     self._begin_stop()
                 if self.stopping.is_set():
-                    self.claim_client.interrupt()   # abort the long-poll in flight, if any
+                    self.claim_client.interrupt()  # abort the long-poll in flight, if any
                     if not claimer.is_alive() and self._all_acknowledged():
                         break
                 if time.monotonic() >= next_summary:
@@ -206,8 +237,12 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
         stop, like a signal, does cut it; the deregistration on the way out gives such jobs back.)
         """
         if command in (QUIET, STOP):
-            log.info("the server says %s: no new jobs; finishing %d running%s", command, self.running,
-                     ", then exiting" if command == STOP else "")
+            log.info(
+                "the server says %s: no new jobs; finishing %d running%s",
+                command,
+                self.running,
+                ", then exiting" if command == STOP else "",
+            )
             self.quiet.set()
             with self.cond:
                 self.cond.notify_all()
@@ -232,10 +267,11 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
         with self.cond:
             # The ones claimed ahead are among them, unless the first signal's give-back already has them.
             self.waiting.clear()
-            unfinished = [held for held in self.held.values()
-                          if not (held.handler_done or held.timed_out or held.released)]
+            unfinished = [
+                held for held in self.held.values() if not (held.handler_done or held.timed_out or held.released)
+            ]
             for held in unfinished:
-                held.released = True   # its handler's outcome, if it ever comes, is dropped
+                held.released = True  # its handler's outcome, if it ever comes, is dropped
         log.warning("second signal: releasing %d unfinished job(s) and exiting", len(unfinished))
         deadline = time.monotonic() + HARD_STOP_SECONDS
         for held in unfinished:
@@ -244,6 +280,8 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
         while not self._all_acknowledged() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not self._all_acknowledged():
-            log.error("exiting with unacknowledged results; the server gives those jobs back when this process "
-                      "deregisters, or after their lease")
+            log.error(
+                "exiting with unacknowledged results; the server gives those jobs back when this process "
+                "deregisters, or after their lease"
+            )
             self.exit_code = 1

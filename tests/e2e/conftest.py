@@ -5,6 +5,7 @@ database the server uses. The browser is launched once per module (Debian's Chro
 Playwright, see tests/support/browser.py); each test gets a fresh browser context, so no cookie
 carries over from one test to the next.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,12 @@ def admin_made_by_cli(app, database_url):
     flask = str(Path(sys.executable).parent / "flask")
     created = subprocess.run(
         [flask, "--app", "app", "users", "create", ADMIN_NAME, "--password-stdin"],
-        input=ADMIN_PASSWORD + "\n", capture_output=True, text=True, cwd=REPO_ROOT,
-        env={**os.environ, **server_env(database_url)}, timeout=60,
+        input=ADMIN_PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, **server_env(database_url)},
+        timeout=60,
     )
     assert created.returncode == 0, created.stderr
     assert created.stdout.strip() == f"created admin {ADMIN_NAME}"
@@ -111,8 +116,11 @@ def sign_in(page, server) -> None:
 def api(server, method: str, path: str, secret: str, body: dict | None = None) -> tuple[int, dict | None]:
     """Call the JSON API of the live server; returns (status, decoded body or None)."""
     request = urllib.request.Request(
-        server.url + path, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"})
+        server.url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             raw = response.read()
@@ -124,12 +132,18 @@ def api(server, method: str, path: str, secret: str, body: dict | None = None) -
 
 def fail_a_job(server, producer: str, worker: str, error: str, job_type: str = "email") -> int:
     """Enqueue a job, claim it and fail it for good, all through the HTTP API; returns its id."""
-    status, job = api(server, "POST", "/jobs", producer, {"type": job_type, "payload": {"to": "a@example.org"},
-                                                          "max_retries": 0})
+    status, job = api(
+        server, "POST", "/jobs", producer, {"type": job_type, "payload": {"to": "a@example.org"}, "max_retries": 0}
+    )
     assert status == 201, job
     status, claimed = api(server, "POST", "/jobs/claim", worker, {"types": [job_type]})
     assert status == 200 and claimed["id"] == job["id"], claimed
-    status, failed = api(server, "POST", f"/jobs/{job['id']}/fail", worker,
-                         {"claim_token": claimed["claim_token"], "error": error, "retryable": False})
+    status, failed = api(
+        server,
+        "POST",
+        f"/jobs/{job['id']}/fail",
+        worker,
+        {"claim_token": claimed["claim_token"], "error": error, "retryable": False},
+    )
     assert status == 200 and failed["status"] == "failed", failed
     return job["id"]

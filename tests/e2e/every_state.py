@@ -4,6 +4,7 @@ The accessibility and phone-width tests look at every page with every kind of jo
 queue for each test would cost more than the checks. ``serving_every_state`` builds it once, through the
 queue's own operations (enqueue, claim, complete, fail, cancel, reap), and serves it for a whole module.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,16 +70,21 @@ def _beat_at(process_id: int, at) -> None:
 def _seed_processes(worker) -> int:
     """Worker processes of every kind: one running (returned: the claims below name it), one told to quiet,
     one gone, and one of a revoked key (never listed)."""
+
     def process(caller, host: str, pid: int) -> int:
-        return worker_processes.register(caller, worker_processes.NewProcess(
-            host=host, pid=pid, version="queuelog-worker 0.1.0", concurrency=4, types=("email",))).id
+        return worker_processes.register(
+            caller,
+            worker_processes.NewProcess(
+                host=host, pid=pid, version="queuelog-worker 0.1.0", concurrency=4, types=("email",)
+            ),
+        ).id
 
     running = process(worker, "mail-box-1", 3141)
     _beat_at(running, utcnow() + timedelta(hours=1))
     quiet = process(worker, "mail-box-2", 2718)
     _beat_at(quiet, utcnow() + timedelta(hours=1))
     worker_processes.give_command(quiet, worker_processes.Command.QUIET, f"admin:{ADMIN_NAME}")
-    _beat_at(process(worker, "mail-box-3", 1414), utcnow() + timedelta(hours=1))   # one left to quiet in a test
+    _beat_at(process(worker, "mail-box-3", 1414), utcnow() + timedelta(hours=1))  # one left to quiet in a test
     _beat_at(process(worker, "mail-box-0", 1618), utcnow() - timedelta(minutes=10))
     retired = keys.authenticate(keys.create_key("old-mailer", "worker"))
     process(retired, "old-box", 99)
@@ -129,8 +135,9 @@ def seed_every_state() -> dict[str, int]:
     _expire_lease(row.id, stall_count=MAX_STALLS - 1)
     queue.reap()
     row = claimed("running", priority=int(Priority.CRITICAL))
-    queue.heartbeat(worker, row.id, row.claim_token,
-                    progress={"percent": 40, "stage": "rendering", "frames": {"done": 4, "of": 10}})
+    queue.heartbeat(
+        worker, row.id, row.claim_token, progress={"percent": 40, "stage": "rendering", "frames": {"done": 4, "of": 10}}
+    )
     row = claimed("stalled", priority=int(Priority.HIGH))
     _expire_lease(row.id)
     queue.cancel(new("cancelled"), "key:storefront")
@@ -144,16 +151,24 @@ def seed_every_state() -> dict[str, int]:
     # A workflow's child: it waits for the running job, after the completed one.
     new("waiting", depends_on=(seeded["completed"], seeded["running"]))
     # Schedules: one ticking at 03:00 Berlin time with a job it enqueued, one paused.
-    schedules.create_schedule({"name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
-                               "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high"}})
-    schedules.create_schedule({"name": "cache-warmer", "every_seconds": 300, "paused": True,
-                               "job": {"type": "noop"}})
+    schedules.create_schedule(
+        {
+            "name": "nightly-report",
+            "cron": "0 3 * * *",
+            "timezone": "Europe/Berlin",
+            "job": {"type": "report", "payload": {"kind": "daily"}, "priority": "high"},
+        }
+    )
+    schedules.create_schedule({"name": "cache-warmer", "every_seconds": 300, "paused": True, "job": {"type": "noop"}})
     seeded["from-schedule"] = schedules.run_now("nightly-report", "admin:" + ADMIN_NAME).id
     # Flow control last: the claims above must not wait on it.
     admin = f"admin:{ADMIN_NAME}"
     flow.update_type("email", {"concurrency_limit": 3}, admin)
-    flow.update_type("email", {"concurrency_limit": 5, "rate_limit": flow.RateLimit(20, 2),
-                               "key_concurrency_limit": 2}, "key:ops-cli")
+    flow.update_type(
+        "email",
+        {"concurrency_limit": 5, "rate_limit": flow.RateLimit(20, 2), "key_concurrency_limit": 2},
+        "key:ops-cli",
+    )
     flow.update_type("report", {"paused": True}, admin)
     return seeded
 
@@ -172,8 +187,11 @@ def serving_every_state(database_url: str, refresh_seconds: int = 600) -> Iterat
         finally:
             db.session.remove()
             db.engine.dispose()
-    env = {**server_env(database_url), "QUEUELOG_MAX_STALLS": str(MAX_STALLS),
-           "QUEUELOG_UI_REFRESH_SECONDS": str(refresh_seconds)}
+    env = {
+        **server_env(database_url),
+        "QUEUELOG_MAX_STALLS": str(MAX_STALLS),
+        "QUEUELOG_UI_REFRESH_SECONDS": str(refresh_seconds),
+    }
     with running_server(env, workers=1, extra_args=BROWSER_SERVER_ARGS) as server:
         yield EveryState(server, seeded)
 

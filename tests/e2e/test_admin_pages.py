@@ -1,4 +1,5 @@
 """The admin pages in a real browser against a real server: what an operator does at night."""
+
 from __future__ import annotations
 
 import re
@@ -6,8 +7,9 @@ import re
 from tests.e2e.conftest import ADMIN_NAME, api, fail_a_job, sign_in
 
 
-def test_an_admin_finds_a_failed_job_on_the_dashboard_reads_why_and_retries_it(page, admin_made_by_cli, live_server,
-                                                                             make_key):
+def test_an_admin_finds_a_failed_job_on_the_dashboard_reads_why_and_retries_it(
+    page, admin_made_by_cli, live_server, make_key
+):
     producer, worker = make_key("producer", "storefront"), make_key("worker", "mailer-1")
     error = "SMTPRecipientsRefused: 550 <b>mailbox</b> unavailable"
     job_id = fail_a_job(live_server, producer, worker, error)

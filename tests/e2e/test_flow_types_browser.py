@@ -1,5 +1,6 @@
 """In a real browser against a real gunicorn: an admin pauses a type on the Types page and no worker gets
 its job; resuming it on the page hands the job to the worker already waiting in a long-poll."""
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,7 @@ def threaded_server(app, database_url):
         yield server
 
 
-def test_pausing_a_type_on_the_page_holds_its_jobs_and_resuming_wakes_a_waiting_worker(page, threaded_server,
-                                                                                       make_key):
+def test_pausing_a_type_on_the_page_holds_its_jobs_and_resuming_wakes_a_waiting_worker(page, threaded_server, make_key):
     server = threaded_server
     producer, worker = make_key("producer", "shop"), make_key("worker", "mailer")
     sign_in(page, server)
@@ -41,8 +41,9 @@ def test_pausing_a_type_on_the_page_holds_its_jobs_and_resuming_wakes_a_waiting_
 
     def long_poll():
         started = time.monotonic()
-        answer["status"], answer["body"] = api(server, "POST", "/jobs/claim", worker,
-                                               {"types": ["email"], "wait": LONG_POLL_SECONDS})
+        answer["status"], answer["body"] = api(
+            server, "POST", "/jobs/claim", worker, {"types": ["email"], "wait": LONG_POLL_SECONDS}
+        )
         answer["returned_at"] = time.monotonic()
         answer["waited"] = answer["returned_at"] - started
 
@@ -59,7 +60,6 @@ def test_pausing_a_type_on_the_page_holds_its_jobs_and_resuming_wakes_a_waiting_
 
     page.click("tr[data-type=email] a:has-text('Limits and history')")
     changes = page.locator("tr[data-change]").all_inner_texts()
-    assert [" ".join(change.split()[-4:]) for change in changes] == ["state: paused → active",
-                                                                     "state: active → paused"]
+    assert [" ".join(change.split()[-4:]) for change in changes] == ["state: paused → active", "state: active → paused"]
     assert all(f"admin:{ADMIN_NAME}" in change for change in changes)
     assert page.problems == []

@@ -1,5 +1,6 @@
 """In Chromium, against gunicorn: a job's page says where the job stands and leads to the page that acts on it,
 and the dashboard's oldest-pending tile reads what /metrics reports from the same server."""
+
 from __future__ import annotations
 
 import urllib.request
@@ -28,8 +29,9 @@ def test_a_stalled_jobs_page_leads_to_reap_now_on_the_dashboard(live_server, pag
     assert page.problems == []
 
 
-def test_a_backing_off_jobs_page_leads_to_the_scheduled_page_without_javascript(live_server, browser, make_job,
-                                                                                read_job):
+def test_a_backing_off_jobs_page_leads_to_the_scheduled_page_without_javascript(
+    live_server, browser, make_job, read_job
+):
     job = make_job(retry_count=1, max_retries=3, run_at=utcnow() + timedelta(minutes=10))
     due = read_job(job).run_at
     context = browser.new_context(java_script_enabled=False, viewport={"width": 390, "height": 844})
@@ -62,8 +64,12 @@ def test_the_oldest_pending_tile_shows_what_the_servers_metric_reports(live_serv
     request = urllib.request.Request(live_server.url + "/metrics", headers={"Authorization": f"Bearer {secret}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         families = text_string_to_metric_families(response.read().decode())
-    ages = {sample.labels["type"]: sample.value for family in families for sample in family.samples
-            if sample.name == "queuelog_oldest_pending_age_seconds"}
+    ages = {
+        sample.labels["type"]: sample.value
+        for family in families
+        for sample in family.samples
+        if sample.name == "queuelog_oldest_pending_age_seconds"
+    }
 
     assert tile.get_by_role("link").get_attribute("href") == f"/admin/jobs/{oldest}"
     assert abs(ages["report"] - shown) <= 2 and ages["email"] == 0

@@ -1,4 +1,5 @@
 """In a real browser: an admin issues a producer key with quotas on the keys page, and a bad value is explained."""
+
 from __future__ import annotations
 
 from tests.e2e.conftest import api, sign_in
@@ -31,8 +32,10 @@ def test_a_bad_quota_is_shown_on_its_field_and_what_was_typed_stays(page, live_s
     page.click("button:has-text('Create key')")
 
     rate_field = page.locator("label", has=page.locator("#enqueue_rate"))
-    assert ("write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not '100 per minute'"
-            in rate_field.locator(".field-error").inner_text())
+    assert (
+        "write it as N/S (at most N jobs in any S seconds), e.g. 100/60, not '100 per minute'"
+        in rate_field.locator(".field-error").inner_text()
+    )
     assert page.get_attribute("#enqueue_rate", "aria-invalid") == "true"
     assert page.input_value("#max_pending") == "1000"
     assert page.locator("pre.secret").count() == 0 and page.locator("tr[data-key=billing]").count() == 0

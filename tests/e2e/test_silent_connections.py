@@ -4,6 +4,7 @@ Chromium opens connections ahead of need and may never send a request on them. A
 waited on such a connection would leave the page's own requests queued behind it until the server's
 timeout (30 s): the page would hang for an operator, and a browser test would time out now and then.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +33,7 @@ def silent_connections(server, count: int):
 
 def test_a_page_loads_promptly_while_silent_connections_are_open(page, live_server):
     sign_in(page, live_server)
-    with silent_connections(live_server, count=8):   # more than the server has threads
+    with silent_connections(live_server, count=8):  # more than the server has threads
         started = time.monotonic()
         page.goto(live_server.url + "/admin/jobs")
         took = time.monotonic() - started

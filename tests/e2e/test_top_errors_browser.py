@@ -1,4 +1,5 @@
 """The Top errors page in a real browser: from a group of failures to all of them back in the queue."""
+
 from __future__ import annotations
 
 from tests.e2e.conftest import api, fail_a_job, sign_in
@@ -6,8 +7,10 @@ from tests.e2e.conftest import api, fail_a_job, sign_in
 
 def test_an_admin_retries_every_job_of_an_error_group_after_confirming_the_count(page, live_server, make_key):
     producer, worker = make_key("producer", "storefront"), make_key("worker", "mailer-1")
-    timeouts = [fail_a_job(live_server, producer, worker, f"Timeout after {seconds}s talking to {host}")
-                for seconds, host in ((30, "10.0.0.7"), (12, "10.0.0.9"))]
+    timeouts = [
+        fail_a_job(live_server, producer, worker, f"Timeout after {seconds}s talking to {host}")
+        for seconds, host in ((30, "10.0.0.7"), (12, "10.0.0.9"))
+    ]
     other = fail_a_job(live_server, producer, worker, "SMTPRecipientsRefused: 550 mailbox unavailable")
 
     sign_in(page, live_server)

@@ -1,6 +1,7 @@
 """Issue #18 item 7 in a real browser: the dashboard's chart switched to 24 hours and 7 days, and each type's
 wait and run p50/p95 over the last hour, after jobs ran through the HTTP API of a real server; axe-core
 finds nothing on either page, in light and dark."""
+
 from __future__ import annotations
 
 import time
@@ -43,8 +44,10 @@ def test_the_chart_switches_range_and_the_types_page_shows_wait_and_run_times(pa
     page.click("nav >> text=Types")
     page.wait_for_url(live_server.url + "/admin/types")
     row = page.locator("tr[data-timings=report]")
-    cells = {name: row.locator(f"td[data-field={name}]").inner_text()
-             for name in ("enqueued", "completed", "failed", "wait_p50", "run_p95")}
+    cells = {
+        name: row.locator(f"td[data-field={name}]").inner_text()
+        for name in ("enqueued", "completed", "failed", "wait_p50", "run_p95")
+    }
     assert cells["enqueued"] == "2" and cells["completed"] == "2" and cells["failed"] == "0"
     assert cells["wait_p50"].startswith("≤ ")
     # The run of 0.3 s and its complete request, as its bucket's upper edge (a busy machine may add ~0.4 s).

@@ -5,6 +5,7 @@ axe-core (tests/clients/package.json, installed by scripts/test with ``npm ci``)
 (WCAG 2.x A and AA, and best practices) in Chromium on every page, with a job in every state on the
 pages, for both colour schemes the stylesheet has.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,21 @@ pytestmark = pytest.mark.database_independent
 
 AXE_SCRIPT = REPO_ROOT / "tests" / "clients" / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
-JOB_STATES = ["pending", "scheduled", "backing-off", "running", "stalled", "completed", "not-retryable",
-              "retries-spent", "timed-out", "quarantined", "requeued", "cancelled", "waiting"]
+JOB_STATES = [
+    "pending",
+    "scheduled",
+    "backing-off",
+    "running",
+    "stalled",
+    "completed",
+    "not-retryable",
+    "retries-spent",
+    "timed-out",
+    "quarantined",
+    "requeued",
+    "cancelled",
+    "waiting",
+]
 PAGES = {
     "dashboard": "/admin",
     "dashboard, chart of 24 hours": "/admin?range=24h",
@@ -85,8 +99,9 @@ def open_tab(browser):
     contexts = []
 
     def _open(scheme: str, storage_state: dict | None = None):
-        context = browser.new_context(viewport={"width": 1366, "height": 900}, color_scheme=scheme,
-                                      storage_state=storage_state)
+        context = browser.new_context(
+            viewport={"width": 1366, "height": 900}, color_scheme=scheme, storage_state=storage_state
+        )
         # An init script is not page content, so the pages' Content-Security-Policy lets it run.
         context.add_init_script(path=str(AXE_SCRIPT))
         contexts.append(context)
@@ -196,8 +211,10 @@ def test_axe_finds_nothing_on_a_refused_limits_form_and_a_types_message(every_st
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job not-retryable", "API keys", "types",
-                                  "type with limits and history", "top errors"])
+@pytest.mark.parametrize(
+    "name",
+    ["dashboard", "jobs", "job not-retryable", "API keys", "types", "type with limits and history", "top errors"],
+)
 def test_axe_finds_nothing_on_a_viewers_page(every_state, viewer_state, open_tab, name, scheme):
     tab = open_tab(scheme, viewer_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
@@ -209,8 +226,9 @@ def test_the_first_tab_reaches_a_skip_link_that_moves_to_the_content(every_state
     tab = open_tab("dark", admin_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))
     tab.keyboard.press("Tab")
-    focused = tab.evaluate("() => ({text: document.activeElement.textContent.trim(),"
-                           " href: document.activeElement.getAttribute('href')})")
+    focused = tab.evaluate(
+        "() => ({text: document.activeElement.textContent.trim(), href: document.activeElement.getAttribute('href')})"
+    )
     assert focused == {"text": "Skip to content", "href": "#content"}
     assert tab.locator("a[href='#content']").is_visible()  # hidden until focused, then shown
     tab.keyboard.press("Enter")
@@ -231,8 +249,19 @@ FOCUS_RING = """() => {
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("name", ["dashboard", "jobs", "job quarantined", "API keys", "workers", "types",
-                                  "type with limits and history", "top errors"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dashboard",
+        "jobs",
+        "job quarantined",
+        "API keys",
+        "workers",
+        "types",
+        "type with limits and history",
+        "top errors",
+    ],
+)
 def test_every_control_tab_reaches_shows_a_focus_ring(every_state, admin_state, open_tab, name, scheme):
     tab = open_tab(scheme, admin_state)
     tab.goto(every_state.url + _path(every_state, PAGES[name]))

@@ -1,5 +1,6 @@
 """No dead controls: with JavaScript off every control a page shows does something, and the one control
 that needs the script (pausing the auto-refresh) shows only when the script is there to run it."""
+
 from __future__ import annotations
 
 import re
@@ -13,12 +14,29 @@ from tests.e2e.every_state import fresh_database_url, serving_every_state
 # scripts/test runs this module in the SQLite pass only.
 pytestmark = pytest.mark.database_independent
 
-PAGES = ["/admin", "/admin?range=7d",
-         "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
-         "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
-         "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
-         "job:pending", "job:running", "job:stalled", "job:backing-off",
-         "job:not-retryable", "job:completed", "/admin/jobs/999999999"]
+PAGES = [
+    "/admin",
+    "/admin?range=7d",
+    "/admin/jobs",
+    "/admin/jobs?status=failed",
+    "/admin/scheduled",
+    "/admin/workers",
+    "/admin/keys",
+    "/admin/types",
+    "/admin/types/email",
+    "/admin/types/report",
+    "/admin/errors",
+    "/admin/schedules",
+    "/admin/schedules/nightly-report",
+    "job:from-schedule",
+    "job:pending",
+    "job:running",
+    "job:stalled",
+    "job:backing-off",
+    "job:not-retryable",
+    "job:completed",
+    "/admin/jobs/999999999",
+]
 
 # What each visible control is: a link with somewhere to go, or a button that submits a form to an address.
 CONTROLS = """() => Array.from(document.querySelectorAll('a, button, input, select, textarea, summary'))
@@ -154,8 +172,9 @@ def test_with_javascript_quiet_asks_by_confirm_and_marks_the_process_quiet(page,
     page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
     page.click("button[aria-label='Quiet mail-box-3:1414']")
     page.wait_for_url(every_state.url + "/admin/workers")
-    assert questions == ["Quiet worker process mail-box-3:1414? "
-                         "It will claim no new jobs and finish the ones it holds."]
+    assert questions == [
+        "Quiet worker process mail-box-3:1414? It will claim no new jobs and finish the ones it holds."
+    ]
     assert "Told worker process mail-box-3:1414 to quiet" in page.locator(".flashes").inner_text()
     row = page.locator("tr", has=page.locator("text=mail-box-3:1414"))
     assert row.locator(".badge").inner_text() == "quiet" and row.locator("button:has-text('Quiet')").count() == 0

@@ -1,5 +1,6 @@
 """Every page works on a phone (390 px wide): nothing makes the page scroll sideways, the header wraps
 with every link on screen, wide tables scroll inside their card, and the chart's labels stay readable."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,12 +14,30 @@ pytestmark = pytest.mark.database_independent
 
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 900}
-PAGES = ["/admin", "/admin?range=7d",
-         "/admin/jobs", "/admin/jobs?status=failed", "/admin/scheduled", "/admin/workers", "/admin/keys",
-         "/admin/types", "/admin/types/email", "/admin/types/report", "/admin/errors",
-         "/admin/schedules", "/admin/schedules/nightly-report", "job:from-schedule",
-         "job:pending", "job:running", "job:stalled", "job:backing-off",
-         "job:quarantined", "job:requeued", "job:completed", "/admin/jobs/999999999"]
+PAGES = [
+    "/admin",
+    "/admin?range=7d",
+    "/admin/jobs",
+    "/admin/jobs?status=failed",
+    "/admin/scheduled",
+    "/admin/workers",
+    "/admin/keys",
+    "/admin/types",
+    "/admin/types/email",
+    "/admin/types/report",
+    "/admin/errors",
+    "/admin/schedules",
+    "/admin/schedules/nightly-report",
+    "job:from-schedule",
+    "job:pending",
+    "job:running",
+    "job:stalled",
+    "job:backing-off",
+    "job:quarantined",
+    "job:requeued",
+    "job:completed",
+    "/admin/jobs/999999999",
+]
 READABLE_PX = 10  # the smallest label height we call readable
 
 
@@ -56,11 +75,14 @@ def _path(every_state, target: str) -> str:
 
 def boxes(tab, selector: str) -> list[dict]:
     """The on-screen box of each visible element matching ``selector``."""
-    return tab.evaluate("""selector => Array.from(document.querySelectorAll(selector))
+    return tab.evaluate(
+        """selector => Array.from(document.querySelectorAll(selector))
         .filter(el => el.getClientRects().length > 0)
         .map(el => { const r = el.getBoundingClientRect();
                      return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width,
-                             height: r.height, text: el.textContent.trim().slice(0, 30)}; })""", selector)
+                             height: r.height, text: el.textContent.trim().slice(0, 30)}; })""",
+        selector,
+    )
 
 
 def overlap(a: dict, b: dict) -> bool:
@@ -92,18 +114,30 @@ def test_the_header_wraps_with_every_link_and_button_on_screen(every_state, open
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))
     controls = boxes(tab, ".topbar a, .topbar button")
-    assert [c["text"] for c in controls] == ["queuelog", "Dashboard", "Jobs", "Scheduled", "Types", "Top errors",
-                                               "Workers", "Schedules", "API keys", "Sign out"]
+    assert [c["text"] for c in controls] == [
+        "queuelog",
+        "Dashboard",
+        "Jobs",
+        "Scheduled",
+        "Types",
+        "Top errors",
+        "Workers",
+        "Schedules",
+        "API keys",
+        "Sign out",
+    ]
     for control in controls:
         assert control["left"] >= 0 and control["right"] <= PHONE["width"], control
     for index, first in enumerate(controls):
-        for second in controls[index + 1:]:
+        for second in controls[index + 1 :]:
             assert not overlap(first, second), (first, second)
     assert tab.evaluate("() => document.querySelector('.topbar').scrollWidth <= window.innerWidth")
 
 
-@pytest.mark.parametrize("target", ["/admin", "/admin/jobs", "/admin/workers", "/admin/keys", "/admin/types",
-                                    "job:requeued", "/admin/errors"])
+@pytest.mark.parametrize(
+    "target",
+    ["/admin", "/admin/jobs", "/admin/workers", "/admin/keys", "/admin/types", "job:requeued", "/admin/errors"],
+)
 def test_wide_tables_scroll_inside_their_card(every_state, open_signed_in, target):
     tab = open_signed_in(PHONE)
     tab.goto(every_state.url + _path(every_state, target))
@@ -135,7 +169,7 @@ def test_the_chart_is_drawn_for_the_phone_with_readable_labels(every_state, open
     assert len(labels) >= 5  # gridline values and times
     assert min(label["height"] for label in labels) >= READABLE_PX, labels
     for index, first in enumerate(labels):
-        for second in labels[index + 1:]:
+        for second in labels[index + 1 :]:
             assert not overlap(first, second), (first, second)
 
 

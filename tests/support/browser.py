@@ -22,8 +22,8 @@ DEFAULT_CHROMIUM = "/usr/bin/chromium"
 
 #: Flags for headless tests on a machine without network or GPU.
 CHROMIUM_ARGS = (
-    "--no-sandbox",                 # we run as root; the sandbox refuses that
-    "--disable-gpu",                # there is no GPU
+    "--no-sandbox",  # we run as root; the sandbox refuses that
+    "--disable-gpu",  # there is no GPU
     "--disable-quic",
     "--no-first-run",
     # The network is closed: without these Chromium keeps trying to reach
@@ -31,7 +31,7 @@ CHROMIUM_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--disable-dev-shm-usage",      # /dev/shm may be small in containers
+    "--disable-dev-shm-usage",  # /dev/shm may be small in containers
 )
 
 
@@ -47,8 +47,7 @@ def chromium_path() -> str:
     return path
 
 
-def launch_chromium(playwright, *, headless: bool = True,
-                    extra_args: tuple[str, ...] = (), **launch_options):
+def launch_chromium(playwright, *, headless: bool = True, extra_args: tuple[str, ...] = (), **launch_options):
     """Launch Chromium and return a Playwright ``Browser``.
 
     ``playwright`` is the object from ``sync_playwright()`` (or its async

@@ -3,6 +3,7 @@
 It lives in an importable module (not a test file) so ``multiprocessing`` with the spawn start
 method can find it; spawn gives each process a clean interpreter with no inherited connections.
 """
+
 from __future__ import annotations
 
 

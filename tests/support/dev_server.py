@@ -5,6 +5,7 @@ waits until ``GET /openapi.json`` answers 200, and stops it (SIGTERM, then SIGKI
 on exit. It has the attributes of ``running_server``'s object the tests use: ``url``, ``port``,
 ``log()``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -70,9 +71,14 @@ def running_dev_server(env: Mapping[str, str] | None = None, start_timeout: floa
     with tempfile.TemporaryDirectory(prefix="queuelog-dev-server-") as tmp:
         log_path = Path(tmp) / "flask-run.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen([flask, "--app", "app", "run", "--port", str(port)], cwd=REPO_ROOT,
-                                       env=full_env, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [flask, "--app", "app", "run", "--port", str(port)],
+                cwd=REPO_ROOT,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         server = DevServer(process, port, log_path)
         with log_shown_on_failure(f"flask run log, {server.url}", server.log):
             try:

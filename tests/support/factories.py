@@ -3,6 +3,7 @@
 They run inside the ``app`` fixture's application context and talk to the test database directly,
 so a test can put a job in any state and then check what a request left behind.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta

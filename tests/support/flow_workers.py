@@ -3,6 +3,7 @@
 Each runs in a child process (``tests.support.scale.Processes``), with its own ``requests.Session``, as a
 worker on another host would. Every loop is bounded by a deadline; results travel back as plain dicts.
 """
+
 from __future__ import annotations
 
 import random
@@ -13,8 +14,7 @@ import requests
 from tests.support.scale import HTTP_TIMEOUT, session_for
 
 
-def work_until_done(base_url: str, secret: str, job_type: str, done, total: int, deadline: float,
-                    seed: int) -> dict:
+def work_until_done(base_url: str, secret: str, job_type: str, done, total: int, deadline: float, seed: int) -> dict:
     """Claim one ``job_type`` job at a time, "run" it for its payload's ``ms``, complete it; until ``done``
     (a shared counter of completed jobs) reaches ``total``.
 
@@ -33,8 +33,9 @@ def work_until_done(base_url: str, secret: str, job_type: str, done, total: int,
             continue
         job = response.json()
         time.sleep(job["payload"]["ms"] / 1000)
-        finished = session.post(f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                                timeout=HTTP_TIMEOUT)
+        finished = session.post(
+            f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, timeout=HTTP_TIMEOUT
+        )
         if finished.status_code == 200:
             completed.append(job["id"])
             with done.get_lock():
@@ -61,8 +62,9 @@ def claim_until(base_url: str, secret: str, job_type: str, stop_at: float) -> di
             continue
         claimed += 1
         job = response.json()
-        finished = session.post(f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                                timeout=HTTP_TIMEOUT)
+        finished = session.post(
+            f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, timeout=HTTP_TIMEOUT
+        )
         if finished.status_code != 200:
             unexpected.append(("complete", finished.status_code, finished.text[:300]))
     return {"claimed": claimed, "unexpected": unexpected}
@@ -91,8 +93,7 @@ def long_poll_workers(base_url: str, secret: str, job_type: str, stop, deadline:
     session = session_for(secret)
     completed, unexpected = [], []
     while not stop.is_set() and time.monotonic() < deadline:
-        response = session.post(f"{base_url}/jobs/claim", json={"types": [job_type], "wait": 1},
-                                timeout=HTTP_TIMEOUT)
+        response = session.post(f"{base_url}/jobs/claim", json={"types": [job_type], "wait": 1}, timeout=HTTP_TIMEOUT)
         if response.status_code == 204:
             continue
         if response.status_code == 503:
@@ -102,8 +103,9 @@ def long_poll_workers(base_url: str, secret: str, job_type: str, stop, deadline:
             unexpected.append(("claim", response.status_code, response.text[:300]))
             continue
         job = response.json()
-        finished = session.post(f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]},
-                                timeout=HTTP_TIMEOUT)
+        finished = session.post(
+            f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, timeout=HTTP_TIMEOUT
+        )
         if finished.status_code == 200:
             completed.append(job["id"])
         else:
@@ -111,8 +113,9 @@ def long_poll_workers(base_url: str, secret: str, job_type: str, stop, deadline:
     return {"completed": completed, "unexpected": unexpected}
 
 
-def enqueue_steadily(base_url: str, secret: str, job_type: str, batches: int, per_batch: int,
-                     pause_seconds: float) -> dict:
+def enqueue_steadily(
+    base_url: str, secret: str, job_type: str, batches: int, per_batch: int, pause_seconds: float
+) -> dict:
     """POST /jobs/batch ``batches`` times, ``per_batch`` jobs each, ``pause_seconds`` apart; the new ids."""
     session = session_for(secret)
     ids = []
@@ -127,7 +130,11 @@ def enqueue_steadily(base_url: str, secret: str, job_type: str, batches: int, pe
 
 def one_long_poll(base_url: str, secret: str, job_type: str, wait: float, report) -> None:
     """One claim with ``wait``; puts (status, job id or None, monotonic time of the answer) on ``report``."""
-    response = requests.post(f"{base_url}/jobs/claim", json={"types": [job_type], "wait": wait},
-                             headers={"Authorization": f"Bearer {secret}"}, timeout=HTTP_TIMEOUT + wait)
+    response = requests.post(
+        f"{base_url}/jobs/claim",
+        json={"types": [job_type], "wait": wait},
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=HTTP_TIMEOUT + wait,
+    )
     job_id = response.json()["id"] if response.status_code == 200 else None
     report.put((response.status_code, job_id, time.monotonic()))

@@ -7,6 +7,7 @@ baseline) and allows ``max(250 ms, 3 × the baseline's p99)``: on a quiet machin
 promise itself, and a server that starves its producers still misses it by far (their requests time
 out after 5 s, which is counted as a failure in any case).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,9 +42,11 @@ class Enqueues:
         return percentile(self.latencies, 0.99)
 
     def summary(self) -> str:
-        return (f"n={len(self.latencies)} p50={percentile(self.latencies, 0.5) * 1000:.0f} ms "
-                f"p99={self.p99 * 1000:.0f} ms max={max(self.latencies, default=0) * 1000:.0f} ms "
-                f"errors={len(self.errors)}")
+        return (
+            f"n={len(self.latencies)} p50={percentile(self.latencies, 0.5) * 1000:.0f} ms "
+            f"p99={self.p99 * 1000:.0f} ms max={max(self.latencies, default=0) * 1000:.0f} ms "
+            f"errors={len(self.errors)}"
+        )
 
 
 def allowed_p99(baseline: Enqueues) -> float:
@@ -51,8 +54,15 @@ def allowed_p99(baseline: Enqueues) -> float:
     return max(PROMISED_P99, 3 * baseline.p99)
 
 
-def enqueue_steadily(url: str, keys: list[str], each: int, every: float, job_type: str,
-                     run_at: str | None = None, new_connection_each_time: bool = False) -> Enqueues:
+def enqueue_steadily(
+    url: str,
+    keys: list[str],
+    each: int,
+    every: float,
+    job_type: str,
+    run_at: str | None = None,
+    new_connection_each_time: bool = False,
+) -> Enqueues:
     """One producer thread per key, each enqueueing ``each`` jobs, one every ``every`` seconds.
 
     ``run_at`` in the future keeps the jobs from being claimed (a baseline that must not feed workers).
@@ -70,7 +80,7 @@ def enqueue_steadily(url: str, keys: list[str], each: int, every: float, job_typ
             except ServerUnavailable as exc:
                 seen.errors.append(str(exc))
             if new_connection_each_time:
-                client.close()   # the next request may land on any server process
+                client.close()  # the next request may land on any server process
             time.sleep(max(0.0, every - (time.monotonic() - started)))
 
     threads = [threading.Thread(target=produce, args=(key,)) for key in keys]

@@ -8,6 +8,7 @@ claim, then, at the end, one JSON line: every answer's status, seconds and Retry
 the jobs it was given, and the errors (a claim that got no answer counts as one). When SECONDS are
 up it hangs up on the claims still waiting, as a worker that exits does.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -68,9 +69,13 @@ class Crowd:
                     with self.lock:
                         self.errors.append(f"{exc.__class__.__name__}: {exc}")
                 return
-            answer = {"status": response.status, "seconds": time.monotonic() - started, "first": first,
-                      "retry_after": response.getheader("Retry-After"),
-                      "content_type": response.getheader("Content-Type")}
+            answer = {
+                "status": response.status,
+                "seconds": time.monotonic() - started,
+                "first": first,
+                "retry_after": response.getheader("Retry-After"),
+                "content_type": response.getheader("Content-Type"),
+            }
             first = False
             with self.lock:
                 self.answers.append(answer)
@@ -79,7 +84,7 @@ class Crowd:
             if response.status == 503:
                 time.sleep(min(float(answer["retry_after"] or 1), max(0.0, self.deadline - time.monotonic())))
             elif response.status != 200 and answer["seconds"] < 1:
-                time.sleep(1)   # an answer at once without a Retry-After: do not hammer
+                time.sleep(1)  # an answer at once without a Retry-After: do not hammer
 
     def connect(self) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)

@@ -73,8 +73,7 @@ def find_bindir() -> Path:
             candidates.append((key, Path(path)))
     if not candidates:
         raise ClusterError(
-            "no PostgreSQL server found under /usr/lib/postgresql/*/bin; "
-            "install it with: apt-get install -y postgresql"
+            "no PostgreSQL server found under /usr/lib/postgresql/*/bin; install it with: apt-get install -y postgresql"
         )
     return max(candidates)[1]
 
@@ -98,7 +97,7 @@ def free_port() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
-            except OSError:   # in use (or in TIME_WAIT): another
+            except OSError:  # in use (or in TIME_WAIT): another
                 continue
             return port
     return _kernel_port()
@@ -173,9 +172,9 @@ class Cluster:
         if self.port is None:
             return False
         result = subprocess.run(
-            [str(self.bindir / "pg_isready"), "-q", "-h", self.host,
-             "-p", str(self.port), "-t", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [str(self.bindir / "pg_isready"), "-q", "-h", self.host, "-p", str(self.port), "-t", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         return result.returncode == 0
 
@@ -215,18 +214,16 @@ class Cluster:
         """
         if not self._postmaster_running():
             return
-        result = self._run_server_cmd(
-            "pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "-t", "60", "stop"
-        )
+        result = self._run_server_cmd("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "-t", "60", "stop")
         if result.returncode != 0 and self._postmaster_running():
             raise ClusterError(self._describe("pg_ctl stop failed", result))
 
     def create_database(self, name: str) -> str:
         """Create database ``name`` and return its URL."""
         result = subprocess.run(
-            [str(self.bindir / "createdb"), "-h", self.host, "-p", str(self.port),
-             "-U", SUPERUSER, name],
-            capture_output=True, text=True,
+            [str(self.bindir / "createdb"), "-h", self.host, "-p", str(self.port), "-U", SUPERUSER, name],
+            capture_output=True,
+            text=True,
         )
         if result.returncode != 0:
             raise ClusterError(f"createdb {name!r} failed: {result.stderr.strip()}")
@@ -247,8 +244,17 @@ class Cluster:
         self.socket_dir.mkdir()
         self._give_to_server_user(self.socket_dir)
         result = self._run_server_cmd(
-            "initdb", "-D", str(self.datadir), "-U", SUPERUSER, "-A", "trust",
-            "-E", "UTF8", "--locale=C", "--no-sync",
+            "initdb",
+            "-D",
+            str(self.datadir),
+            "-U",
+            SUPERUSER,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
         )
         if result.returncode != 0:
             raise ClusterError(self._describe("initdb failed", result))
@@ -262,27 +268,33 @@ class Cluster:
         # The port is passed on the command line rather than written to
         # postgresql.conf so that a retry on another port needs no rewrite.
         result = self._run_server_cmd(
-            "pg_ctl", "-D", str(self.datadir), "-l", str(self.log_path),
-            "-o", f"-p {port}", "-w", "-t", str(int(timeout)), "start",
+            "pg_ctl",
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.log_path),
+            "-o",
+            f"-p {port}",
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "start",
         )
         if result.returncode != 0:
             # pg_ctl may give up while a half-started postmaster lingers.
-            self._run_server_cmd("pg_ctl", "-D", str(self.datadir), "-m",
-                                 "immediate", "-w", "stop")
+            self._run_server_cmd("pg_ctl", "-D", str(self.datadir), "-m", "immediate", "-w", "stop")
             raise ClusterError(self._describe(f"pg_ctl start on port {port} failed", result))
         # pg_ctl -w waits for the postmaster's "ready" status; confirm that
         # TCP on 127.0.0.1 works too, since that is what clients use.
         deadline = time.monotonic() + timeout
         while True:
             ready = subprocess.run(
-                [str(self.bindir / "pg_isready"), "-q", "-h", self.host,
-                 "-p", str(port), "-t", "2"],
+                [str(self.bindir / "pg_isready"), "-q", "-h", self.host, "-p", str(port), "-t", "2"],
             )
             if ready.returncode == 0:
                 return
             if time.monotonic() > deadline:
-                raise ClusterError(f"server on port {port} never accepted connections\n"
-                                   + self.log_tail())
+                raise ClusterError(f"server on port {port} never accepted connections\n" + self.log_tail())
             time.sleep(0.1)
 
     def _postmaster_running(self) -> bool:
@@ -300,8 +312,7 @@ class Cluster:
             cmd = ["runuser", "-u", self._run_as, "--", *cmd]
         # cwd inside our directory: the server user may not be allowed to
         # enter the caller's working directory (e.g. /root).
-        return subprocess.run(cmd, cwd=self.root, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(cmd, cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
     def _give_to_server_user(self, path: Path) -> None:
         if self._run_as is not None:
@@ -309,8 +320,10 @@ class Cluster:
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
     def _describe(self, what: str, result: subprocess.CompletedProcess) -> str:
-        return (f"{what} (exit {result.returncode}): {result.stderr.strip()}\n"
-                f"{result.stdout.strip()}\n--- server log ---\n{self.log_tail()}")
+        return (
+            f"{what} (exit {result.returncode}): {result.stderr.strip()}\n"
+            f"{result.stdout.strip()}\n--- server log ---\n{self.log_tail()}"
+        )
 
 
 @contextlib.contextmanager
@@ -361,10 +374,10 @@ def _raise_system_exit(signum, _frame):
 
 def main(argv: list[str] | None = None) -> int:
     """Start a cluster, print its URL and keep it up until SIGTERM/SIGINT."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.support.pg_cluster", description=main.__doc__)
-    parser.add_argument("--url-file", help="also write the URL to this file "
-                        "(written once the server accepts connections)")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.pg_cluster", description=main.__doc__)
+    parser.add_argument(
+        "--url-file", help="also write the URL to this file (written once the server accepts connections)"
+    )
     options = parser.parse_args(argv)
 
     for signum in _STOP_SIGNALS:
@@ -373,9 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with throwaway_cluster() as cluster:
             print(cluster.url, flush=True)
-            print(f"cluster ready in {time.monotonic() - started:.1f} s "
-                  f"(data in {cluster.root}); stop with SIGTERM or Ctrl-C",
-                  file=sys.stderr, flush=True)
+            print(
+                f"cluster ready in {time.monotonic() - started:.1f} s "
+                f"(data in {cluster.root}); stop with SIGTERM or Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
             if options.url_file:
                 # Write then rename, so a reader never sees a partial URL.
                 tmp = options.url_file + ".tmp"

@@ -5,6 +5,7 @@ Client functions here run in child processes (multiprocessing, fork): each opens
 Every loop is bounded by a deadline, so a misbehaving server fails the test instead of hanging it.
 Results travel back as plain dicts; assertions stay in the tests.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -106,14 +107,16 @@ def enqueue_batches(base_url: str, secret: str, bodies: list[dict], per_request:
     session = session_for(secret)
     ids: list[int] = []
     for start in range(0, len(bodies), per_request):
-        response = session.post(f"{base_url}/jobs/batch", json={"jobs": bodies[start:start + per_request]},
-                                timeout=HTTP_TIMEOUT)
+        response = session.post(
+            f"{base_url}/jobs/batch", json={"jobs": bodies[start : start + per_request]}, timeout=HTTP_TIMEOUT
+        )
         assert response.status_code == 201, (response.status_code, response.text[:500])
         ids.extend(job["id"] for job in response.json()["jobs"])
     return ids
 
 
 # --- worker processes -----------------------------------------------------------------------------
+
 
 def claim_and_complete_until_empty(base_url: str, secret: str, deadline: float) -> dict:
     """Claim one job at a time and complete it at once, until a claim answers 204 (nothing due).
@@ -130,9 +133,11 @@ def claim_and_complete_until_empty(base_url: str, secret: str, deadline: float) 
             unexpected.append(("claim", claimed.status_code, claimed.text[:300]))
             continue
         job = claimed.json()
-        done = session.post(f"{base_url}/jobs/{job['id']}/complete",
-                            json={"claim_token": job["claim_token"], "result": {"by": secret[-6:]}},
-                            timeout=HTTP_TIMEOUT)
+        done = session.post(
+            f"{base_url}/jobs/{job['id']}/complete",
+            json={"claim_token": job["claim_token"], "result": {"by": secret[-6:]}},
+            timeout=HTTP_TIMEOUT,
+        )
         if done.status_code == 200:
             completed.append(job["id"])
         else:
@@ -150,8 +155,7 @@ def work_with_short_leases(base_url: str, secret: str, lease_seconds: int, stop,
     session = session_for(secret)
     completed, late_refused, unexpected = [], [], []
     while not stop.is_set() and time.monotonic() < deadline:
-        claimed = session.post(f"{base_url}/jobs/claim", json={"lease_seconds": lease_seconds},
-                               timeout=HTTP_TIMEOUT)
+        claimed = session.post(f"{base_url}/jobs/claim", json={"lease_seconds": lease_seconds}, timeout=HTTP_TIMEOUT)
         if claimed.status_code == 204:
             time.sleep(0.05)
             continue
@@ -162,8 +166,9 @@ def work_with_short_leases(base_url: str, secret: str, lease_seconds: int, stop,
         if job["retry_count"] == 0 and job["payload"]["n"] % 3 == 0:
             # 0.8–1.3 leases: some finish just before the lease ends, some just after.
             time.sleep(lease_seconds * (0.8 + (job["payload"]["n"] % 11) / 20))
-        done = session.post(f"{base_url}/jobs/{job['id']}/complete",
-                            json={"claim_token": job["claim_token"]}, timeout=HTTP_TIMEOUT)
+        done = session.post(
+            f"{base_url}/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, timeout=HTTP_TIMEOUT
+        )
         if done.status_code == 200:
             completed.append(job["id"])
         elif done.status_code == 409:
@@ -190,8 +195,10 @@ class Processes:
 
     def __init__(self, function, argument_tuples: list[tuple]):
         self._queue = CTX.Queue()
-        self.children = [CTX.Process(target=_report, args=(self._queue, index, function, args), daemon=True)
-                         for index, args in enumerate(argument_tuples)]
+        self.children = [
+            CTX.Process(target=_report, args=(self._queue, index, function, args), daemon=True)
+            for index, args in enumerate(argument_tuples)
+        ]
         for child in self.children:
             child.start()
 
@@ -214,8 +221,11 @@ class Processes:
             gathered[index] = value
         for child in self.children:
             child.join(timeout=10)
-        crashed = {index: value["crashed"] for index, value in gathered.items()
-                   if isinstance(value, dict) and "crashed" in value}
+        crashed = {
+            index: value["crashed"]
+            for index, value in gathered.items()
+            if isinstance(value, dict) and "crashed" in value
+        }
         if crashed:
             raise RuntimeError(f"client processes crashed: {crashed}")
         return [gathered[index] for index in range(len(self.children))]
@@ -231,8 +241,9 @@ class Processes:
 def claim_and_hang(base_url: str, secret: str, how_many: int, lease_seconds: int, report) -> None:
     """A worker that claims ``how_many`` jobs, reports them on ``report`` and then works "forever"."""
     session = session_for(secret)
-    response = session.post(f"{base_url}/jobs/claim", json={"limit": how_many, "lease_seconds": lease_seconds},
-                            timeout=HTTP_TIMEOUT)
+    response = session.post(
+        f"{base_url}/jobs/claim", json={"limit": how_many, "lease_seconds": lease_seconds}, timeout=HTTP_TIMEOUT
+    )
     report.put(response.json()["jobs"] if response.status_code == 200 else response.status_code)
     time.sleep(120)  # until the test kills it
 
@@ -240,12 +251,17 @@ def claim_and_hang(base_url: str, secret: str, how_many: int, lease_seconds: int
 def flask_command(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run ``flask --app app ARGS`` from the repository root, as an operator or cron would."""
     flask = str(Path(sys.executable).parent / "flask")
-    return subprocess.run([flask, "--app", "app", *args], cwd=REPO_ROOT, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [flask, "--app", "app", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def enqueue_through_crashes(base_url: str, secret: str, client: int, count: int, acknowledged,
-                            deadline: float) -> dict:
+def enqueue_through_crashes(base_url: str, secret: str, client: int, count: int, acknowledged, deadline: float) -> dict:
     """POST /jobs ``count`` times, one job each, retrying a request (same idempotency key) until answered.
 
     Connection errors and 5xx are expected while the server is down. ``acknowledged`` (a shared
@@ -255,8 +271,12 @@ def enqueue_through_crashes(base_url: str, secret: str, client: int, count: int,
     session = session_for(secret)
     answers, dropped, refusals = [], 0, []
     for n in range(count):
-        body = {"type": "email", "priority": ["low", "medium"][n % 2], "idempotency_key": f"client-{client}-{n}",
-                "payload": {"client": client, "n": n, "to": f"user{n}@example.com"}}
+        body = {
+            "type": "email",
+            "priority": ["low", "medium"][n % 2],
+            "idempotency_key": f"client-{client}-{n}",
+            "payload": {"client": client, "n": n, "to": f"user{n}@example.com"},
+        }
         while time.monotonic() < deadline:
             try:
                 response = session.post(f"{base_url}/jobs", json=body, timeout=10)
@@ -266,8 +286,14 @@ def enqueue_through_crashes(base_url: str, secret: str, client: int, count: int,
                 time.sleep(0.1)
                 continue
             if response.status_code >= 500:
-                refusals.append((response.status_code, response.headers.get("Content-Type"),
-                                 response.headers.get("Retry-After"), response.text))
+                refusals.append(
+                    (
+                        response.status_code,
+                        response.headers.get("Content-Type"),
+                        response.headers.get("Retry-After"),
+                        response.text,
+                    )
+                )
                 time.sleep(0.1)
                 continue
             answers.append((response.status_code, response.json()))
@@ -297,6 +323,7 @@ def reap_in_a_loop(database_url: str, interval: float, stop, deadline: float) ->
 
 # --- reading what the server left behind -----------------------------------------------------------
 
+
 def read_rows(database_url: str, sql: str, **params) -> list:
     """Rows of one query, read with a fresh engine (the test process's own view of the database)."""
     engine = create_engine(database_url)
@@ -325,10 +352,13 @@ class ConnectionSampler:
         if self._engine is None:
             return
         with self._engine.connect() as conn:
-            count = conn.execute(text(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND backend_type = 'client backend' AND application_name = :server"),
-                {"server": SERVER_SESSIONS["PGAPPNAME"]}).scalar_one()
+            count = conn.execute(
+                text(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND backend_type = 'client backend' AND application_name = :server"
+                ),
+                {"server": SERVER_SESSIONS["PGAPPNAME"]},
+            ).scalar_one()
         self.most = max(self.most or 0, count)
 
     def close(self) -> None:

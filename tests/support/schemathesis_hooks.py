@@ -9,6 +9,7 @@ Two things the document cannot say, said here per operation:
   but these rules: a schema-valid request refused for any other field still fails the run.
 - ``keep_long_polls_short``: a valid ``wait`` may hold a request 30 s; the answer's shape is the same sooner.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ from schemathesis.core.failures import Failure
 
 from queuelog.core.patterns import JSON_NUMBER
 
-_JOB = r"(/jobs/\d+)?"   # a batch item's fields sit under /jobs/<index>
+_JOB = r"(/jobs/\d+)?"  # a batch item's fields sit under /jobs/<index>
 _ENQUEUE = {
     rf"{_JOB}/expires_at": "in the future and after run_at: the server's clock and another field decide",
     rf"{_JOB}/idempotency_key": "a key already used by this producer for a different request (or another header)",
@@ -45,10 +46,12 @@ RULES_NO_SCHEMA_CAN_SAY: dict[str, dict[str, str]] = {
 
 def operation_settings() -> str:
     """schemathesis.toml: 422 allowed to positive_data_acceptance on exactly the operations above."""
-    expected = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]   # its default, and 422
-    return "\n".join(f'[[operations]]\ninclude-name = "{name}"\n'
-                     f"checks.positive_data_acceptance.expected-statuses = {expected!r}\n".replace("'", '"')
-                     for name in RULES_NO_SCHEMA_CAN_SAY)
+    expected = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]  # its default, and 422
+    return "\n".join(
+        f'[[operations]]\ninclude-name = "{name}"\n'
+        f"checks.positive_data_acceptance.expected-statuses = {expected!r}\n".replace("'", '"')
+        for name in RULES_NO_SCHEMA_CAN_SAY
+    )
 
 
 class RefusedForAnotherReason(Failure):
@@ -57,9 +60,11 @@ class RefusedForAnotherReason(Failure):
     kind_title = "Schema-valid request refused for a field the document allows"
 
     def __init__(self, operation: str, pointers: list[str]):
-        super().__init__(operation=operation,
-                         message=f"422 pointing at {', '.join(pointers)}: not one of the rules the operation "
-                                 "documents as beyond its schema (tests/support/schemathesis_hooks.py)")
+        super().__init__(
+            operation=operation,
+            message=f"422 pointing at {', '.join(pointers)}: not one of the rules the operation "
+            "documents as beyond its schema (tests/support/schemathesis_hooks.py)",
+        )
 
 
 @schemathesis.check
@@ -71,8 +76,7 @@ def refused_only_for_rules_no_schema_can_say(ctx, response, case):
     if not case.meta.generation.mode.is_positive:
         return None
     errors = (response.json() or {}).get("errors") or [{"pointer": "(none)"}]
-    others = [error["pointer"] for error in errors
-              if not any(re.fullmatch(rule, error["pointer"]) for rule in rules)]
+    others = [error["pointer"] for error in errors if not any(re.fullmatch(rule, error["pointer"]) for rule in rules)]
     if others:
         raise RefusedForAnotherReason(case.operation.label, others)
     return None

@@ -55,9 +55,16 @@ class ServerProcess:
     replaced by ``restart()``), ``pid`` (the master's pid) and ``log_path``.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path,
-                 port: int, log_path: Path, start_timeout: float,
-                 stop_timeout: float):
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        port: int,
+        log_path: Path,
+        start_timeout: float,
+        stop_timeout: float,
+    ):
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
@@ -84,8 +91,12 @@ class ServerProcess:
             log.write(f"--- starting: {' '.join(self._argv)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                self._argv, cwd=self._cwd, env=self._env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                self._argv,
+                cwd=self._cwd,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 # Own process group: kill() can reach the workers too, and a
                 # Ctrl-C meant for pytest does not hit the server directly.
                 start_new_session=True,
@@ -151,7 +162,8 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise ServerError(
                     f"gunicorn exited with code {self.process.returncode} "
-                    f"before answering\n--- server log ---\n{self.log()}")
+                    f"before answering\n--- server log ---\n{self.log()}"
+                )
             try:
                 with urllib.request.urlopen(self.url + READY_PATH, timeout=2) as resp:
                     if resp.status == 200:
@@ -164,7 +176,8 @@ class ServerProcess:
             time.sleep(0.1)
         raise ServerError(
             f"server at {self.url} not ready after {self._start_timeout:.0f} s "
-            f"(GET {READY_PATH}: {last_problem})\n--- server log ---\n{self.log()}")
+            f"(GET {READY_PATH}: {last_problem})\n--- server log ---\n{self.log()}"
+        )
 
 
 def _live_members(pgid: int) -> list[int]:
@@ -198,18 +211,22 @@ def _control_socket_args() -> tuple[str, ...]:
     restart racing the old master) would fight over it.  Older versions have
     no such option, hence the check.
     """
-    result = subprocess.run([gunicorn_path(), "--help"], capture_output=True,
-                            text=True)
+    result = subprocess.run([gunicorn_path(), "--help"], capture_output=True, text=True)
     return ("--no-control-socket",) if "--no-control-socket" in result.stdout else ()
 
 
 @contextlib.contextmanager
-def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
-                   port: int | None = None, *, app: str = "app:app",
-                   cwd: str | os.PathLike = REPO_ROOT,
-                   extra_args: tuple[str, ...] = (),
-                   start_timeout: float = 60.0,
-                   stop_timeout: float = 15.0) -> Iterator[ServerProcess]:
+def running_server(
+    env: Mapping[str, str] | None = None,
+    workers: int = 4,
+    port: int | None = None,
+    *,
+    app: str = "app:app",
+    cwd: str | os.PathLike = REPO_ROOT,
+    extra_args: tuple[str, ...] = (),
+    start_timeout: float = 60.0,
+    stop_timeout: float = 15.0,
+) -> Iterator[ServerProcess]:
     """Start gunicorn serving ``app`` on 127.0.0.1; stop it on exit.
 
     ``env`` is added to (and overrides) ``os.environ``.  ``port`` defaults to
@@ -224,12 +241,9 @@ def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
     full_env = {**os.environ, **(env or {})}
     # Unbuffered, so the log is complete when we show it after a failure.
     full_env.setdefault("PYTHONUNBUFFERED", "1")
-    argv = [gunicorn_path(), "-w", str(workers), "-b", f"127.0.0.1:{port}",
-            *_control_socket_args(), *extra_args, app]
+    argv = [gunicorn_path(), "-w", str(workers), "-b", f"127.0.0.1:{port}", *_control_socket_args(), *extra_args, app]
     with tempfile.TemporaryDirectory(prefix="queuelog-server-") as tmp:
-        server = ServerProcess(argv, full_env, Path(cwd), port,
-                               Path(tmp) / "gunicorn.log", start_timeout,
-                               stop_timeout)
+        server = ServerProcess(argv, full_env, Path(cwd), port, Path(tmp) / "gunicorn.log", start_timeout, stop_timeout)
         with log_shown_on_failure(f"gunicorn log, {server.url}", server.log):
             try:
                 server.start()
@@ -239,6 +253,7 @@ def running_server(env: Mapping[str, str] | None = None, workers: int = 4,
 
 
 # --- pytest plugin: a failed test's report shows its servers' logs ------------------------
+
 
 class _WatchedLog:
     """A server's log, as a failed test's report shows it: read live, kept once the server is gone."""
@@ -291,7 +306,7 @@ def pytest_runtest_makereport(item, call):
     starts = item.stash.get(_LOG_STARTS, {})
     if report.failed:
         for watched in _watched_logs:
-            written = watched.text()[starts.get(id(watched), 0):]
+            written = watched.text()[starts.get(id(watched), 0) :]
             if written:
                 report.sections.append((watched.title, _last_lines(written, REPORTED_LOG_LINES)))
     if report.when == "teardown":

@@ -5,6 +5,7 @@ every test client (whatever its class) and fails the request that received an an
 strict RFC 8259 JSON: not UTF-8, ``NaN``/``Infinity``, or a number no IEEE 754 double can hold
 (``1e400``, which JavaScript turns into Infinity and Go refuses).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,7 @@ def parse_strictly(body: bytes):
     if text.startswith("\ufeff"):
         raise NotStrictJSONAnswer("starts with a byte order mark")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                          parse_int=_bounded_int)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except NotStrictJSONAnswer:
         raise
     except ValueError as error:
@@ -76,13 +76,13 @@ class StrictJSONAnswers:
         finally:
             if hasattr(chunks, "close"):
                 chunks.close()
-        content_type = next((value for name, value in answer.get("headers", ()) if name.lower() == "content-type"),
-                            "")
+        content_type = next((value for name, value in answer.get("headers", ()) if name.lower() == "content-type"), "")
         if environ["REQUEST_METHOD"] != "HEAD" and is_json_media_type(content_type):
             try:
                 parse_strictly(body)
             except NotStrictJSONAnswer as error:
                 raise NotStrictJSONAnswer(
                     f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO')} answered {answer['status']} with "
-                    f"{content_type} that a strict JSON parser refuses ({error}): {body[:300]!r}") from None
+                    f"{content_type} that a strict JSON parser refuses ({error}): {body[:300]!r}"
+                ) from None
         return [body]

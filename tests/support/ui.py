@@ -7,6 +7,7 @@ import; the plain helpers (``post_form``, ``sign_in``, ``text_of``, …) are imp
 CSRF protection stays on in these tests (as in production): every POST carries the token that a page
 of the same session rendered, exactly as a browser would send it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,7 @@ def post_form(client, path: str, data: dict | None = None, page: str = "/admin/l
     return client.post(path, data={**(data or {}), "csrf_token": csrf_token(client, page)}, **kwargs)
 
 
-def sign_in(client, username: str = ADMIN_NAME, password: str = ADMIN_PASSWORD, next_url: str | None = None,
-            **kwargs):
+def sign_in(client, username: str = ADMIN_NAME, password: str = ADMIN_PASSWORD, next_url: str | None = None, **kwargs):
     """Submit the sign-in form; returns the response (302 on success)."""
     path = "/admin/login" + (f"?next={next_url}" if next_url is not None else "")
     return post_form(client, path, {"username": username, "password": password}, **kwargs)
@@ -80,8 +80,9 @@ def signed_in(client, admin_user):
 @pytest.fixture
 def viewer_client(client, app):
     """The test client signed in as a viewer, who may look but not act (a server-side session, as a sign-in makes)."""
-    user = User(username=VIEWER_NAME, password_hash=_admin_password_hash(), created_at=utcnow(),
-                role=UserRole.VIEWER.value)
+    user = User(
+        username=VIEWER_NAME, password_hash=_admin_password_hash(), created_at=utcnow(), role=UserRole.VIEWER.value
+    )
     db.session.add(user)
     db.session.commit()
     user_id = user.id
@@ -123,8 +124,7 @@ def shows_age(shown: str, age: timedelta, since: datetime) -> bool:
 def events_of(job_id: int) -> list:
     """The job's event rows as stored, oldest first (read on a fresh connection)."""
     with db.engine.connect() as conn:
-        return conn.execute(select(JobEvent.__table__).where(JobEvent.job_id == job_id)
-                            .order_by(JobEvent.id)).all()
+        return conn.execute(select(JobEvent.__table__).where(JobEvent.job_id == job_id).order_by(JobEvent.id)).all()
 
 
 def flashes(response) -> list[str]:
@@ -140,8 +140,11 @@ def failed_job(client, worker, enqueue, claim):
         job = enqueue(max_retries=0, **body)
         claimed = claim(types=[job["type"]])
         assert claimed["id"] == job["id"]
-        response = client.post(f"/jobs/{job['id']}/fail", headers=worker,
-                               json={"claim_token": claimed["claim_token"], "error": error, "retryable": False})
+        response = client.post(
+            f"/jobs/{job['id']}/fail",
+            headers=worker,
+            json={"claim_token": claimed["claim_token"], "error": error, "retryable": False},
+        )
         assert response.status_code == 200, response.get_json()
         return job["id"]
 

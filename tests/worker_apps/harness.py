@@ -5,6 +5,7 @@ A pytest plugin (``pytest_plugins`` in tests/conftest.py). A test module that us
 database, which tests/conftest.py's ``database_url`` and ``config_overrides`` hand to the test's ``app``
 (emptied before each test, with the server's settings), so keys and rows the test makes are the server's.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ ACCESS_FORMAT = "ACCESS %(m)s %(U)s %(s)s"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "shared_server: the module's tests share one gunicorn and its database "
-                                       "(tests/worker_apps/harness.py)")
+    config.addinivalue_line(
+        "markers",
+        "shared_server: the module's tests share one gunicorn and its database (tests/worker_apps/harness.py)",
+    )
 
 
 @pytest.fixture
@@ -51,8 +54,16 @@ def server_env(database_url: str) -> dict:
 
 
 #: Long-polls need a threaded worker class; a short graceful timeout keeps restarts quick.
-SERVER_ARGS = ("--threads", "8", "--graceful-timeout", "3",
-               "--access-logfile", "-", "--access-logformat", ACCESS_FORMAT)
+SERVER_ARGS = (
+    "--threads",
+    "8",
+    "--graceful-timeout",
+    "3",
+    "--access-logfile",
+    "-",
+    "--access-logformat",
+    ACCESS_FORMAT,
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +107,7 @@ def server(request, app, database_url, server_workers):
 def _empty(url: str) -> None:
     """Delete every row (the schema stays: a server may be running on it)."""
     if test_db_kind() == "postgresql":
-        _wipe_postgres(url)   # the suite's own wipe: TRUNCATE … CASCADE
+        _wipe_postgres(url)  # the suite's own wipe: TRUNCATE … CASCADE
         return
     engine = create_engine(url)
     try:
@@ -147,7 +158,12 @@ def start_worker(server, make_key, tmp_path):
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [WORKER_BIN, "tests.worker_apps.jobs:worker", "--concurrency", str(concurrency), *args],
-                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         worker = WorkerProcess(process, log_path)
         started.append(worker)
         wait_until(lambda: "worker started" in worker.log() or process.poll() is not None, 15)

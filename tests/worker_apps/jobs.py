@@ -1,4 +1,5 @@
 """Handlers for the worker end-to-end tests: run by real ``queuelog-worker`` processes."""
+
 import time
 
 from queuelog.worker import PermanentError, Worker

@@ -3,6 +3,7 @@
 Every handler declares the parents parameter, so the worker hands it a workflow child's parents with their
 results; ``report`` also declares ``progress``.
 """
+
 import os
 import time
 
@@ -15,8 +16,10 @@ worker = Worker()
 def step(payload, parents):
     """Sleeps payload['ms'], then answers its name and what its parents answered (a fan-in's inputs)."""
     time.sleep(payload.get("ms", 0) / 1000)
-    return {"name": payload.get("name"), "parents": [{"id": parent["id"], "status": parent["status"],
-                                                      "result": parent["result"]} for parent in parents]}
+    return {
+        "name": payload.get("name"),
+        "parents": [{"id": parent["id"], "status": parent["status"], "result": parent["result"]} for parent in parents],
+    }
 
 
 @worker.handler("report")

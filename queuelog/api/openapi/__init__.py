@@ -10,6 +10,7 @@ building blocks, on ``shapes``) at the bottom; the schemas of the jobs' bodies (
 (``responses``); one module per group of routes (``jobs``, ``types``, ``schedules``, ``workers``);
 and this module, which puts the document together.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -55,10 +56,15 @@ def components(job_types: list[str], max_payload_bytes: int) -> dict[str, Schema
 def paths() -> dict[str, Any]:
     """Every route of the api blueprint."""
     return {
-        "/openapi.json": {"get": {
-            "tags": [META], "operationId": "openapiDocument", "summary": "This document.", "security": [],
-            "responses": {"200": json_response("The OpenAPI 3.1 document.", {"type": "object"})},
-        }},
+        "/openapi.json": {
+            "get": {
+                "tags": [META],
+                "operationId": "openapiDocument",
+                "summary": "This document.",
+                "security": [],
+                "responses": {"200": json_response("The OpenAPI 3.1 document.", {"type": "object"})},
+            }
+        },
         **jobs.paths(),
         **types.paths(),
         **schedules.paths(),
@@ -74,17 +80,20 @@ def build_document(config) -> dict[str, Any]:
             "title": "queuelog",
             "version": "1",
             "description": "A persistent background job queue. Producers enqueue jobs, workers claim and "
-                           "finish them, admins oversee. Every error is application/problem+json (RFC 9457).",
+            "finish them, admins oversee. Every error is application/problem+json (RFC 9457).",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
         "tags": TAGS,
         "paths": paths(),
         "components": {
-            "securitySchemes": {"bearerAuth": {
-                "type": "http", "scheme": "bearer",
-                "description": "An API key from `flask keys create NAME --role producer|worker|admin`.",
-            }},
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key from `flask keys create NAME --role producer|worker|admin`.",
+                }
+            },
             "schemas": components(list(config["JOB_TYPES"]), config["MAX_PAYLOAD_BYTES"]),
         },
     }

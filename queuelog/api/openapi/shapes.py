@@ -3,6 +3,7 @@ constructors (a NUL-free text, a nullable, a closed object, a time).
 
 A leaf of this package: it imports nothing of it, and every other module of it builds on this one.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -84,7 +85,5 @@ def time(description: str, null: bool = False) -> Schema:
     return nullable(schema) if null else schema
 
 
-
 def integer(low: int, high: int, description: str) -> Schema:
     return {"type": "integer", "minimum": low, "maximum": high, "description": description}
-

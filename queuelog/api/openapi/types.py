@@ -1,5 +1,6 @@
 """The OpenAPI description of /types (job types and their flow control): its schemas and its paths, as
 api/type_bodies.py parses a change and api/serialize.py shows a type."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,37 +18,53 @@ def _limit(description: str) -> Schema:
 
 def rate_limit() -> Schema:
     """A rate limit: at most ``jobs`` claims in any window of ``per_seconds`` seconds."""
-    return closed({
-        "jobs": integer(1, limits.MAX_FLOW_LIMIT, "Claims allowed in any window."),
-        "per_seconds": integer(1, limits.MAX_RATE_WINDOW_SECONDS, "The window, in seconds."),
-    }, required=["jobs", "per_seconds"])
+    return closed(
+        {
+            "jobs": integer(1, limits.MAX_FLOW_LIMIT, "Claims allowed in any window."),
+            "per_seconds": integer(1, limits.MAX_RATE_WINDOW_SECONDS, "The window, in seconds."),
+        },
+        required=["jobs", "per_seconds"],
+    )
 
 
 def type_patch_request() -> Schema:
     """PATCH /types/{type}: any of the five settings; null clears a limit."""
-    return closed({
-        "paused": {"type": "boolean", "description": "true: no job of the type is claimed (enqueue still works, "
-                                                     "running jobs finish); false: claimable again at once."},
-        "concurrency_limit": _limit("At most this many jobs of the type running at once, across every worker "
-                                    "and server (null: no limit). A running job whose lease ran out counts "
-                                    "until it is reaped."),
-        "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}],
-                       "description": "At most jobs claims of the type in any window of per_seconds seconds "
-                                      "(null: no limit)."},
-        "key_concurrency_limit": _limit("At most this many running jobs per concurrency key of the type (null: "
-                                        "no limit)."),
-        "unique_scope": unique_scope(),
-    }, minProperties=1)
+    return closed(
+        {
+            "paused": {
+                "type": "boolean",
+                "description": "true: no job of the type is claimed (enqueue still works, "
+                "running jobs finish); false: claimable again at once.",
+            },
+            "concurrency_limit": _limit(
+                "At most this many jobs of the type running at once, across every worker "
+                "and server (null: no limit). A running job whose lease ran out counts "
+                "until it is reaped."
+            ),
+            "rate_limit": {
+                "anyOf": [ref("RateLimit"), {"type": "null"}],
+                "description": "At most jobs claims of the type in any window of per_seconds seconds (null: no limit).",
+            },
+            "key_concurrency_limit": _limit(
+                "At most this many running jobs per concurrency key of the type (null: no limit)."
+            ),
+            "unique_scope": unique_scope(),
+        },
+        minProperties=1,
+    )
 
 
 def unique_scope() -> Schema:
     """Whose dedupe windows a type keeps."""
-    return {"type": "string", "enum": list(UNIQUE_SCOPES),
-            "description": "Whose dedupe windows (unique_for) the type keeps: producer (the default): each key its "
-                           "own, as its idempotency keys; type: one window per unique key for every producer. "
-                           "In a shared window a producer whose enqueue meets a job it may not see is answered "
-                           "only {\"deduplicated\": true}: it learns that a job with that key exists in the "
-                           "window, nothing else (no id, no field, no Location), and cannot depend on it."}
+    return {
+        "type": "string",
+        "enum": list(UNIQUE_SCOPES),
+        "description": "Whose dedupe windows (unique_for) the type keeps: producer (the default): each key its "
+        "own, as its idempotency keys; type: one window per unique key for every producer. "
+        "In a shared window a producer whose enqueue meets a job it may not see is answered "
+        'only {"deduplicated": true}: it learns that a job with that key exists in the '
+        "window, nothing else (no id, no field, no Location), and cannot depend on it.",
+    }
 
 
 def job_type() -> Schema:
@@ -67,48 +84,105 @@ def job_type() -> Schema:
 
 def type_change() -> Schema:
     """One entry of a type's history."""
-    change = closed({"old": {"description": "The value before (null: none)."},
-                     "new": {"description": "The value after (null: none)."}}, required=["old", "new"])
-    return closed({
-        "at": time("When the change was made."),
-        "actor": {"type": "string", "description": "Who made it: key:NAME for an admin key, cli:USER for flask types."},
-        "changes": {"type": "object", "additionalProperties": change,
-                    "propertyNames": {"enum": list(FIELDS)},
-                    "description": "Each changed field, with its old and new value."},
-    }, required=["at", "actor", "changes"])
+    change = closed(
+        {
+            "old": {"description": "The value before (null: none)."},
+            "new": {"description": "The value after (null: none)."},
+        },
+        required=["old", "new"],
+    )
+    return closed(
+        {
+            "at": time("When the change was made."),
+            "actor": {
+                "type": "string",
+                "description": "Who made it: key:NAME for an admin key, cli:USER for flask types.",
+            },
+            "changes": {
+                "type": "object",
+                "additionalProperties": change,
+                "propertyNames": {"enum": list(FIELDS)},
+                "description": "Each changed field, with its old and new value.",
+            },
+        },
+        required=["at", "actor", "changes"],
+    )
 
 
 def components() -> dict[str, Schema]:
     """The named schemas of /types."""
-    return {"RateLimit": rate_limit(), "JobType": job_type(), "TypeChange": type_change(),
-            "TypePatchRequest": type_patch_request()}
+    return {
+        "RateLimit": rate_limit(),
+        "JobType": job_type(),
+        "TypeChange": type_change(),
+        "TypePatchRequest": type_patch_request(),
+    }
 
 
 def paths() -> dict[str, Any]:
     """The /types routes: job types (queues) and their flow control, for admin keys."""
-    type_name = {"name": "job_type", "in": "path", "required": True,
-                 "description": "A job type of this server's QUEUELOG_JOB_TYPES (else 404).",
-                 "schema": {"type": "string", "pattern": s.TYPE_PATTERN}}
+    type_name = {
+        "name": "job_type",
+        "in": "path",
+        "required": True,
+        "description": "A job type of this server's QUEUELOG_JOB_TYPES (else 404).",
+        "schema": {"type": "string", "pattern": s.TYPE_PATTERN},
+    }
     one_type = json_response("The type.", s.ref("JobType"))
     return {
-        "/types": {"get": operation(
-            ADMIN_TAG, "listTypes", "Every job type, with its flow control.", (ADMIN,),
-            {200: json_response("Every type of QUEUELOG_JOB_TYPES, in its order.", s.closed(
-                {"types": {"type": "array", "items": s.ref("JobType")}}, required=["types"]))}, errors=())},
-        "/types/{job_type}": {
-            "get": operation(ADMIN_TAG, "getType", "One job type, with its flow control.", (ADMIN,),
-                             {200: one_type}, errors=(404,), parameters=[type_name]),
-            "patch": operation(
-                ADMIN_TAG, "updateType", "Pause or resume a type; set or clear its limits.", (ADMIN,),
-                {200: json_response("The type as it now is.", s.ref("JobType"))},
-                errors=(*WITH_BODY, 404), request=body("TypePatchRequest"), parameters=[type_name],
-                description="Send any of the fields; null clears a limit. A paused type's jobs are not claimed "
-                            "(enqueue works, running jobs finish); limits hold across every worker and server. "
-                            "Every change is written to the type's history with who made it."),
+        "/types": {
+            "get": operation(
+                ADMIN_TAG,
+                "listTypes",
+                "Every job type, with its flow control.",
+                (ADMIN,),
+                {
+                    200: json_response(
+                        "Every type of QUEUELOG_JOB_TYPES, in its order.",
+                        s.closed({"types": {"type": "array", "items": s.ref("JobType")}}, required=["types"]),
+                    )
+                },
+                errors=(),
+            )
         },
-        "/types/{job_type}/history": {"get": operation(
-            ADMIN_TAG, "typeHistory", "Every change of the type's flow control, newest first.", (ADMIN,),
-            {200: json_response("The changes.", s.closed(
-                {"history": {"type": "array", "items": s.ref("TypeChange")}}, required=["history"]))},
-            errors=(404,), parameters=[type_name])},
+        "/types/{job_type}": {
+            "get": operation(
+                ADMIN_TAG,
+                "getType",
+                "One job type, with its flow control.",
+                (ADMIN,),
+                {200: one_type},
+                errors=(404,),
+                parameters=[type_name],
+            ),
+            "patch": operation(
+                ADMIN_TAG,
+                "updateType",
+                "Pause or resume a type; set or clear its limits.",
+                (ADMIN,),
+                {200: json_response("The type as it now is.", s.ref("JobType"))},
+                errors=(*WITH_BODY, 404),
+                request=body("TypePatchRequest"),
+                parameters=[type_name],
+                description="Send any of the fields; null clears a limit. A paused type's jobs are not claimed "
+                "(enqueue works, running jobs finish); limits hold across every worker and server. "
+                "Every change is written to the type's history with who made it.",
+            ),
+        },
+        "/types/{job_type}/history": {
+            "get": operation(
+                ADMIN_TAG,
+                "typeHistory",
+                "Every change of the type's flow control, newest first.",
+                (ADMIN,),
+                {
+                    200: json_response(
+                        "The changes.",
+                        s.closed({"history": {"type": "array", "items": s.ref("TypeChange")}}, required=["history"]),
+                    )
+                },
+                errors=(404,),
+                parameters=[type_name],
+            )
+        },
     }

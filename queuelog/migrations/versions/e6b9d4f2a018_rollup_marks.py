@@ -10,24 +10,25 @@ Revises: d5a8c3e1f907
 Create Date: 2026-12-01 01:20:00
 
 """
+
 import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = 'e6b9d4f2a018'
-down_revision = 'd5a8c3e1f907'   # after type_rollups
+revision = "e6b9d4f2a018"
+down_revision = "d5a8c3e1f907"  # after type_rollups
 branch_labels = None
 depends_on = None
 
 
 def upgrade():
     op.create_table(
-        'rollup_marks',
-        sa.Column('name', sa.String(length=32), nullable=False),
-        sa.Column('through', sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint('name'),
+        "rollup_marks",
+        sa.Column("name", sa.String(length=32), nullable=False),
+        sa.Column("through", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("name"),
     )
 
 
 def downgrade():
-    op.drop_table('rollup_marks')
+    op.drop_table("rollup_marks")

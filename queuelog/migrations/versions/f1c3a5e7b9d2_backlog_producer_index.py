@@ -10,27 +10,36 @@ Revises: f2a7c5e1d9b4
 Create Date: 2026-12-05 09:00:00
 
 """
+
 import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = 'f1c3a5e7b9d2'
-down_revision = 'f2a7c5e1d9b4'   # after unique_scope
+revision = "f1c3a5e7b9d2"
+down_revision = "f2a7c5e1d9b4"  # after unique_scope
 branch_labels = None
 depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.drop_index('ix_jobs_pending_producer')
-        batch_op.create_index('ix_jobs_backlog_producer', ['producer_key_id'], unique=False,
-                              sqlite_where=sa.text("status IN ('waiting', 'pending')"),
-                              postgresql_where=sa.text("status IN ('waiting', 'pending')"))
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_index("ix_jobs_pending_producer")
+        batch_op.create_index(
+            "ix_jobs_backlog_producer",
+            ["producer_key_id"],
+            unique=False,
+            sqlite_where=sa.text("status IN ('waiting', 'pending')"),
+            postgresql_where=sa.text("status IN ('waiting', 'pending')"),
+        )
 
 
 def downgrade():
-    with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.drop_index('ix_jobs_backlog_producer')
-        batch_op.create_index('ix_jobs_pending_producer', ['producer_key_id'], unique=False,
-                              sqlite_where=sa.text("status = 'pending'"),
-                              postgresql_where=sa.text("status = 'pending'"))
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_index("ix_jobs_backlog_producer")
+        batch_op.create_index(
+            "ix_jobs_pending_producer",
+            ["producer_key_id"],
+            unique=False,
+            sqlite_where=sa.text("status = 'pending'"),
+            postgresql_where=sa.text("status = 'pending'"),
+        )

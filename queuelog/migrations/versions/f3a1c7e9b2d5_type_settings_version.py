@@ -10,12 +10,13 @@ Revises: f1c3a5e7b9d2
 Create Date: 2026-12-05 09:00:00
 
 """
+
 import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = 'f3a1c7e9b2d5'
-down_revision = 'f1c3a5e7b9d2'   # after the backlog index
+revision = "f3a1c7e9b2d5"
+down_revision = "f1c3a5e7b9d2"  # after the backlog index
 branch_labels = None
 depends_on = None
 
@@ -40,10 +41,10 @@ END"""
 
 def upgrade():
     op.create_table(
-        'type_settings_version',
-        sa.Column('id', sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column('version', sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint('id'),
+        "type_settings_version",
+        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("version", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
     )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_PG_FUNCTION)
@@ -60,4 +61,4 @@ def downgrade():
     else:
         for event in _SQLITE_EVENTS:
             op.execute(f"DROP TRIGGER type_settings_after_{event.lower()}")
-    op.drop_table('type_settings_version')
+    op.drop_table("type_settings_version")
