@@ -22,8 +22,13 @@ ONLY_IN = {
 
 
 def defined_in(module: str) -> dict[str, str | dict]:
-    """The statements and pieces a dialect module writes itself (upper-case names assigned in its source)."""
-    tree = ast.parse((SQL / f"{module}.py").read_text())
+    """The statements and pieces a dialect module writes itself (upper-case names assigned in its source, or in
+    a part of it that it imports them from: ``postgresql_workflows.py`` is part of ``postgresql.py``)."""
+    return {name: getattr(runner._DIALECTS[module], name) for name in _written_in(module, module)}
+
+
+def _written_in(dialect: str, source: str) -> set[str]:
+    tree = ast.parse((SQL / f"{source}.py").read_text())
     names = {
         target.id
         for node in tree.body
@@ -31,7 +36,10 @@ def defined_in(module: str) -> dict[str, str | dict]:
         for target in node.targets
         if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_")
     }
-    return {name: getattr(runner._DIALECTS[module], name) for name in names}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and (node.module or "").startswith(f"{dialect}_"):
+            names |= _written_in(dialect, node.module) & {alias.name for alias in node.names}
+    return names
 
 
 def in_sqlite_spelling(sql: str) -> str:

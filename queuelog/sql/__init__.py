@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
+from .quotas import quota_forget, quota_frees_at, quota_record, quota_state, quota_turn
 from .runner import execute_plain, insert_dependencies, insert_jobs, next_run_at, rowcount, run, scalar
 from .values import (
     KEY_TIMES,
@@ -53,6 +54,7 @@ from .values import (
     Refusal,
     Window,
 )
+from .workflows import broken_parents, doom, mark_parents, promote, revive, waiting_children
 
 #: How long after its window a rate-limited claim is kept (see record_claims).
 FORGET_AFTER = timedelta(minutes=1)
@@ -299,39 +301,6 @@ def unique_set(conn: Connection, window: Window, job_id: int) -> None:
     rowcount(conn, "UNIQUE_SET", {**window._asdict(), "job": job_id})
 
 
-# --- workflows ---------------------------------------------------------------------------------------
-
-
-def mark_parents(conn: Connection, ids: Sequence[int]) -> list[ParentMark]:
-    """MARK_PARENTS: those of ``ids`` that exist, marked as having dependents (locked until the commit)."""
-    return run(conn, "MARK_PARENTS", {"ids": sorted(set(ids))}, make=ParentMark, times_at=())
-
-
-def waiting_children(conn: Connection, ids: Sequence[int]) -> list[int]:
-    """WAITING_CHILDREN: the waiting jobs that depend on any of ``ids``."""
-    return run(conn, "WAITING_CHILDREN", {"ids": ids}, make=lambda child_id: child_id, times_at=())
-
-
-def promote(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
-    """PROMOTE: those of ``ids`` waiting whose parents are done as their run_when asks, now pending."""
-    return run(conn, "PROMOTE", {"ids": ids, "now": now}, log)
-
-
-def broken_parents(conn: Connection, ids: Sequence[int]) -> list[BrokenParent]:
-    """BROKEN_PARENTS: for those of ``ids`` waiting on completed parents, each parent failed or cancelled."""
-    return run(conn, "BROKEN_PARENTS", {"ids": ids}, make=BrokenParent, times_at=())
-
-
-def doom(conn: Connection, ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
-    """DOOM: those of ``ids`` still waiting, cancelled."""
-    return run(conn, "DOOM", {"ids": ids, "now": now}, log)
-
-
-def revive(conn: Connection, parent_ids: Sequence[int], now: datetime, log: Log) -> list[JobRow]:
-    """REVIVE: the children of ``parent_ids`` that a dependency failure cancelled, waiting again."""
-    return run(conn, "REVIVE", {"ids": parent_ids, "now": now}, log)
-
-
 def watch(conn: Connection, job_id: int) -> JobRow | None:
     """WATCH: the job, marked as waited for (its finishing wakes every server process)."""
     rows = run(conn, "WATCH", {"id": job_id})
@@ -377,37 +346,3 @@ def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -
     events = rowcount(conn, "PURGE_EVENTS", {"ids": ids})
     jobs = rowcount(conn, "PURGE_JOBS", {"ids": ids, "status": status, "cutoff": cutoff})
     return jobs, events
-
-
-# --- producer quotas ---------------------------------------------------------------------------------
-
-
-def quota_turn(conn: Connection, namespace: int, key_id: int) -> None:
-    """QUOTA_TURN (PostgreSQL only): this transaction is the key's only enqueue until it ends."""
-    scalar(conn, "QUOTA_TURN", {"namespace": namespace, "key": key_id})
-
-
-def quota_state(conn: Connection, key_id: int, cutoff: datetime, most_pending: int) -> QuotaState:
-    """QUOTA_STATE: the key's rate window (ledger rows after ``cutoff``) and pending jobs (up to ``most_pending``)."""
-    [state] = run(
-        conn, "QUOTA_STATE", {"key": key_id, "cutoff": cutoff, "most": most_pending}, make=QuotaState, times_at=(1, 3)
-    )
-    return state
-
-
-def quota_frees_at(conn: Connection, key_id: int, cutoff: datetime, total: int) -> datetime:
-    """QUOTA_FREES_AT: when the window's ledger row holding the key's ``total``-th job was written."""
-    [at] = run(
-        conn, "QUOTA_FREES_AT", {"key": key_id, "cutoff": cutoff, "total": total}, make=lambda at: at, times_at=(0,)
-    )
-    return at
-
-
-def quota_record(conn: Connection, key_id: int, at: datetime, jobs: int, total: int) -> None:
-    """QUOTA_RECORD: ``jobs`` enqueued by the key at ``at``, its running total now ``total``."""
-    rowcount(conn, "QUOTA_RECORD", {"key": key_id, "at": at, "jobs": jobs, "total": total})
-
-
-def quota_forget(conn: Connection, key_id: int, cutoff: datetime) -> None:
-    """QUOTA_FORGET: the key's ledger rows written at or before ``cutoff``."""
-    rowcount(conn, "QUOTA_FORGET", {"key": key_id, "cutoff": cutoff})
