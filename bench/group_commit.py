@@ -14,8 +14,9 @@ figures were taken minutes apart; the tables show medians (min–max), and the m
 ratios to the first server.
 
 A speed figure, not a test: it checks only that every job completed exactly once (exit status 1 if not).
-``--quick`` (a smoke test, tests/test_bench_group_commit.py): one round of 12 jobs at 4 workers on two servers,
-SQLite FULL with group commit off and on (each server is a production command to start: the rest is left out).
+``--quick`` (a smoke test, tests/benchmarks/test_bench_group_commit.py): one round of 12 jobs at 4 workers on
+two servers, SQLite FULL with group commit off and on (each server is a production command to start: the rest
+is left out).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ With ``--with-queuelog`` the same rounds also take samples of queuelog itself, a
 does (the production command on SQLite, one ``queuelog-worker --concurrency 1``, the producer reconnecting
 between samples so its enqueues reach every server process), so the floor and the product are measured side
 by side. A figure to read, not a test: it fails on nothing. ``--quick`` (a smoke test,
-tests/test_bench_pickup_floor.py) takes a few samples per chain, one round, with short idles.
+tests/benchmarks/test_bench_pickup_floor.py) takes a few samples per chain, one round, with short idles.
 """
 
 from __future__ import annotations

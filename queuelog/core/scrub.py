@@ -1,6 +1,6 @@
 """Cleaning worker error text before it is stored (V-10): no secrets, bounded length.
 
-The credentials we redact are one table, ``SCRUB_RULES``, applied in order; tests/test_scrub.py holds an
+The credentials we redact are one table, ``SCRUB_RULES``, applied in order; tests/unit/test_scrub.py holds an
 example for every row and a list of ordinary error text that must come through unchanged.
 """
 

@@ -9,8 +9,8 @@ waits for it (an indexed read, under a millisecond, unless a schedule fires).
 
 A gthread worker is left alone: a tick overlaps every one of its threads' requests at once only rarely (the
 pool may then hold one connection more than it has threads), and a turn per thread, tried, slowed producers
-beside 256 waiting claims (tests/test_longpoll_capacity.py: enqueue p99 0.4-1.2 s against 0.25 s allowed,
-twice in turns with the code before it, which passed both times; on a busy machine). Outside gunicorn
+beside 256 waiting claims (tests/acceptance/waiting/test_longpoll_capacity.py: enqueue p99 0.4-1.2 s against
+0.25 s allowed, twice in turns with the code before it, which passed both times; on a busy machine). Outside gunicorn
 (``flask run``, tests, scripts) there is no limit to keep: ``turn`` never waits.
 """
 

@@ -69,7 +69,7 @@ def skip_expression_indexes(obj, name, type_, reflected, compare_to):
 
     SQLite's reflection cannot see an expression such as ix_jobs_claim_order's ``priority DESC``,
     so `flask db check` would report that index as changed on every run. PostgreSQL compares it
-    fully; tests/test_migrations.py checks its SQLite definition directly.
+    fully; tests/integration/operations/test_migrations.py checks its SQLite definition directly.
     """
     if type_ != "index":
         return True

@@ -48,7 +48,7 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 disable_created_metrics()
 
 # Every event of states.Event, each counted on its own counter, queuelog_jobs_<event>_total
-# (tests/test_states_table.py checks that none is missing).
+# (tests/integration/state_machine/test_states_table.py checks that none is missing).
 _EVENT_HELP = {
     Event.ENQUEUED: "Jobs added to the queue.",
     Event.CLAIMED: "Jobs handed to a worker by a claim.",

@@ -5,7 +5,7 @@ Where to look:
   (``:now``, ``IN (:ids)``) and spelled for psycopg (``%(now)s``, ``= ANY(%(ids)s)``) by ``for_postgresql``.
 - ``sqlite.py`` and ``postgresql.py``: only what each dialect spells its own way, each saying why ("Differs:").
   A name is looked up in the dialect's module first, then in common.py (``runner.statement``); both
-  dialects have the same names but for the few that only one needs (tests/test_sql_dialects.py).
+  dialects have the same names but for the few that only one needs (tests/unit/test_sql_dialects.py).
 - ``rendered/``: the statements that matter most as they are sent, slots filled, per dialect
   (``python -m queuelog.sql.render`` writes them; a test checks they are current). A statement here with
   ``{slot}``s is a template, not SQL on its own: the rendered files show what it becomes.

@@ -7,7 +7,7 @@ by the runner as in the dialect modules (sqlite.py says how to read them).
 
 A statement lives here when the two dialects agree on it; sqlite.py and postgresql.py hold only what
 they spell differently, each saying why. The runner looks a name up in the dialect's module first, then
-here (runner.statement); tests/test_sql_dialects.py checks that no dialect module copies a statement
+here (runner.statement); tests/unit/test_sql_dialects.py checks that no dialect module copies a statement
 of this one back.
 """
 

@@ -5,7 +5,7 @@ pieces (FLOW, TYPES, STALE, …), wraps a logged write in LOGGED on PostgreSQL a
 out. These files are what comes out, per dialect and per shape a statement is sent in, put together by
 the runner's own code (``runner._bind`` and ``runner._text``), so a reviewer reads the SQL that runs.
 Only whitespace differs from what is sent: sqlparse lays each statement out one clause per line (it is in
-the ``test`` extra). tests/test_sql_rendered.py checks that the files are current.
+the ``test`` extra). tests/unit/test_sql_rendered.py checks that the files are current.
 """
 
 from __future__ import annotations

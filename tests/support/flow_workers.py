@@ -1,4 +1,5 @@
-"""Client processes for the flow-control proofs (tests/test_flow_proofs.py): raw HTTP workers and a producer.
+"""Client processes for the flow-control proofs (tests/acceptance/races/test_flow_proofs.py): raw HTTP workers
+and a producer.
 
 Each runs in a child process (``tests.support.scale.Processes``), with its own ``requests.Session``, as a
 worker on another host would. Every loop is bounded by a deadline; results travel back as plain dicts.

@@ -1,4 +1,5 @@
-"""Helpers for the scale proofs (tests/test_scale_*.py): a real server, real client processes.
+"""Helpers for the scale proofs (tests/acceptance/races/test_scale_*.py and others): a real server, real client
+processes.
 
 Client functions here run in child processes (multiprocessing, fork): each opens its own
 ``requests.Session`` and talks HTTP to the gunicorn server, exactly as a worker on another host would.
@@ -25,7 +26,7 @@ from sqlalchemy import create_engine, text
 from queuelog import create_app
 from queuelog.auth.keys import create_key
 from queuelog.extensions import db
-from tests.conftest import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
+from tests.support.database import JOB_TYPES, _wipe_postgres, app_config, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
 #: fork: the children need nothing from the parent but these functions and their arguments,

@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/test_schemathesis.py, loaded by its CLI run (SCHEMATHESIS_HOOKS).
+"""Schemathesis hooks for tests/acceptance/http/test_schemathesis.py, loaded by its CLI run (SCHEMATHESIS_HOOKS).
 
 Two things the document cannot say, said here per operation:
 

@@ -33,10 +33,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO_ROOT
 from tests.support.pg_cluster import free_port
 
-#: The repository root: the default working directory for the server.
-REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The page polled to decide that the server is up.
 READY_PATH = "/openapi.json"
 #: A failed test's report shows at most this many of a server's last log lines.

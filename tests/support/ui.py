@@ -175,3 +175,44 @@ def requests_in_their_own_app_context(app):
     app.test_client_class = _OwnContextClient
     yield
     app.test_client_class = previous
+
+
+# --- reading what the pages show -----------------------------------------------------------------
+
+#: A span as the dashboard shows it: "2h 05m", "3d 4h", "12s".
+SPAN = re.compile(r"^(?:(\d+)d )?(?:(\d+)h )?(?:(\d+)m )?(?:(\d+)s)?$")
+
+
+def seconds_of(shown: str) -> int:
+    """'2h 05m' → 7500: the dashboard's span back to seconds (to its precision)."""
+    days, hours, minutes, seconds = (int(part or 0) for part in SPAN.fullmatch(shown.strip()).groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def cells(body: str, job_type: str) -> dict[str, str]:
+    """The list's row for a type: its cells' text by data-field."""
+    row = re.search(rf'<tr data-type="{re.escape(job_type)}">(.*?)</tr>', body, re.S)
+    assert row, f"no row for type {job_type}"
+    return {
+        name: _text(value)
+        for name, value in re.findall(r'<td[^>]*data-field="(\w+)"[^>]*>(.*?)</td>', row.group(1), re.S)
+    }
+
+
+def _text(fragment: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", fragment))).strip()
+
+
+def history_rows(body: str) -> list[str]:
+    """The type page's "who changed what" rows, as text, newest first."""
+    return [_text(row) for row in re.findall(r"<tr data-change>(.*?)</tr>", body, re.S)]
+
+
+def field_errors(body: str) -> list[str]:
+    return [html.unescape(error) for error in re.findall(r'<span class="field-error">(.*?)</span>', body)]
+
+
+def api_type(client, admin, job_type: str = "email") -> dict:
+    response = client.get(f"/types/{job_type}", headers=admin)
+    assert response.status_code == 200
+    return response.get_json()

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from queuelog.worker import Client
-from tests.conftest import _wipe_postgres, test_db_kind
+from tests.support.database import _wipe_postgres, test_db_kind
 from tests.support.server import REPO_ROOT, running_server
 
 JOB_TYPES = ["ok", "boom", "permanent", "sleep", "other"]

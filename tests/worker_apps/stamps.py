@@ -1,4 +1,5 @@
-"""Handlers for the pickup tests (tests/test_pickup_latency.py): run by a real ``queuelog-worker``."""
+"""Handlers for the pickup tests (tests/acceptance/waiting/test_pickup_latency.py): run by a real
+``queuelog-worker``."""
 
 import time
 

@@ -1,4 +1,5 @@
-"""Handlers for the workflow proofs (tests/test_workflows_proofs.py): run by real ``queuelog-worker`` processes.
+"""Handlers for the workflow proofs (tests/acceptance/races/test_workflows_proofs.py): run by real
+``queuelog-worker`` processes.
 
 Every handler declares the parents parameter, so the worker hands it a workflow child's parents with their
 results; ``report`` also declares ``progress``.

@@ -2,8 +2,8 @@
 
 The document is Python data built from the same constants the parsers use (api/limits.py) and the
 server's configuration (the job-type allowlist, the payload limit), so it describes this server as
-it runs. tests/test_openapi.py checks that every route is documented; tests/test_schemathesis.py
-checks that the answers match it.
+it runs. tests/integration/jobs/test_openapi.py checks that every route is documented;
+tests/acceptance/http/test_schemathesis.py checks that the answers match it.
 
 The package is layered, without cycles: ``shapes`` (schema building blocks) and ``operations`` (operation
 building blocks, on ``shapes``) at the bottom; the schemas of the jobs' bodies (``requests``) and answers

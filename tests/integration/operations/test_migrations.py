@@ -1,0 +1,197 @@
+"""Schema migrations: `flask --app app db upgrade` creates and upgrades the schema on an empty
+database, is a no-op when run again, never loses data, and the migrations match the models.
+
+Runs on the database QUEUELOG_TEST_DB selects: an empty SQLite file, or a new, empty PostgreSQL
+database on the test cluster.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, make_url, text
+
+from queuelog.database.schema_upgrade import MIGRATIONS_DIR
+from tests.support.api import bearer
+from tests.support.database import TABLES, test_db_kind
+from tests.support.scale import app_on, flask_command, read_rows
+
+HEAD = ScriptDirectory(MIGRATIONS_DIR).get_current_head()
+
+
+@pytest.fixture
+def empty_database_url(request, tmp_path):
+    """A database with nothing in it at all: a new SQLite file, or a newly created PostgreSQL database."""
+    if test_db_kind() == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    server = request.getfixturevalue("postgres_server_url")
+    name = f"migrations_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def _db(url: str, *args: str):
+    """`flask --app app db ARGS` on ``url``; the app itself must not migrate, the command does."""
+    return flask_command(
+        {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_AUTO_MIGRATE": "false", "QUEUELOG_SECRET_KEY": "migrations-test"},
+        "db",
+        *args,
+    )
+
+
+def _schema(url: str) -> dict:
+    engine = create_engine(url)
+    try:
+        inspector = inspect(engine)
+        return {
+            table: sorted(index["name"] for index in inspector.get_indexes(table))
+            for table in inspector.get_table_names()
+        }
+    finally:
+        engine.dispose()
+
+
+def _version(url: str) -> list[str]:
+    return [row.version_num for row in read_rows(url, "SELECT version_num FROM alembic_version")]
+
+
+def test_db_upgrade_creates_the_schema_on_an_empty_database(empty_database_url):
+    assert _schema(empty_database_url) == {}
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"-> {HEAD}" in upgraded.stderr  # Alembic's "Running upgrade ... -> HEAD" log line
+    assert set(_schema(empty_database_url)) == set(TABLES) | {"alembic_version"}
+    assert _version(empty_database_url) == [HEAD]
+
+
+def test_db_upgrade_again_changes_nothing(empty_database_url):
+    assert _db(empty_database_url, "upgrade").returncode == 0
+    before = _schema(empty_database_url)
+    again = _db(empty_database_url, "upgrade")
+    assert again.returncode == 0, again.stderr
+    assert "Running upgrade" not in again.stderr
+    assert _schema(empty_database_url) == before
+    assert _version(empty_database_url) == [HEAD]
+
+
+def test_an_app_started_on_a_database_with_data_keeps_the_data(empty_database_url):
+    # Start from the oldest schema there is, with data in it, then start the app on it.
+    first = ScriptDirectory(MIGRATIONS_DIR).get_base()
+    assert _db(empty_database_url, "upgrade", first).returncode == 0
+    with app_on(empty_database_url, AUTO_MIGRATE=False):
+        from queuelog.auth.keys import create_key
+
+        secret = create_key("old-producer", "producer")
+    engine = create_engine(empty_database_url)
+    with engine.begin() as conn:
+        key_id = conn.execute(text("SELECT id FROM api_keys")).scalar_one()
+        conn.execute(
+            text(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,"
+                " producer_key_id, producer, run_at, created_at, updated_at) VALUES ('email',"
+                " '{\"to\": \"a@example.com\"}', 10, 'pending', 0, 3, 0, :key, 'old-producer',"
+                " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            ),
+            {"key": key_id},
+        )
+    engine.dispose()
+
+    with app_on(empty_database_url) as app:
+        response = app.test_client().get("/jobs/1", headers=bearer(secret))
+    assert _version(empty_database_url) == [HEAD]
+    assert response.status_code == 200
+    assert (response.get_json()["payload"], response.get_json()["priority"]) == ({"to": "a@example.com"}, "medium")
+
+
+def test_the_models_and_the_migrations_agree(empty_database_url):
+    assert _db(empty_database_url, "upgrade").returncode == 0
+    checked = _db(empty_database_url, "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "No new upgrade operations detected" in checked.stdout + checked.stderr
+
+
+def test_the_claim_index_is_partial_and_in_claim_order(empty_database_url):
+    # `db check` cannot compare this index on SQLite (it is on an expression), so check it here.
+    assert _db(empty_database_url, "upgrade").returncode == 0
+    if test_db_kind() == "sqlite":
+        sql = "SELECT sql AS definition FROM sqlite_master WHERE name = 'ix_jobs_claim_order'"
+    else:
+        sql = "SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'ix_jobs_claim_order'"
+    [row] = read_rows(empty_database_url, sql)
+    definition = " ".join(row.definition.replace('"', "").split()).lower()
+    assert "(priority desc, fair_tag, id)" in definition
+    assert "where" in definition and "status" in definition and "'pending'" in definition
+
+
+def test_the_error_groups_migration_gives_jobs_that_already_failed_their_group(empty_database_url):
+    assert _db(empty_database_url, "upgrade", "c4e8a1d2f7b3").returncode == 0
+    engine = create_engine(empty_database_url)
+    insert = (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, error,"
+        " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0, :error,"
+        " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+    )
+    with engine.begin() as conn:
+        for status, error in (
+            ("failed", "Timeout after 30s talking to 10.0.0.7"),
+            ("pending", "HTTP 503"),
+            ("completed", None),
+        ):
+            conn.execute(text(insert), {"status": status, "error": error})
+    engine.dispose()
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert [
+        (row.status, row.error_group)
+        for row in read_rows(empty_database_url, "SELECT status, error_group FROM jobs ORDER BY id")
+    ] == [("failed", "Timeout after <n>s talking to <ip>"), ("pending", "HTTP <n>"), ("completed", None)]
+    assert "ix_jobs_error_groups" in _schema(empty_database_url)["jobs"]
+
+
+def test_the_unique_scope_migration_gives_each_window_to_the_producer_whose_job_holds_it(empty_database_url):
+    assert _db(empty_database_url, "upgrade", "e6b9d4f2a018").returncode == 0
+    engine = create_engine(empty_database_url)
+    job = (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count, run_at,"
+        " created_at, updated_at, producer_key_id, unique_key) VALUES ('email', '{}', 0, 'pending', 0, 3, 0,"
+        " '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-01 00:00:00', :key_id, :unique_key)"
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO api_keys (name, role, max_priority, prefix, digest, created_at) VALUES"
+                " ('producer-a', 'producer', 1, 'ql_aaaa', 'digest-a', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(text(job), {"key_id": 1, "unique_key": "invoice-42"})
+        conn.execute(text(job), {"key_id": None, "unique_key": "keyless"})
+        conn.execute(
+            text(
+                "INSERT INTO unique_slots (type, unique_key, job_id, enqueued_at) VALUES"
+                " ('email', 'invoice-42', 1, '2026-01-01 00:00:00'),"
+                " ('email', 'keyless', 2, '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text("INSERT INTO type_settings (type, paused, updated_at) VALUES ('email', true, '2026-01-01 00:00:00')")
+        )
+    engine.dispose()
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert [
+        tuple(row) for row in read_rows(empty_database_url, "SELECT type, scope, unique_key, job_id FROM unique_slots")
+    ] == [("email", 1, "invoice-42", 1)]
+    # A type's settings as they were, its windows per producer.
+    assert [tuple(row) for row in read_rows(empty_database_url, "SELECT type, unique_scope FROM type_settings")] == [
+        ("email", "producer")
+    ]
