@@ -19,8 +19,6 @@ from tests.support.database import JOB_TYPES
 from tests.support.latency import allowed_p99, enqueue_steadily
 from tests.support.server import running_server
 
-pytestmark = pytest.mark.serial  # measures time: scripts/test runs it alone (pyproject markers)
-
 #: With workers=4, the README's production command: gunicorn --workers 4 --threads 8.
 PRODUCTION_ARGS = ("--threads", "8")
 SLOW_CLIENTS = 64
@@ -55,6 +53,9 @@ def answer_or_close(sock: socket.socket, timeout: float) -> bytes:
         received += chunk
 
 
+# Compares latencies, so it runs alone (pyproject markers). The other tests wait for a timeout of the server's own,
+# with seconds of leeway, and run beside the rest.
+@pytest.mark.serial
 def test_64_unfinished_request_heads_do_not_starve_producers(server, make_key):
     keys = [make_key("producer", "producer")]
     # A new connection per enqueue: any server process may get it, however many slow clients it has.
