@@ -189,3 +189,25 @@ def test_the_openapi_pattern_is_the_one_the_server_matches_and_takes_exactly_pri
         char = chr(code)
         assert bool(documented.fullmatch(char)) == (0x20 <= code <= 0x7E), hex(code)
     assert documented.fullmatch("a b") and not documented.fullmatch("x" * 201)
+
+
+@pytest.mark.parametrize(
+    "field, sent, stored",
+    [
+        ("run_at", "0001-01-01T00:00:00+06:06", "0001-01-01T00:00:00.000000Z"),
+        ("run_at", "9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59.999999Z"),
+        ("expires_at", "9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_a_time_an_offset_carries_past_year_1_or_9999_is_held_at_that_end(client, producer, field, sent, stored):
+    response = client.post("/jobs", json={"type": "email", field: sent}, headers=producer)
+    assert response.status_code == 201, response.get_json()
+    assert response.get_json()[field] == stored
+
+
+def test_an_expiry_an_offset_carries_before_year_1_is_in_the_past(client, producer):
+    response = client.post("/jobs", json={"type": "email", "expires_at": "0001-01-01T00:00:00+06:06"}, headers=producer)
+    assert response.status_code == 422
+    assert response.get_json()["errors"] == [
+        {"pointer": "/expires_at", "detail": "is in the past: the job could never run"}
+    ]
