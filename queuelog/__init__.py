@@ -29,6 +29,9 @@ def create_app(config: dict | None = None) -> Flask:
     # Answers keep their fields in the order the code writes them (a job reads id, type, status, …);
     # sorting the keys of every object was a large share of encoding a batch of jobs.
     app.json.sort_keys = False
+    from .ui.compiled_templates import PROCESS_CACHE
+
+    app.jinja_env.bytecode_cache = PROCESS_CACHE
 
     from . import ops
 

@@ -25,15 +25,32 @@ SLOW_CLIENTS = 64
 HALF_A_HEAD = b"POST /jobs HTTP/1.1\r\nHost: queue.example.com\r\nContent-Type: application/json\r\n"
 
 
+# One server for the module (each test opens its own connections and closes them; the database is emptied
+# between tests): a production server starts five processes.
+pytestmark = pytest.mark.shared_server
+
+
 @pytest.fixture
-def server(app, database_url):
+def shared_server_settings():
+    """The test app sees the server's settings: the suite's defaults."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def production_server(shared_database_url):
     env = {
-        "QUEUELOG_DATABASE_URL": database_url,
+        "QUEUELOG_DATABASE_URL": shared_database_url,
         "QUEUELOG_JOB_TYPES": ",".join(JOB_TYPES),
         "QUEUELOG_SECRET_KEY": "test-secret-key",
     }
     with running_server(env, workers=4, extra_args=PRODUCTION_ARGS) as srv:
         yield srv
+
+
+@pytest.fixture
+def server(production_server, app):
+    """The module's server, with the test's app (keys, rows) on its emptied database."""
+    return production_server
 
 
 def open_slow_client(server, first_bytes: bytes = HALF_A_HEAD) -> socket.socket:
