@@ -71,6 +71,7 @@ _ENQUEUE_FIELDS = {
     "run_when",
 }
 _TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
+_TIME_RANGE_HINT = "must fall within the years 1 to 9999 once converted to UTC"
 
 
 def _time(fields: Fields, name: str) -> datetime | None:
@@ -80,7 +81,12 @@ def _time(fields: Fields, name: str) -> datetime | None:
         return None
     try:
         return parse_rfc3339(raw)
-    except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 pushed out of range by the offset
+    except OverflowError:
+        # Valid RFC 3339 (0001-01-01T00:00:00+01:00), but in year 0 or 10000 once in UTC, which no stored time
+        # can be: said as its own rule, so a client is not told its well-formed time is malformed.
+        fields.error(name, _TIME_RANGE_HINT)
+        return None
+    except ValueError:
         fields.error(name, _TIME_HINT)
         return None
 

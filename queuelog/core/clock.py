@@ -28,11 +28,4 @@ def parse_rfc3339(text: str) -> datetime:
     value = datetime.fromisoformat(text.strip().replace("z", "Z").replace("Z", "+00:00"))
     if value.tzinfo is None:
         raise ValueError("timestamp needs a UTC offset, e.g. 2026-01-01T12:00:00Z")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        # On the first or last day of years 1-9999 an offset can carry the instant past what a datetime holds
-        # (0001-01-01T00:00:00+06:06 is in year 0 in UTC). RFC 3339 allows it, so it is no error: it is as far
-        # in the past (or future) as any time the server keeps, and is held at that end.
-        edge = datetime.min if value.year == 1 else datetime.max
-        return edge.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

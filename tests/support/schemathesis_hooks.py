@@ -21,6 +21,7 @@ from queuelog.core.patterns import JSON_NUMBER
 
 _JOB = r"(/jobs/\d+)?"  # a batch item's fields sit under /jobs/<index>
 _ENQUEUE = {
+    rf"{_JOB}/run_at": "within the years 1 to 9999 once in UTC: an offset can carry year 1 or 9999 past them",
     rf"{_JOB}/expires_at": "in the future and after run_at: the server's clock and another field decide",
     rf"{_JOB}/idempotency_key": "a key already used by this producer for a different request (or another header)",
     rf"{_JOB}/depends_on/\d+": "a parent must be a job the caller may see (or, in a batch, a ref with no cycle)",

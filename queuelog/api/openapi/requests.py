@@ -102,7 +102,12 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
                     "different request 422.",
                 }
             ),
-            "run_at": nullable(time("Not claimable before this time; RFC 3339 with an offset.")),
+            "run_at": nullable(
+                time(
+                    "Not claimable before this time; RFC 3339 with an offset, within the years 1 to 9999 once "
+                    "converted to UTC (else 422)."
+                )
+            ),
             "concurrency_key": nullable(
                 {
                     "type": "string",
@@ -138,7 +143,8 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             "expires_at": nullable(
                 time(
                     "Not claimed by then, the job never runs: the reaper cancels it (event expired). RFC 3339 with an "
-                    "offset, in the future and after run_at (else 422)."
+                    "offset, in the future and after run_at, within the years 1 to 9999 once converted to UTC "
+                    "(else 422)."
                 )
             ),
             "timeout_seconds": nullable(

@@ -191,23 +191,13 @@ def test_the_openapi_pattern_is_the_one_the_server_matches_and_takes_exactly_pri
     assert documented.fullmatch("a b") and not documented.fullmatch("x" * 201)
 
 
-@pytest.mark.parametrize(
-    "field, sent, stored",
-    [
-        ("run_at", "0001-01-01T00:00:00+06:06", "0001-01-01T00:00:00.000000Z"),
-        ("run_at", "9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59.999999Z"),
-        ("expires_at", "9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59.999999Z"),
-    ],
-)
-def test_a_time_an_offset_carries_past_year_1_or_9999_is_held_at_that_end(client, producer, field, sent, stored):
+@pytest.mark.parametrize("field", ["run_at", "expires_at"])
+@pytest.mark.parametrize("sent", ["0001-01-01T00:00:00+06:06", "9999-12-31T23:59:59-05:00"])
+def test_a_time_an_offset_carries_past_year_1_or_9999_is_refused_as_out_of_range_not_malformed(
+    client, producer, field, sent
+):
     response = client.post("/jobs", json={"type": "email", field: sent}, headers=producer)
-    assert response.status_code == 201, response.get_json()
-    assert response.get_json()[field] == stored
-
-
-def test_an_expiry_an_offset_carries_before_year_1_is_in_the_past(client, producer):
-    response = client.post("/jobs", json={"type": "email", "expires_at": "0001-01-01T00:00:00+06:06"}, headers=producer)
     assert response.status_code == 422
     assert response.get_json()["errors"] == [
-        {"pointer": "/expires_at", "detail": "is in the past: the job could never run"}
+        {"pointer": f"/{field}", "detail": "must fall within the years 1 to 9999 once converted to UTC"}
     ]
