@@ -61,8 +61,11 @@ def create_app(config: dict | None = None) -> Flask:
     register_error_handlers(app)
     register_commands(app)
 
+    from .waiting import wakeup
+
     with app.app_context():
         configure_engine(app)
+        wakeup.watch_checkins(db.engine)
         if app.config["AUTO_MIGRATE"]:
             ensure_schema(app)
     from .schedules import ticker

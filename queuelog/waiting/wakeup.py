@@ -93,7 +93,6 @@ def jobs_ready(conn: Connection, notified: bool = False) -> None:
     """
     if conn.dialect.name == "postgresql" and not notified:
         conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
-    _watch_checkins(conn.engine)
     conn.info[_READY_MARK] = True
 
 
@@ -105,11 +104,16 @@ def jobs_finished(conn: Connection) -> None:
     """
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"NOTIFY {FINISHED_CHANNEL}")
-    _watch_checkins(conn.engine)
     conn.info[_FINISHED_MARK] = True
 
 
-def _watch_checkins(engine: Engine) -> None:
+def watch_checkins(engine: Engine) -> None:
+    """Wake waiters when a connection that made jobs ready (or finished them) is back in the pool.
+
+    The app factory calls this once the engine exists, before any request, and nothing calls it later:
+    SQLAlchemy's listeners may not be added while another thread's check-in walks them (that thread fails).
+    A pool the engine makes anew (dispose) inherits its listeners.
+    """
     # The pool takes a connection back only after its transaction ended, so this is the earliest
     # moment waiters can see the new jobs. A rolled-back transaction costs one useless wake-up.
     with _wakers_lock:
@@ -179,7 +183,6 @@ def waker_for(engine: Engine) -> Waker:
     if sqlite_file is not None:
         waker.listening = waker.finished.listening = wake_signal.listen(sqlite_file, waker.signal)
         wake_signal.listen(sqlite_file, waker.finished.signal, wake_signal.JOBS_FINISHED)
-    _watch_checkins(engine)
     return waker
 
 

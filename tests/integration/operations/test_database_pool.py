@@ -31,3 +31,14 @@ def test_the_pool_can_be_told_to_hand_out_its_oldest_connection_first(database_u
             db.engine.dispose()
     assert returned_first is not returned_last
     assert taken is returned_first
+
+
+def test_a_running_server_adds_no_pool_listener_while_requests_may_be_checking_connections_in(client, producer, worker):
+    """Adding a listener while another thread's check-in walks the listeners is an error in that thread (a 500):
+    everything the pool calls on check-in is in place once the app is built."""
+    listeners_when_built = len(list(db.engine.pool.dispatch.checkin))
+    job = client.post("/jobs", json={"type": "email"}, headers=producer).get_json()
+    claimed = client.post("/jobs/claim", json={}, headers=worker).get_json()
+    completed = client.post(f"/jobs/{job['id']}/complete", json={"claim_token": claimed["claim_token"]}, headers=worker)
+    assert completed.status_code == 200
+    assert len(list(db.engine.pool.dispatch.checkin)) == listeners_when_built
