@@ -59,6 +59,14 @@ def open_slow_client(server, first_bytes: bytes = HALF_A_HEAD) -> socket.socket:
     return sock
 
 
+def _readable_within(sock: socket.socket, seconds: float) -> bool:
+    """Has the server sent something (or closed) within ``seconds``? poll(), not select(): a pytest process that
+    has run many tests may hold descriptors past select()'s limit of 1024."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
+
 def answer_or_close(sock: socket.socket, timeout: float) -> bytes:
     """What the server sends before it closes the connection (b"" if it just closes); waits ``timeout`` s."""
     sock.settimeout(timeout)
@@ -106,7 +114,7 @@ def test_a_request_head_trickling_in_for_too_long_is_refused_with_408(server):
     started = time.monotonic()
     with sock:
         # A header a second, never silent for long, until the server answers (or 5 s past its limit).
-        while not select.select([sock], [], [], 1)[0] and time.monotonic() - started < HEAD_TIMEOUT_SECONDS + 5:
+        while not _readable_within(sock, 1) and time.monotonic() - started < HEAD_TIMEOUT_SECONDS + 5:
             sock.sendall(b"X-Slow: a\r\n")
         answered_after = time.monotonic() - started
         answer = answer_or_close(sock, timeout=5)
