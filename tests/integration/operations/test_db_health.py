@@ -128,6 +128,15 @@ def test_the_dashboard_warns_of_a_transaction_open_past_the_setting_naming_its_s
 
 
 @on_postgresql
+@warn_after_one_second
+def test_the_dashboard_warns_of_a_forgotten_prepared_transaction_and_says_how_to_end_it(signed_in, prepare_transaction):
+    prepared = prepare_transaction()
+    notice = poll(lambda: notice_of(signed_in.get("/admin")), bool, "the dashboard's warning")
+    assert f"the prepared transaction {prepared.gid}." in notice
+    assert f"Commit it or roll it back (ROLLBACK PREPARED '{prepared.gid}')" in notice
+
+
+@on_postgresql
 @pytest.mark.parametrize("config_overrides", [{"DB_XACT_WARN_SECONDS": 60}], indirect=True)
 def test_the_dashboard_says_nothing_of_a_transaction_younger_than_the_setting(signed_in, hold_snapshot):
     hold_snapshot()
@@ -162,6 +171,21 @@ def test_readyz_stays_200_and_names_a_transaction_open_past_the_setting(client, 
         held.pid,
     )
     assert warning["prepared_gid"] is None
+
+
+@on_postgresql
+@warn_after_one_second
+def test_readyz_names_a_forgotten_prepared_transaction_by_its_gid(client, prepare_transaction):
+    prepared = prepare_transaction()
+    response = poll(lambda: client.get("/readyz"), lambda r: "warnings" in r.get_json(), "readyz's warning")
+    [warning] = response.get_json()["warnings"]
+    assert warning["seconds"] >= 1  # past 1 s, rounded to 0.1 s
+    assert (warning["prepared_gid"], warning["pid"], warning["application_name"], warning["client_addr"]) == (
+        prepared.gid,
+        None,
+        None,
+        None,
+    )
 
 
 @on_postgresql
