@@ -251,6 +251,9 @@ DEFAULTS: dict[str, Setting] = {
     # Does a server process (a gunicorn worker, flask run) fire due schedules? Every one may: exactly one
     # enqueues each tick's job (queuelog/schedules/ticker.py). Off: this process leaves it to the others.
     "SCHEDULER": Setting(True, flag()),
+    # PostgreSQL: a transaction holding back vacuum for longer than this many seconds is warned about on the
+    # dashboard and in /readyz's answer (queuelog/ops/db_health.py).
+    "DB_XACT_WARN_SECONDS": Setting(300, whole(1)),
 }
 
 

@@ -1,8 +1,8 @@
 """Operations: Prometheus metrics, health checks, request and state-change logs, retention.
 
 ``init_app`` wires it into the app; ``observe_changes`` is the queue's one call into it for every recorded
-state change. See metrics.py (counters, gauges, multiprocess mode), logging_setup.py (log lines) and
-purge.py (retention).
+state change. See metrics.py (counters, gauges, multiprocess mode), db_health.py (PostgreSQL's vacuum:
+dead rows, table sizes, a transaction holding it back), logging_setup.py (log lines) and purge.py (retention).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ workers start). The variable must be set before ``prometheus_client`` is first i
 The gauges — jobs by status × type × priority, the age of the longest-waiting due job per type, stalled jobs,
 each type's pause and concurrency limit — are not counted anywhere: they are read from the database at scrape
 time, so every worker reports the same truth. Each is one query served by an index (see ``DatabaseCollector``).
+On PostgreSQL the scrape also reads the catalog's view of vacuum: dead rows, table sizes, and the oldest
+transaction holding vacuum back (``db_health``).
 
 Reading the other workers' files races with their writing (see ``WorkerFilesCollector``): an empty file counts
 as nothing, and a read that still fails after a few tries raises ``CountersUnreadable`` (the view answers
@@ -37,6 +39,7 @@ from ..database.transactions import read_connection
 from ..models import Job, Priority, TypeSettings
 from ..reads import figures
 from ..states import RETRYABLE, Event, JobStatus, spell
+from . import db_health
 
 jobs = Job.__table__
 type_settings = TypeSettings.__table__
@@ -218,13 +221,15 @@ class DatabaseCollector:
     - ``queuelog_stalled_jobs``: ``figures.stalled``, a range over the partial ``ix_jobs_running_lease``.
     - ``queuelog_type_paused`` (every type: 1 paused, 0 not) and ``queuelog_type_concurrency_limit`` (the
       types that have one): the small type_settings table, read whole.
+    - On PostgreSQL only, ``queuelog_db_dead_tuples``, ``queuelog_db_table_bytes`` and
+      ``queuelog_db_oldest_transaction_seconds``: the catalog's view of vacuum (db_health.py); no table read.
     """
 
     def __init__(self, job_types: list[str]):
         self.job_types = list(job_types)
 
     def collect(self):
-        """Read the figures and yield the three gauge families."""
+        """Read the figures and yield the gauge families."""
         now = utcnow()
         with read_connection() as conn:
             counts = conn.execute(
@@ -238,12 +243,16 @@ class DatabaseCollector:
             settings = conn.execute(
                 select(type_settings.c.type, type_settings.c.paused, type_settings.c.concurrency_limit)
             ).all()
+            # PostgreSQL's own health, in this connection (its transaction is not counted as a held one).
+            health = db_health.read(conn) if conn.dialect.name == "postgresql" else None
         yield self._jobs_family(counts)
         yield from self._flow_families(settings)
         yield self._oldest_family(oldest, now, {t for t, _ in pending_groups})
         yield GaugeMetricFamily(
             "queuelog_stalled_jobs", "Running jobs whose lease has expired (their worker probably died).", value=stalled
         )
+        if health is not None:
+            yield from db_health.families(health)
 
     def _flow_families(self, settings):
         paused = GaugeMetricFamily(

@@ -13,7 +13,7 @@ from ..auth.keys import authenticate
 from ..core.problems import problem
 from ..database.schema_upgrade import schema_is_current
 from ..models import Role
-from . import metrics
+from . import db_health, metrics
 
 bp = Blueprint("ops", __name__)
 log = logging.getLogger("queuelog.ops")
@@ -48,9 +48,14 @@ def healthz():
 
 @bp.get("/readyz")
 def readyz():
-    """Readiness: the database answers and its schema is at the newest migration; else 503."""
+    """Readiness: the database answers and its schema is at the newest migration; else 503.
+
+    A transaction holding back vacuum past DB_XACT_WARN_SECONDS is said in ``warnings``, and the answer stays
+    200: this server still serves well, and taking it out of its load balancer would not end that transaction.
+    """
     try:
         current = schema_is_current()
+        held = db_health.long_transaction() if current else None
     except SQLAlchemyError as error:
         log.warning("readyz: the database is not answering (%s)", error.__class__.__name__)
         return problem(
@@ -63,6 +68,8 @@ def readyz():
             "the database schema is not at the newest migration; run 'flask db upgrade'",
             headers={"Retry-After": "5", **_NO_STORE},
         )
+    if held is not None:
+        return jsonify(status="ok", warnings=[db_health.readiness_warning(held)]), 200, _NO_STORE
     return jsonify(status="ok"), 200, _NO_STORE
 
 

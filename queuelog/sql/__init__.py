@@ -21,6 +21,7 @@ Where to look:
   decide by; workflows' MARK_PARENTS, INSERT_DEPENDENCIES, WAITING_CHILDREN, PROMOTE, BROKEN_PARENTS,
   DOOM, REVIVE and WATCH (queue/dependencies.py says when each runs). CLAIMABLE, HELD_BY and
   LEAVE_RUNNING are the conditions and values they share. NEXT_RUN_AT is how long a waiting claim sleeps.
+  TABLE_HEALTH and OLDEST_TRANSACTION (PostgreSQL's alone) read the catalog for the database's health.
 - ``runner.py``: sends a statement on the database driver, with its event rows in the same statement
   (PostgreSQL) or transaction (SQLite).
 - ``values.py``: what goes in and comes out: JobRow, KeyRow, NewJobRow, Leave, Log, and times.
@@ -37,6 +38,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection
 
+from .health import oldest_transaction, table_health
 from .quotas import quota_forget, quota_frees_at, quota_record, quota_state, quota_turn
 from .runner import execute_plain, insert_dependencies, insert_jobs, next_run_at, rowcount, run, scalar
 from .values import (
@@ -44,6 +46,7 @@ from .values import (
     BrokenParent,
     Claim,
     FlowRow,
+    HeldTransaction,
     JobRow,
     KeyRow,
     Leave,
@@ -52,6 +55,7 @@ from .values import (
     ParentMark,
     QuotaState,
     Refusal,
+    TableHealth,
     Window,
 )
 from .workflows import broken_parents, doom, mark_parents, promote, revive, waiting_children
@@ -63,6 +67,7 @@ __all__ = [
     "BrokenParent",
     "Claim",
     "FlowRow",
+    "HeldTransaction",
     "JobRow",
     "KeyRow",
     "Leave",
@@ -71,6 +76,7 @@ __all__ = [
     "ParentMark",
     "QuotaState",
     "Refusal",
+    "TableHealth",
     "Window",
     "broken_parents",
     "cancel",
@@ -92,6 +98,7 @@ __all__ = [
     "lock_flow",
     "mark_parents",
     "next_run_at",
+    "oldest_transaction",
     "promote",
     "quota_forget",
     "quota_frees_at",
@@ -104,6 +111,7 @@ __all__ = [
     "run_now",
     "something_due",
     "stalled",
+    "table_health",
     "take_back",
     "unique_holder",
     "unique_set",

@@ -383,3 +383,6 @@ DELETE_EVENTS = (
 #: the enqueue reads anything and held until it commits, so the next one sees what this one stored.
 #: (SQLite needs none: the enqueue's IMMEDIATE transaction holds the database's write lock.)
 QUOTA_TURN = "SELECT pg_advisory_xact_lock(%(namespace)s::integer, %(key)s::integer)"
+
+# --- the database's health (ops/db_health.py), PostgreSQL's alone, in postgresql_health.py --------------
+from .postgresql_health import OLDEST_TRANSACTION, TABLE_HEALTH  # noqa: E402,F401  (found here, as above)

@@ -194,6 +194,24 @@ class QuotaState(NamedTuple):
     pending: int  # the key's pending jobs, counted up to the limit asked for
 
 
+class TableHealth(NamedTuple):
+    """One of the app's tables as PostgreSQL's catalog sees it (TABLE_HEALTH)."""
+
+    table: str
+    dead_tuples: int  # dead rows not yet vacuumed, as the statistics last counted them
+    total_bytes: int  # on disk: the table, its indexes and its TOAST
+
+
+class HeldTransaction(NamedTuple):
+    """The oldest transaction holding back vacuum's horizon in the app's database (OLDEST_TRANSACTION)."""
+
+    seconds: float  # how long it has been open (a prepared one: since it was prepared)
+    pid: int | None  # its session's server process; None for a prepared transaction
+    application_name: str | None  # what its session called itself ('' when it said nothing)
+    client_addr: str | None  # its client's address; None for a Unix socket or a prepared transaction
+    prepared_gid: str | None  # a prepared transaction's name (COMMIT PREPARED / ROLLBACK PREPARED it)
+
+
 class Log(NamedTuple):
     """The event row every job a statement returns gets: what happened, from which status, who, why, when."""
 

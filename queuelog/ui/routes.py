@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask import abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user, logout_user
 
 from .. import queue
 from ..auth import admin_sessions
 from ..core.clock import utcnow
+from ..ops import db_health
 from ..queue import worker_processes
 from . import bp, rollup_stats, stats
 from .auth import SESSION_TOKEN_KEY, actor_name, attempt_sign_in, safe_next
@@ -75,7 +78,8 @@ def logout():
 @bp.get("/admin", strict_slashes=False)
 def dashboard():
     """What is stuck and what failed, at a glance: counts, stalled jobs, recent failures, and the chart of the
-    last hour, 24 hours or 7 days (``?range=1h|24h|7d``, plain links, so the switch works without JavaScript)."""
+    last hour, 24 hours or 7 days (``?range=1h|24h|7d``, plain links, so the switch works without JavaScript);
+    on PostgreSQL, a warning when a transaction has held back vacuum longer than DB_XACT_WARN_SECONDS."""
     chart_range = _chart_range(request.args.get("range"))
     now = utcnow()
     paused = stats.paused_types() & set(current_app.config["JOB_TYPES"])
@@ -83,6 +87,7 @@ def dashboard():
     stalled_count, stalled = stats.stalled_jobs(now)
     oldest = stats.oldest_due(now, counts)
     periods, freshness = rollup_stats.throughput(now, chart_range)
+    held = db_health.long_transaction()
     return render_live(
         "dashboard.html",
         "_dashboard_live.html",
@@ -99,6 +104,8 @@ def dashboard():
         chart_range=chart_range,
         ranges=rollup_stats.RANGES.values(),
         freshness=freshness,
+        held=held,
+        held_age=span(timedelta(seconds=held.seconds)) if held else None,
         action_form=ActionForm(),
         now=now,
     )

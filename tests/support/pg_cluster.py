@@ -51,6 +51,8 @@ _SETTINGS = {
     # Keep the log readable when a test fails; the server writes it to the
     # file given to ``pg_ctl -l``.
     "logging_collector": "off",
+    # A few two-phase transactions, so a test can leave one prepared (it holds back vacuum: db_health).
+    "max_prepared_transactions": "4",
 }
 
 

@@ -14,10 +14,11 @@ from queuelog.sql.common import for_postgresql
 
 SQL = Path(common.__file__).resolve().parent
 #: Names one dialect has and the other does not, and why: SQLite claims in three statements and logs events
-#: with a statement of its own; PostgreSQL logs them inside the write and takes quota turns with a lock.
+#: with a statement of its own; PostgreSQL logs them inside the write, takes quota turns with a lock, and alone
+#: has a catalog to ask about the database's health (dead rows, sizes, a transaction holding vacuum back).
 ONLY_IN = {
     "sqlite": {"CLAIM_PICK", "CLAIMED", "LOG_EVENTS"},
-    "postgresql": {"LOGGED", "LOGGED_AND_ANNOUNCED", "QUOTA_TURN"},
+    "postgresql": {"LOGGED", "LOGGED_AND_ANNOUNCED", "QUOTA_TURN", "TABLE_HEALTH", "OLDEST_TRANSACTION"},
 }
 
 
