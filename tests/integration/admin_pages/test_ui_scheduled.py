@@ -10,11 +10,7 @@ from datetime import timedelta
 import pytest
 
 from queuelog import queue
-from queuelog.auth import admin_sessions
 from queuelog.core.clock import rfc3339, utcnow
-from queuelog.extensions import db
-from queuelog.models import User, UserRole
-from queuelog.ui.auth import SESSION_TOKEN_KEY
 from tests.support.ui import ADMIN_NAME, csrf_token, events_of, flashes, text_of
 
 # Each request runs in its own app context, as on a server (tests/support/ui.py).
@@ -128,17 +124,8 @@ def test_a_job_whose_last_run_timed_out_says_so_on_its_page(signed_in, enqueue, 
     assert "timed out" in body and "1 s after its claim" in body
 
 
-def test_a_viewer_sees_the_scheduled_jobs_without_run_now_and_is_refused_403(client, app, waiting, read_job):
-    user = User(username="looker", password_hash="-", created_at=utcnow(), role=UserRole.VIEWER.value)
-    db.session.add(user)
-    db.session.commit()
-    user_id = user.id
-    db.session.rollback()
-    # Signed in as a viewer, as tests/integration/admin_pages/test_ui_viewer.py does.
-    with client.session_transaction() as session:
-        session["_user_id"] = str(user_id)
-        session["_fresh"] = True
-        session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)
+def test_a_viewer_sees_the_scheduled_jobs_without_run_now_and_is_refused_403(viewer_client, waiting, read_job):
+    client = viewer_client
     before = read_job(waiting["later"])
 
     body = text_of(client.get("/admin/scheduled"))

@@ -4,19 +4,12 @@ links to its schedule."""
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 
 import pytest
-from werkzeug.security import generate_password_hash
 
 from queuelog import schedules
-from queuelog.auth import admin_sessions
-from queuelog.core.clock import utcnow
-from queuelog.extensions import db
-from queuelog.models import User, UserRole
-from queuelog.ui.auth import SESSION_TOKEN_KEY
 from tests.support.ui import flashes, post_form, text_of
 
 pytestmark = pytest.mark.usefixtures("requests_in_their_own_app_context")
@@ -146,23 +139,10 @@ def test_a_scheduled_jobs_page_links_to_its_schedule(signed_in, nightly):
 # --- viewers ------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _viewer_hash() -> str:
-    return generate_password_hash("only looking", method="scrypt")
-
-
 @pytest.fixture
-def viewer(client, app):
-    user = User(username="looker", password_hash=_viewer_hash(), created_at=utcnow(), role=UserRole.VIEWER.value)
-    db.session.add(user)
-    db.session.commit()
-    user_id = user.id
-    db.session.rollback()
-    with client.session_transaction() as session:
-        session["_user_id"] = str(user_id)
-        session["_fresh"] = True
-        session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)
-    return client
+def viewer(viewer_client):
+    """The test client signed in as a viewer (tests/support/ui.py)."""
+    return viewer_client
 
 
 @pytest.mark.parametrize("path", ["/admin/schedules", "/admin/schedules/nightly-report"])

@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import create_engine, text
 from werkzeug.security import generate_password_hash
 
-from queuelog.auth import admin_sessions, keys
+from queuelog.auth import keys
 from queuelog.auth.users import verify_password
 from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import User, UserRole
 from queuelog.queue import worker_processes
-from queuelog.ui.auth import SESSION_TOKEN_KEY, VIEWER_MAY_POST
+from queuelog.ui.auth import VIEWER_MAY_POST
 from tests.support.scale import flask_command
 from tests.support.ui import csrf_token, events_of, flashes, sign_in, text_of
 
@@ -40,20 +40,9 @@ def _viewer_password_hash() -> str:
 
 
 @pytest.fixture
-def viewer(client, app):
-    """The test client signed in as a viewer (a server-side session, as a sign-in makes)."""
-    user = User(
-        username=VIEWER_NAME, password_hash=_viewer_password_hash(), created_at=utcnow(), role=UserRole.VIEWER.value
-    )
-    db.session.add(user)
-    db.session.commit()
-    user_id = user.id
-    db.session.rollback()
-    with client.session_transaction() as session:
-        session["_user_id"] = str(user_id)
-        session["_fresh"] = True
-        session[SESSION_TOKEN_KEY] = admin_sessions.start(user_id)
-    return client
+def viewer(viewer_client):
+    """The test client signed in as a viewer (tests/support/ui.py)."""
+    return viewer_client
 
 
 @pytest.fixture
