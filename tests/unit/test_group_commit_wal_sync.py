@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import pytest
 from sqlalchemy.exc import OperationalError
@@ -11,9 +13,19 @@ from queuelog.database.wal_sync import WalSync
 
 THREADS = 16
 COMMITS_PER_THREAD = 20
+#: How long each fsync takes at least: a disk's takes milliseconds, but on a RAM filesystem (where
+#: scripts/test keeps temporary files) it returns at once, and no commit would come while one runs.
+FSYNC_SECONDS = 0.005
 
 
-def test_threads_that_commit_while_an_fsync_runs_share_the_next_one(tmp_path):
+def test_threads_that_commit_while_an_fsync_runs_share_the_next_one(tmp_path, monkeypatch):
+    fdatasync = os.fdatasync
+
+    def fdatasync_of_a_disk(fd: int) -> None:
+        fdatasync(fd)
+        time.sleep(FSYNC_SECONDS)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync_of_a_disk)
     wal = tmp_path / "queuelog.db-wal"
     wal.write_bytes(b"")
     sync = WalSync(str(wal))

@@ -7,6 +7,7 @@ exist for the sockets, and each test names its own, so no two tests share a dire
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -32,9 +33,12 @@ time.sleep(float(sys.argv[2]))
 
 
 @pytest.fixture
-def database(tmp_path_factory):
-    """A short path for a database file: its socket directory goes beside it."""
-    return str(tmp_path_factory.mktemp("wake") / "queuelog.db")
+def database():
+    """A short path for a database file: its socket directory goes beside it. Straight in the temporary
+    directory, not in pytest's deeper tmp_path: a socket's whole path must fit in 104 bytes."""
+    directory = tempfile.mkdtemp(prefix="wake-")
+    yield os.path.join(directory, "queuelog.db")
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
