@@ -10,6 +10,7 @@ from ..auth.keys import Caller
 from ..core.clock import rfc3339
 from ..models import Priority, Role
 from ..queue.flow import TypeState
+from ..reads.queries import last_change
 from ..reads.queries import links as links_of
 from ..schedules import ScheduleState
 from ..states import Event
@@ -52,7 +53,7 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[
         "lease_expires_at": rfc3339(row.lease_expires_at),
         "completed_at": rfc3339(row.completed_at),
         "created_at": rfc3339(row.created_at),
-        "updated_at": rfc3339(row.updated_at),
+        "updated_at": rfc3339(last_change(row)),
         "concurrency_key": row.concurrency_key or None,  # stored as '' when the job has none
         "unique_key": row.unique_key,
         "expires_at": rfc3339(row.expires_at),

@@ -27,7 +27,7 @@ from ..models import Job
 from ..states import HELD, JobStatus
 
 jobs = Job.__table__
-(_HELD,) = HELD  # the one status holding a claim: status = 'running' (not IN), as ix_jobs_running_lease's WHERE
+(_HELD,) = HELD  # the one status holding a claim: status = 'running' (not IN), one range of ix_jobs_status_id
 PENDING = JobStatus.PENDING.value
 
 

@@ -34,6 +34,14 @@ def visible_to(caller: Caller, row: Row) -> bool:
     return caller.role == Role.WORKER.value and row.status in HELD and row.worker_id == caller.name
 
 
+def last_change(row: Row):
+    """When the job last changed, as the API and the pages show it (``updated_at``): its last move, or its
+    last heartbeat if that came later. A heartbeat does not write the stored updated_at (sql/common.py
+    LEAVE_RUNNING says why), so a running job's last change is read from both."""
+    heartbeat = row.heartbeat_at
+    return heartbeat if heartbeat is not None and heartbeat > row.updated_at else row.updated_at
+
+
 def max_job_id() -> int:
     """The largest id a job can have (64-bit on both databases).
 

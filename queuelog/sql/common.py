@@ -68,17 +68,20 @@ HELD_BY = (
     f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token AND (timeout_at IS NULL OR timeout_at > :now)"
 )
 
-#: What a move out of running writes (a heartbeat too, which stays running): the time, what becomes of the
-#: worker's claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets
-#: (values.Leave). Every column it does not write keeps its value.
-LEAVE_RUNNING = "updated_at = :now, {claim}{parts}"
+#: What a move out of running writes (a heartbeat too, which stays running): what becomes of the worker's
+#: claim (one of the three below, by values.Claim), and those LEAVE_PARTS the move sets (values.Leave).
+#: Every column it does not write keeps its value. updated_at is the time of the job's last move, written
+#: by CLAIM_ENDED and CLAIM_DROPPED: a heartbeat (CLAIM_KEPT) writes no column that an index holds, so on
+#: PostgreSQL it can be a HOT update (the new row version on the same page, no index touched). What the API
+#: and the pages show as a job's last change is the later of updated_at and heartbeat_at (reads.last_change).
+LEAVE_RUNNING = "{claim}{parts}"
 
 #: Completed or failed: the claim ends; who ran the job, and when, stays on its record.
-CLAIM_ENDED = "claim_token = NULL, lease_expires_at = NULL"
+CLAIM_ENDED = "updated_at = :now, claim_token = NULL, lease_expires_at = NULL"
 
 #: Back to pending: every claim column cleared, the job is anybody's again.
 CLAIM_DROPPED = (
-    "worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
+    "updated_at = :now, worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,"
     " heartbeat_at = NULL, timeout_at = NULL"
 )
 

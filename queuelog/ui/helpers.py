@@ -10,6 +10,7 @@ from flask import current_app, make_response, render_template
 from .. import states
 from ..core.clock import rfc3339, utcnow
 from ..models import Priority
+from ..reads.queries import last_change
 from . import bp
 from .auth import is_partial_request, may_act
 from .explain import Attempts, NotDue, attempts, is_quarantined, run_of, why_not_due
@@ -118,6 +119,12 @@ def quarantined(error: str | None) -> bool:
 def attempts_of(job) -> Attempts:
     """'1 of 4': the job's runs in its current budget, of the runs its retries allow."""
     return attempts(job)
+
+
+@bp.app_template_filter("last_change")
+def last_change_of(job) -> datetime:
+    """When the job last changed: its last move, or its last heartbeat if that came later (as the API says)."""
+    return last_change(job)
 
 
 @bp.app_template_filter("run_number")

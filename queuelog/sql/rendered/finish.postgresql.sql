@@ -31,8 +31,8 @@ FROM changed;
 
 -- FINISH: a heartbeat
 UPDATE jobs
-SET updated_at = %(now)s, heartbeat_at = %(now)s, lease_expires_at = LEAST(%(lease_until)s,
-                                                                       timeout_at), progress = %(progress)s
+SET heartbeat_at = %(now)s, lease_expires_at = LEAST(%(lease_until)s,
+                                                 timeout_at), progress = %(progress)s
 WHERE id = ANY(%(ids)s)
   AND status = 'running'
   AND worker_id = %(worker)s

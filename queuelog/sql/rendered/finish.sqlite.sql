@@ -19,10 +19,9 @@ WHERE id IN (:ids_0, :ids_1)
 
 -- FINISH: a heartbeat
 UPDATE jobs
-SET updated_at = :now, heartbeat_at = :now, lease_expires_at = coalesce(min(:lease_until,
-                                                                          timeout_at),
-                                                                 :lease_until),
-    progress = :progress
+SET heartbeat_at = :now, lease_expires_at = coalesce(min(:lease_until,
+                                                       timeout_at),
+                                              :lease_until), progress = :progress
 WHERE id IN (:ids_0, :ids_1)
   AND status = 'running'
   AND worker_id = :worker
