@@ -218,7 +218,8 @@ class DatabaseCollector:
     - ``queuelog_oldest_pending_age_seconds``: ``figures.oldest_due``, as the dashboard's tile: for each
       (type, priority) that has pending jobs, seeks into the same index (run_at is its last column), so it
       costs O(log n) however deep the queue.
-    - ``queuelog_stalled_jobs``: ``figures.stalled``, the running jobs' range of ``ix_jobs_status_id``, each lease checked.
+    - ``queuelog_stalled_jobs``: ``figures.stalled``, the running jobs' range of ``ix_jobs_status_id``, each
+      lease checked.
     - ``queuelog_type_paused`` (every type: 1 paused, 0 not) and ``queuelog_type_concurrency_limit`` (the
       types that have one): the small type_settings table, read whole.
     - On PostgreSQL only, ``queuelog_db_dead_tuples``, ``queuelog_db_table_bytes`` and

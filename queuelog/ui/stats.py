@@ -1,9 +1,10 @@
 """Read-only figures for the dashboard and the workers page.
 
 Each figure is one query served by an index, so the pages stay cheap on a million jobs:
-grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``, stalled jobs from the
-running jobs in ``ix_jobs_status_id`` (as many as the workers' slots). The chart and the types' timings read the stored rollups (``rollup_stats``).
-What counts as stalled, due and "waiting since" is ``queuelog.reads.figures``'s, shared with ``/metrics``.
+grouped counts walk ``ix_jobs_type_status_priority`` / ``ix_jobs_worker_status``, stalled jobs come from the
+running jobs in ``ix_jobs_status_id`` (as many as the workers' slots). The chart and the types' timings
+read the stored rollups (``rollup_stats``). What counts as stalled, due and "waiting since" is
+``queuelog.reads.figures``'s, shared with ``/metrics``.
 """
 
 from __future__ import annotations
