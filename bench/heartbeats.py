@@ -16,18 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 
 from sqlalchemy import text
 
 from bench.servers import postgres_cluster
+from tests.support.table_stats import updates_of
 
-#: The app's own sessions say no application_name; the statistics count a session's work once it ends.
-_APP_SESSIONS = (
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-    " AND application_name = '' AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-)
-_UPDATES = "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'jobs'"
 _SIZES = "SELECT pg_table_size('jobs'), pg_indexes_size('jobs')"
 
 
@@ -48,13 +42,13 @@ def measure(url: str, jobs: int, rounds: int) -> dict:
             running += _ok(client.post("/jobs/claim", json={"limit": 100}, headers=worker))["jobs"]
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE jobs")
-        updated, hot = _counted_updates(db.engine)
+        updated, hot = updates_of(db.engine)
         before = _sizes(db.engine)
         for _ in range(rounds):
             for job in running:
                 body = {"claim_token": job["claim_token"]}
                 _ok(client.post(f"/jobs/{job['id']}/heartbeat", json=body, headers=worker))
-        updated_after, hot_after = _counted_updates(db.engine)
+        updated_after, hot_after = updates_of(db.engine)
         after = _sizes(db.engine)
         db.engine.dispose()
     return {
@@ -70,22 +64,6 @@ def _ok(response) -> dict:
     if response.status_code not in (200, 201):
         raise SystemExit(f"{response.request.path}: {response.status_code} {response.get_data(as_text=True)}")
     return response.get_json()
-
-
-def _counted_updates(engine, timeout: float = 30.0) -> tuple[int, int]:
-    """jobs' (updates, HOT updates) once the app's sessions have ended and so reported them."""
-    engine.dispose()
-    deadline = time.monotonic() + timeout
-    while True:
-        with engine.connect() as conn:
-            if not conn.execute(text(_APP_SESSIONS)).scalar_one():
-                counts = tuple(conn.execute(text(_UPDATES)).one())
-                conn.invalidate()  # this session is the app's too: end it rather than pool it
-                return counts
-            conn.invalidate()
-        if time.monotonic() > deadline:
-            raise SystemExit("the app's sessions did not end")
-        time.sleep(0.05)
 
 
 def _sizes(engine) -> tuple[int, int]:

@@ -9,11 +9,12 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from tests.support.database import test_db_kind
+from tests.support.table_stats import updates_of
 from tests.support.ui import text_of
 
 on_postgresql = pytest.mark.skipif(
@@ -21,7 +22,6 @@ on_postgresql = pytest.mark.skipif(
 )
 
 HEARTBEATS = 20
-STATS_DEADLINE_SECONDS = 30
 
 
 def when(value: str) -> datetime:
@@ -73,15 +73,17 @@ def test_the_job_page_shows_the_last_heartbeat_as_updated(signed_in, make_job):
 
 
 @on_postgresql
-def test_every_heartbeat_is_a_hot_update(client, worker, enqueue, claim, database_url):
+def test_every_heartbeat_is_a_hot_update(client, worker, enqueue, claim):
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM jobs")  # earlier tests' dead rows gone: the job's page has its free room
     enqueue()
     job = claim()
-    updated, hot = updates_of_jobs(database_url)
+    db.session.remove()
+    updated, hot = updates_of(db.engine)
     for _ in range(HEARTBEATS):
         heartbeat(client, worker, job)
-    assert updates_of_jobs(database_url) == (updated + HEARTBEATS, hot + HEARTBEATS)
+    db.session.remove()
+    assert updates_of(db.engine) == (updated + HEARTBEATS, hot + HEARTBEATS)
 
 
 @on_postgresql
@@ -101,33 +103,3 @@ def test_the_tables_that_churn_carry_their_storage_settings(app):
     }
     assert set(options["job_events"]) == {"autovacuum_vacuum_insert_scale_factor=0.02"}
     assert set(options["type_claims"]) == {"autovacuum_vacuum_scale_factor=0.0", "autovacuum_vacuum_threshold=500"}
-
-
-def updates_of_jobs(url: str) -> tuple[int, int]:
-    """(rows updated, of them HOT) in jobs since the server started, once the app's sessions have ended.
-
-    A session reports its counts to the statistics as it ends: the app's connections are closed, and the
-    counts read once no session of the app (the pool's, application_name '') is left.
-    """
-    db.session.remove()
-    db.engine.dispose()
-    reader = create_engine(url, connect_args={"application_name": "queuelog-tests-stats"})
-    deadline = time.monotonic() + STATS_DEADLINE_SECONDS
-    try:
-        while True:
-            with reader.connect() as conn:
-                left = conn.execute(
-                    text(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND application_name = '' AND backend_type = 'client backend'"
-                    )
-                ).scalar_one()
-                if not left:
-                    counts = conn.execute(
-                        text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'jobs'")
-                    ).one()
-                    return tuple(counts)
-            assert time.monotonic() < deadline, f"{left} sessions of the app still open"
-            time.sleep(0.05)
-    finally:
-        reader.dispose()

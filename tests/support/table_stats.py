@@ -1,0 +1,41 @@
+"""What PostgreSQL's statistics counted for a table, once the sessions that did the work have reported it.
+
+A session reports its counts to the statistics as it ends, so ``updates_of`` closes the app's pooled
+connections and waits until none of its sessions (they say no application_name) is left. Used by the
+heartbeat tests and by ``python -m bench.heartbeats``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+
+READER_NAME = "queuelog-stats-reader"
+_APP_SESSIONS = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    " AND application_name = '' AND backend_type = 'client backend'"
+)
+_UPDATES = text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = :table")
+
+
+def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> tuple[int, int]:
+    """(rows updated, of them HOT) in ``table`` since the server started, with every update the app made so far.
+
+    The caller ends what holds a connection of ``app_engine`` first (an ORM session); the pool's are closed here.
+    """
+    app_engine.dispose()
+    reader = create_engine(app_engine.url, connect_args={"application_name": READER_NAME})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with reader.connect() as conn:
+                left = conn.execute(_APP_SESSIONS).scalar_one()
+                if not left:
+                    return tuple(conn.execute(_UPDATES, {"table": table}).one())
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{left} sessions of the app still open after {timeout} s")
+            time.sleep(0.05)
+    finally:
+        reader.dispose()
