@@ -36,6 +36,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from .driver import execute_plain
@@ -92,6 +93,12 @@ class GroupCommitter:
         self._open: _Group | None = None
         self._waiting = 0  # threads waiting for the baton
         self._stats = GroupStats()
+
+    def close(self) -> None:
+        """Close the writers' turn's handle once no group holds it (a later take opens it again)."""
+        with self._state:
+            if not self._baton_taken and self._open is None:
+                self._turn.close()
 
     @property
     def waiting(self) -> int:
@@ -334,8 +341,20 @@ def committer_for(
         committer = _committers.get(engine)
         if committer is None:
             committer = _committers[engine] = GroupCommitter(writing_engine, max_members, wal_path)
+            event.listen(engine, "engine_disposed", _forget_committer)
         committer.max_members = max_members
         return committer
+
+
+def _forget_committer(engine: Engine) -> None:
+    """A disposed engine's committer goes, with its lock file's handle. The committer holds the engine (its
+    writing engine is built on it), so the weak mapping alone would keep both, and an open file, for as long
+    as the process lives: one per app in a process that builds many (a test run). A write after the dispose
+    gets a new committer; one in flight finishes with the old one, whose turn still excludes the new one's."""
+    with _committers_lock:
+        committer = _committers.pop(engine, None)
+    if committer is not None:
+        committer.close()
 
 
 def committer_of(engine: Engine) -> GroupCommitter | None:

@@ -84,6 +84,12 @@ class SharedWritersTurn:
             self._pid = os.getpid()
         return self._handle
 
+    def close(self) -> None:
+        """Close the handle, unless the turn is held (its holder gives it back first)."""
+        if self._handle is not None and not self._held:
+            self._handle.close()
+            self._handle = None
+
     def give_back(self) -> None:
         """Let the next writer of the file go (from any thread)."""
         if self._held:
