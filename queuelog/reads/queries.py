@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Row, select
 
@@ -34,7 +35,7 @@ def visible_to(caller: Caller, row: Row) -> bool:
     return caller.role == Role.WORKER.value and row.status in HELD and row.worker_id == caller.name
 
 
-def last_change(row: Row):
+def last_change(row: Row) -> datetime:
     """When the job last changed, as the API and the pages show it (``updated_at``): its last move, or its
     last heartbeat if that came later. A heartbeat does not write the stored updated_at (sql/common.py
     LEAVE_RUNNING says why), so a running job's last change is read from both."""

@@ -5,10 +5,11 @@ last move). ix_jobs_running_lease was the one index holding any of them: without
 heartbeat's new row version on the same page and write no index entry (a HOT update). The reaper reads the
 running jobs through ix_jobs_status_id instead.
 
-On PostgreSQL, per-table storage settings (docs/postgresql.md says why each): room on the jobs table's pages
-for those row versions, and autovacuum that starts after a fixed number of dead rows rather than a fifth of
-the table, which on a table holding months of finished jobs would be hundreds of thousands. The settings take
-a SHARE UPDATE EXCLUSIVE lock, which lets reads and writes go on; fillfactor applies to pages written from now.
+On PostgreSQL, per-table storage settings (docs/operations.md, "Vacuum-friendly tables", says why for each):
+room on the jobs table's pages for those row versions, and autovacuum that starts after a fixed number of dead
+rows rather than a fifth of the table, which on a table holding months of finished jobs would be hundreds of
+thousands. The settings take a SHARE UPDATE EXCLUSIVE lock, which lets reads and writes go on; fillfactor
+applies to pages written from now.
 
 Revision ID: a4c8e2f6b1d3
 Revises: f3a1c7e9b2d5
