@@ -17,9 +17,10 @@ import re
 from types import SimpleNamespace
 
 from ..states import BACKLOG, BY_ACTION, DELETABLE, FINAL, HELD, RETRYABLE, JobStatus, RunWhen
-from .values import JOB_LIST, KEY_LIST, limited, status_in
+from .values import JOB_LIST, KEY_LIST, limited, only_status, status_in
 
 _CLAIM = BY_ACTION["claim"]
+(_HELD,) = HELD
 _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
 _EXPIRE = BY_ACTION["expire"]
@@ -64,8 +65,11 @@ TYPES = "AND type IN (:types)"
 
 #: The holding worker's guard: running, held by this worker key, under the claim it was given, and not past
 #: the run's timeout: a late complete, fail or heartbeat is refused, and the reaper fails the run as timed out.
+#: The statements that use it name their jobs by id, and it checks the rest in a form no index can answer
+#: (values.only_status says why). A request without a token matches no job, not one that has none.
 HELD_BY = (
-    f"{status_in(HELD)} AND worker_id = :worker AND claim_token = :token AND (timeout_at IS NULL OR timeout_at > :now)"
+    f"{only_status(_HELD, ('worker_id', ':worker'), ('claim_token', ':token'))} AND claim_token IS NOT NULL"
+    " AND (timeout_at IS NULL OR timeout_at > :now)"
 )
 
 #: What a move out of running writes (a heartbeat too, which stays running): what becomes of the worker's

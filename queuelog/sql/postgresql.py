@@ -18,11 +18,13 @@ from ..database.channels import CHANNEL
 from ..states import BY_ACTION, DELETABLE, HELD
 from . import common
 from .common import for_postgresql
-from .values import JOB_COLUMNS, JOB_LIST, limited, status_in
+from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in
 
 #: The statements and pieces both dialects spell alike (common.py), in this module's spelling.
 _common = common.SPELLED["postgresql"]
 _CLAIM = BY_ACTION["claim"]
+(_CLAIMED_FROM,) = _CLAIM.from_statuses
+(_HELD,) = HELD
 _CANCEL = BY_ACTION["cancel"]
 _EXPIRE = BY_ACTION["expire"]
 _RUN_NOW = BY_ACTION["run_now"]
@@ -182,7 +184,8 @@ STALE = f"UNION ALL SELECT {', '.join(['NULL'] * len(JOB_COLUMNS))} WHERE {_comm
 #: plain ``IN (subquery)`` the planner may choose a nested-loop semi join that re-runs the LIMIT
 #: subquery for every pending row; each rerun skips the rows this statement already updated and
 #: yields the next one, so a single claim of one job marked every due job running. The UPDATE
-#: re-checks the status itself, so a job can never be handed out twice.
+#: re-checks the status itself, so a job can never be handed out twice. It finds the picked rows by their ids,
+#: one seek each, and re-checks the status in a form no index answers (values.only_status says why).
 #:
 #: Flow control: the plain walk takes nothing while a type of the claim is paused or limited (a one-time
 #: filter on the small type_settings), and the caller, which knows of such types, fills ``{flow}`` and
@@ -220,8 +223,8 @@ UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE NOT {_common.SETTINGS_CHANGED} AND {status_in(_CLAIM.from_statuses)} {{process_runs}}
-   AND id IN (SELECT id FROM picked)
+ WHERE NOT {_common.SETTINGS_CHANGED} AND {only_status(_CLAIMED_FROM)} {{process_runs}}
+   AND id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {JOB_LIST}"""
 
 #: The limits of a claim's limited types (``{types}``: of those it may take), locked for the rest of the
@@ -270,7 +273,7 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s
 #: claim is current).
 #: Differs: the NULL token is cast, so psycopg's untyped NULL has a type.
 TAKE_BACK = (
-    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {status_in(HELD)}"
+    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)}"
     f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}"
 )
 

@@ -1,8 +1,8 @@
 """What PostgreSQL's statistics counted for a table, once the sessions that did the work have reported it.
 
-A session reports its counts to the statistics as it ends, so ``updates_of`` closes the app's pooled
+A session reports its counts to the statistics as it ends, so each reader here closes the app's pooled
 connections and waits until none of its sessions (they say no application_name) is left. Used by the
-heartbeat tests and by ``python -m bench.heartbeats``.
+heartbeat and held-snapshot tests and by ``python -m bench.heartbeats``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ _APP_SESSIONS = text(
     " AND application_name = '' AND backend_type = 'client backend'"
 )
 _UPDATES = text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = :table")
+_ENTRIES_READ = text("SELECT sum(idx_tup_read) FROM pg_stat_user_indexes WHERE relname = :table")
 
 
 def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> tuple[int, int]:
@@ -25,6 +26,16 @@ def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -
 
     The caller ends what holds a connection of ``app_engine`` first (an ORM session); the pool's are closed here.
     """
+    return tuple(_once_reported(app_engine, _UPDATES, table, timeout))
+
+
+def index_entries_read(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> int:
+    """Index entries that scans of ``table``'s indexes have read since the server started, live or dead: an entry
+    of a row version that a held snapshot keeps is read, and its row looked at, before it is passed over."""
+    return int(_once_reported(app_engine, _ENTRIES_READ, table, timeout)[0])
+
+
+def _once_reported(app_engine: Engine, query, table: str, timeout: float):
     app_engine.dispose()
     reader = create_engine(app_engine.url, connect_args={"application_name": READER_NAME})
     deadline = time.monotonic() + timeout
@@ -33,7 +44,7 @@ def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -
             with reader.connect() as conn:
                 left = conn.execute(_APP_SESSIONS).scalar_one()
                 if not left:
-                    return tuple(conn.execute(_UPDATES, {"table": table}).one())
+                    return conn.execute(query, {"table": table}).one()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{left} sessions of the app still open after {timeout} s")
             time.sleep(0.05)

@@ -31,20 +31,22 @@ WITH changed AS
                         (SELECT version
                          FROM type_settings_version
                          WHERE id = 1), 0) <> %(version)s
-     AND status = 'pending'
+     AND (status) IS NOT DISTINCT
+     FROM ('pending')
      AND EXISTS
        (SELECT 1
         FROM worker_processes
         WHERE id = %(process)s
           AND key_id = %(key_id)s
           AND command = 'run')
-     AND id IN
-       (SELECT id
-        FROM picked) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count, idempotency_key,
-                               request_digest, producer_key_id, producer, run_at, claimed_at, worker_id, claim_token,
-                               lease_expires_at, heartbeat_at, completed_at, error, error_group, result, created_at, updated_at,
-                               concurrency_key, fair_tag, unique_key, expires_at, timeout_seconds, timeout_at, schedule, scheduled_for,
-                               run_when, has_dependents, watched, progress, process_id),
+     AND id = ANY(ARRAY
+                    (SELECT id
+                     FROM picked)) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
+                                             idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at,
+                                             worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
+                                             error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key,
+                                             expires_at, timeout_seconds, timeout_at, schedule, scheduled_for, run_when,
+                                             has_dependents, watched, progress, process_id),
      logged AS
   (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
                                                                                                     %(log_event)s,
@@ -197,20 +199,22 @@ WITH changed AS
                         (SELECT version
                          FROM type_settings_version
                          WHERE id = 1), 0) <> %(version)s
-     AND status = 'pending'
+     AND (status) IS NOT DISTINCT
+     FROM ('pending')
      AND EXISTS
        (SELECT 1
         FROM worker_processes
         WHERE id = %(process)s
           AND key_id = %(key_id)s
           AND command = 'run')
-     AND id IN
-       (SELECT id
-        FROM picked) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count, idempotency_key,
-                               request_digest, producer_key_id, producer, run_at, claimed_at, worker_id, claim_token,
-                               lease_expires_at, heartbeat_at, completed_at, error, error_group, result, created_at, updated_at,
-                               concurrency_key, fair_tag, unique_key, expires_at, timeout_seconds, timeout_at, schedule, scheduled_for,
-                               run_when, has_dependents, watched, progress, process_id),
+     AND id = ANY(ARRAY
+                    (SELECT id
+                     FROM picked)) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
+                                             idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at,
+                                             worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
+                                             error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key,
+                                             expires_at, timeout_seconds, timeout_at, schedule, scheduled_for, run_when,
+                                             has_dependents, watched, progress, process_id),
      logged AS
   (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
                                                                                                     %(log_event)s,

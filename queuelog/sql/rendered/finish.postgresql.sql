@@ -6,9 +6,9 @@ WITH changed AS
    SET updated_at = %(now)s, claim_token = NULL, lease_expires_at = NULL, status = %(status)s, result = %(result)s,
                                                                                                         completed_at = %(now)s
    WHERE id = ANY(%(ids)s)
-     AND status = 'running'
-     AND worker_id = %(worker)s
-     AND claim_token = %(token)s
+     AND (status, worker_id, claim_token) IS NOT DISTINCT
+     FROM ('running', %(worker)s, %(token)s)
+     AND claim_token IS NOT NULL
      AND (timeout_at IS NULL
           OR timeout_at > %(now)s) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
                                              idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at,
@@ -34,9 +34,9 @@ UPDATE jobs
 SET heartbeat_at = %(now)s, lease_expires_at = LEAST(%(lease_until)s,
                                                  timeout_at), progress = %(progress)s
 WHERE id = ANY(%(ids)s)
-  AND status = 'running'
-  AND worker_id = %(worker)s
-  AND claim_token = %(token)s
+  AND (status, worker_id, claim_token) IS NOT DISTINCT
+  FROM ('running', %(worker)s, %(token)s)
+  AND claim_token IS NOT NULL
   AND (timeout_at IS NULL
        OR timeout_at > %(now)s) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
                                           idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at, worker_id,

@@ -6,9 +6,9 @@ UPDATE jobs
 SET updated_at = :now, claim_token = NULL, lease_expires_at = NULL, status = :status, result = :result,
                                                                                                completed_at = :now
 WHERE id IN (:ids_0, :ids_1)
-  AND status = 'running'
-  AND worker_id = :worker
-  AND claim_token = :token
+  AND (status, worker_id, claim_token) IS NOT DISTINCT
+  FROM ('running', :worker, :token)
+  AND claim_token IS NOT NULL
   AND (timeout_at IS NULL
        OR timeout_at > :now) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
                                        idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at, worker_id,
@@ -23,9 +23,9 @@ SET heartbeat_at = :now, lease_expires_at = coalesce(min(:lease_until,
                                                        timeout_at),
                                               :lease_until), progress = :progress
 WHERE id IN (:ids_0, :ids_1)
-  AND status = 'running'
-  AND worker_id = :worker
-  AND claim_token = :token
+  AND (status, worker_id, claim_token) IS NOT DISTINCT
+  FROM ('running', :worker, :token)
+  AND claim_token IS NOT NULL
   AND (timeout_at IS NULL
        OR timeout_at > :now) RETURNING id, type, payload, priority, status, retry_count, max_retries, stall_count,
                                        idempotency_key, request_digest, producer_key_id, producer, run_at, claimed_at, worker_id,

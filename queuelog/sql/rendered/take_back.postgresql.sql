@@ -6,7 +6,8 @@ WITH changed AS
    SET updated_at = %(now)s, worker_id = NULL, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, heartbeat_at = NULL,
        timeout_at = NULL, status = %(status)s, retry_count = retry_count + 1, stall_count = stall_count + 1, run_at = %(run_at)s
    WHERE id = ANY(%(ids)s)
-     AND status = 'running'
+     AND (status) IS NOT DISTINCT
+     FROM ('running')
      AND (%(token)s::text IS NULL
           OR claim_token = %(token)s) RETURNING id, type, payload, priority, status, retry_count, max_retries,
                                                 stall_count, idempotency_key, request_digest, producer_key_id, producer, run_at,

@@ -1,0 +1,96 @@
+"""While another session holds an old snapshot (a long report, a pg_dump, a session left idle in a transaction),
+vacuum may remove no row version that died since it began. Every job moved meanwhile leaves its old index entries
+behind, and a statement that passes through them reads each one and looks at its row. The writes that act on a
+job they name by id must not: each finds its job with one seek, however many jobs moved while the snapshot is held.
+
+Measured by the index entries the statistics count as read (a count, not a time), on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import create_engine
+
+from queuelog.extensions import db
+from tests.support.database import test_db_kind
+from tests.support.table_stats import index_entries_read
+
+pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="snapshots that hold vacuum back: PostgreSQL's")
+
+JOBS = 10  # finished (or sent a heartbeat) in each measured round
+BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under the held snapshot
+
+
+@pytest.fixture
+def held_snapshot(app):
+    """A second session in a REPEATABLE READ transaction that has read a row: its snapshot held until the end."""
+    engine = create_engine(db.engine.url, connect_args={"application_name": "held-snapshot"})
+    conn = engine.connect()
+    conn.exec_driver_sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    conn.exec_driver_sql("SELECT count(*) FROM jobs").all()
+    yield
+    conn.rollback()
+    conn.close()
+    engine.dispose()
+
+
+@pytest.fixture
+def run_jobs(client, worker, enqueue, claim):
+    """run_jobs(n): n jobs enqueued, claimed and completed, one by one, each leaving its old row versions behind."""
+
+    def _run(count: int) -> None:
+        for _ in range(count):
+            enqueue()
+            job = claim()
+            complete(client, worker, job)
+
+    return _run
+
+
+def complete(client, worker, job: dict) -> None:
+    response = client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker)
+    assert response.status_code == 200, response.get_json()
+
+
+def heartbeat(client, worker, job: dict) -> None:
+    response = client.post(f"/jobs/{job['id']}/heartbeat", json={"claim_token": job["claim_token"]}, headers=worker)
+    assert response.status_code == 200, response.get_json()
+
+
+def entries_read_by(act, jobs: list[dict]) -> int:
+    """Index entries of jobs read while ``act`` is done to each of ``jobs``."""
+    db.session.remove()
+    before = index_entries_read(db.engine)
+    for job in jobs:
+        act(job)
+    db.session.remove()
+    return index_entries_read(db.engine) - before
+
+
+def claimed(enqueue, claim, count: int) -> list[dict]:
+    for _ in range(count):
+        enqueue()
+    return [claim() for _ in range(count)]
+
+
+@pytest.mark.usefixtures("held_snapshot")
+def test_finishing_a_job_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+    client, worker, enqueue, claim, run_jobs
+):
+    run_jobs(10)
+    early = entries_read_by(lambda job: complete(client, worker, job), claimed(enqueue, claim, JOBS))
+    run_jobs(BETWEEN_ROUNDS)
+    late = entries_read_by(lambda job: complete(client, worker, job), claimed(enqueue, claim, JOBS))
+    assert late <= early + JOBS, (early, late)
+
+
+@pytest.mark.usefixtures("held_snapshot")
+def test_a_heartbeat_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+    client, worker, enqueue, claim, run_jobs
+):
+    run_jobs(10)
+    early = entries_read_by(lambda job: heartbeat(client, worker, job), claimed(enqueue, claim, JOBS))
+    run_jobs(BETWEEN_ROUNDS)
+    late = entries_read_by(lambda job: heartbeat(client, worker, job), claimed(enqueue, claim, JOBS))
+    assert late <= early + JOBS, (early, late)
+
