@@ -39,6 +39,7 @@ from ..core.patterns import Priority
 from ..database.transactions import single_statement_write, write_transaction
 from ..models import Role
 from ..sql import JobRow, NewJobRow
+from . import served_turns
 from .graph import check_graph
 from .moves import ENQUEUE, changed, event_row
 from .new_jobs import Enqueued, NewJob
@@ -132,7 +133,9 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
     if inserts:
         inserts = _with_turns(conn, inserts)
         log = event_row(ENQUEUE, caller.actor, now)
-        made = sql.insert_jobs(conn, inserts, log)
+        lone = inserts[0]
+        floor = served_turns.floor(conn.engine, lone.type, lone.priority) if lone.fair_tag is None else 0
+        made = sql.insert_jobs(conn, inserts, log, turn_floor=floor)
         changed(conn, ENQUEUE, made, log, notified=True)
         for row in made:
             window = taken.get((row.type, row.unique_key))
@@ -164,7 +167,8 @@ def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:
 
 def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
     """The rows with their fair_tag: each takes its key's next turn at its priority, in the order of the rows,
-    never before the head of its type's queue (FAIR_TAGS says where each (type, key, priority) may start).
+    never before the head of its type's queue (FAIR_TAGS says where each (type, key, priority) may start; the
+    head is read from the turn this process last served there, served_turns says why).
 
     A lone job is left without one (None): the INSERT takes its turn by the same rule, one statement fewer.
     """
@@ -175,7 +179,8 @@ def _with_turns(conn, rows: list[NewJobRow]) -> list[NewJobRow]:
     groups: dict[tuple[str, str, int], int] = {}
     for row in rows:
         groups.setdefault((row.type, row.concurrency_key, row.priority), len(groups))
-    starts = sql.fair_tags(conn, list(groups))
+    engine = conn.engine
+    starts = sql.fair_tags(conn, [(*group, served_turns.floor(engine, group[0], group[2])) for group in groups])
     last: dict[tuple[str, int], int] = {}  # the turn a key last took in this batch, by (key, priority)
     turned = []
     for row in rows:

@@ -22,7 +22,7 @@ from ..database.transactions import read_connection, single_statement_write, sta
 from ..ops.metrics import count_refusals
 from ..reads.queries import max_job_id
 from ..sql import Claim, JobRow, Leave
-from . import flow, worker_processes
+from . import flow, served_turns, worker_processes
 from .moves import (
     CLAIM,
     COMPLETE,
@@ -138,6 +138,7 @@ def _claim_shaped_by(
             return [], now, False  # quiet or stopping: nothing held it back but the admin (no refusal to count)
         _record_rate_limited(conn, held, rows, now)
         changed(conn, CLAIM, rows, log)
+        served_turns.note(conn.engine, rows)
     return rows, now, flow_on
 
 

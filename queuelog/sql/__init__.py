@@ -213,8 +213,9 @@ def flow_refusals(conn: Connection, now: datetime, types: Sequence[str] | None) 
     return run(conn, "FLOW_REFUSALS", {"now": now, "types": types, "limit": 1}, make=Refusal, times_at=())
 
 
-def fair_tags(conn: Connection, groups: Sequence[tuple[str, str, int]]) -> list[int]:
-    """FAIR_TAGS: for each (type, concurrency key, priority), the turn its next new job takes."""
+def fair_tags(conn: Connection, groups: Sequence[tuple[str, str, int, int]]) -> list[int]:
+    """FAIR_TAGS: for each (type, concurrency key, priority, floor), the turn its next new job takes; the head of
+    the type's queue is read from ``floor`` up (queue/served_turns.py)."""
     return run(
         conn, "FAIR_TAGS", {"groups": json.dumps([list(group) for group in groups])}, make=lambda tag: tag, times_at=()
     )

@@ -237,29 +237,33 @@ FLOW_LOCK = (
 )
 
 
-def turn(job_type: str, key: str, priority: str) -> str:
+def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
-    next turn and the head of the type's queue (or, with nothing pending, the newest job's id). One seek each.
+    next turn and the head of the type's queue (or, with nothing pending, the newest job's id), the head read
+    from ``floor`` up (queue/served_turns.py). One seek each.
 
     Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
     in both places."""
     job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
+    floor = f"({floor})::bigint"
     return f"""GREATEST(
     COALESCE(
-        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}),
+        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
+            AND fair_tag >= {floor}),
         (SELECT max(id) FROM jobs),
         0),
     (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority}))"""
 
 
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
-#: [type, key, priority]), in the order asked.
+#: [type, key, priority, floor]), in the order asked.
 #: Differs: jsonb_array_elements and casts (SQLite: json_each).
 FAIR_TAGS = f"""
 WITH asked AS (
-    SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority
+    SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority,
+           (item->>3)::bigint AS floor
       FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
-SELECT {turn("a.type", "a.concurrency_key", "a.priority")}
+SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")}
   FROM asked a ORDER BY a.n"""
 
 #: FINISH's optional piece: only a job whose move needs nothing after it (no children to decide, no producer

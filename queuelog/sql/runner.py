@@ -102,12 +102,13 @@ def rowcount(conn: Connection, name: str, values: dict) -> int:
     return on_driver(conn, sql, params, work)
 
 
-def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRow]:
+def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log, turn_floor: int = 0) -> list[JobRow]:
     """ENQUEUE: every row in one statement, each with its event; the jobs come back in the order of ``rows``.
 
     On PostgreSQL the statement also sends the NOTIFY that wakes waiting claims (LOGGED_AND_ANNOUNCED).
 
-    A lone row whose fair_tag is None takes its turn in the statement itself (the dialect's ``turn``).
+    A lone row whose fair_tag is None takes its turn in the statement itself (the dialect's ``turn``), reading
+    the head of its type's queue from ``turn_floor`` up (queue/served_turns.py).
     """
     dialect = conn.dialect.name
     times = _times_for(conn)
@@ -115,6 +116,8 @@ def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log) -> list[JobRo
     turn_inline = rows[0].fair_tag is None
     if turn_inline and len(rows) != 1:
         raise ValueError("only a lone new job takes its turn in the INSERT; give a batch's turns (FAIR_TAGS)")
+    if turn_inline:
+        rows = [rows[0]._replace(fair_tag=turn_floor)]  # the turn's floor, in the place its value would take
     values = [to_db(value) if i in _NEW_TIMES else value for row in rows for i, value in enumerate(row)]
     sql = _enqueue_text(dialect, len(rows), turn_inline)
     if dialect == "postgresql":
@@ -234,7 +237,7 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
 @functools.lru_cache(maxsize=256)
 def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
     """ENQUEUE for ``count`` rows; with ``turn_inline`` (one row), its fair_tag is the dialect's ``turn`` of the
-    row's own type, concurrency key and priority, worked out by the INSERT (its fair_tag value is not used)."""
+    row's own type, concurrency key and priority, worked out by the INSERT (its fair_tag value is the turn's floor)."""
     module = _DIALECTS[dialect]
     columns = NewJobRow._fields
     width = len(columns)
@@ -245,7 +248,9 @@ def _enqueue_text(dialect: str, count: int, turn_inline: bool = False) -> str:
         places = [[f"?{i + 1}" if turn_inline else "?" for i in range(width)]] * count
     if turn_inline:
         place = dict(zip(columns, places[0], strict=True))
-        places[0][_FAIR_TAG] = module.turn(place["type"], place["concurrency_key"], place["priority"])
+        places[0][_FAIR_TAG] = module.turn(
+            place["type"], place["concurrency_key"], place["priority"], place["fair_tag"]
+        )
     tuples = ["(" + ", ".join(row) + ")" for row in places]
     sql = statement(dialect, "ENQUEUE").replace("{columns}", ", ".join(columns)).replace("{rows}", ", ".join(tuples))
     return module.LOGGED_AND_ANNOUNCED.replace("{statement}", sql) if dialect == "postgresql" else sql

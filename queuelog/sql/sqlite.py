@@ -205,13 +205,15 @@ FLOW_LOCK = (
 )
 
 
-def turn(job_type: str, key: str, priority: str) -> str:
+def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
-    next turn and the head of the type's queue (or, with nothing pending, the newest job's id). One seek each."""
+    next turn and the head of the type's queue (or, with nothing pending, the newest job's id), the head read
+    from ``floor`` up (queue/served_turns.py: SQLite keeps no dead entries, but both place a job alike). One
+    seek each."""
     return f"""max(
     coalesce(
         (SELECT min(fair_tag) FROM jobs INDEXED BY ix_jobs_type_claim_order WHERE status = 'pending'
-            AND type = {job_type} AND priority = {priority}),
+            AND type = {job_type} AND priority = {priority} AND fair_tag >= {floor}),
         (SELECT max(id) FROM jobs),
         0),
     coalesce((SELECT max(fair_tag) + 1 FROM jobs INDEXED BY ix_jobs_key_turns
@@ -219,14 +221,14 @@ def turn(job_type: str, key: str, priority: str) -> str:
 
 
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (:groups, a JSON list of
-#: [type, key, priority]), in the order asked.
+#: [type, key, priority, floor]), in the order asked.
 #: Differs: json_each (PostgreSQL: jsonb_array_elements).
 FAIR_TAGS = f"""
 WITH asked AS (
     SELECT key AS n, json_extract(value, '$[0]') AS type, json_extract(value, '$[1]') AS concurrency_key,
-           json_extract(value, '$[2]') AS priority
+           json_extract(value, '$[2]') AS priority, json_extract(value, '$[3]') AS floor
       FROM json_each(:groups))
-SELECT {turn("a.type", "a.concurrency_key", "a.priority")} FROM asked a ORDER BY a.n"""
+SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")} FROM asked a ORDER BY a.n"""
 
 #: Differs: NOT IN a list (PostgreSQL: ``<> ALL`` of a typed array).
 ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type NOT IN (:limited)"
