@@ -87,8 +87,16 @@ class GunicornServer:
     gthread workers of the README's production command.
     """
 
-    def __init__(self, app_spec: str, env: dict[str, str] | None, log_path: Path, threads: int | None = None):
+    def __init__(
+        self,
+        app_spec: str,
+        env: dict[str, str] | None,
+        log_path: Path,
+        threads: int | None = None,
+        cwd: Path = REPO_ROOT,
+    ):
         self.app_spec = app_spec
+        self.cwd = cwd  # the checkout whose app is served (bench.soak serves another one beside this one)
         self.threads = threads
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -112,7 +120,7 @@ class GunicornServer:
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # closed here: the child holds its own descriptor
-            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready(ready_path, timeout)
         return self
 

@@ -1,0 +1,39 @@
+"""bench.soak's quick mode as a smoke test: the production server and the shipped worker on a throwaway
+PostgreSQL, a steady load, a snapshot held in the middle; it prints the timeline and the verdicts.
+
+The figures are the measurement's own business (``python -m bench.soak``; what a held snapshot costs a finish or
+a heartbeat is tests/integration/operations/test_held_snapshot.py's). It starts its own cluster, so it runs once,
+in the SQLite pass.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+
+pytestmark = [
+    pytest.mark.database_independent,
+    pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/initdb"), reason="needs PostgreSQL's initdb"),
+]
+
+
+def test_the_quick_soak_runs_every_job_once_and_prints_its_timeline_and_verdicts():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--quick"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    phases = re.findall(r"^\s+\d+ s  (baseline|hold|after)\s+claim p50", done.stdout, re.MULTILINE)
+    assert phases == ["baseline"] * 2 + ["hold"] * 2 + ["after"], done.stdout
+    assert re.search(r"every one of the \d+ jobs of the run completed, each claimed once", done.stdout), done.stdout
+    for verdict in ("contract ≤ 2×", "contract ≥ 0.9×", "contract ≤ 60 s", "dead rows at release"):
+        assert verdict in done.stdout, done.stdout
