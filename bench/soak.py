@@ -1,8 +1,12 @@
-"""The queue under a held snapshot: a steady load on PostgreSQL while another session keeps a REPEATABLE READ
-transaction open, before, during and after.
+"""PostgreSQL over years: the queue under a held snapshot (``--shape held``, the default), and the live work
+beside a large history of finished jobs (``--shape history``, bench/soak_history.py says how).
 
     .venv/bin/python -m bench.soak [--vs DIR] [--rate 60] [--history 20000] [--baseline 120] [--hold 300]
-                                   [--after 90] [--quick]
+                                   [--after 90] [--markdown FILE] [--quick]
+    .venv/bin/python -m bench.soak --shape history [--vs DIR] [--history 1000000] [--samples 500] [--quick]
+
+The held shape: a steady load while another session keeps a REPEATABLE READ transaction open, before, during
+and after.
 
 It starts a durable throwaway PostgreSQL cluster and, on a database of its own, the README's production server
 (``gunicorn --workers 4 --threads 8 app:app``) with ``queuelog-worker --concurrency 8`` running a no-op, as
@@ -21,8 +25,8 @@ until a window is back at the baseline.
 
 ``--vs DIR`` runs the same shape first against another checkout (e.g. a worktree of an older commit), on its
 own database of the same cluster, so the two are measured in one run. ``--quick`` (tests/benchmarks/
-test_bench_soak.py) runs a shape of 25 s, a smoke test of the figures; speed never fails the run, a job
-that was not completed does.
+test_bench_soak.py) runs either shape small, a smoke test of the figures; speed never fails the run, a job of
+the held shape that was not completed, or was claimed twice, does.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from bench import fill, tasks
-from bench.run import create_database, git_commit, make_pg_durable
+from bench import fill, soak_history, tasks
+from bench.run import create_database, make_pg_durable
 from bench.servers import PRODUCTION_THREADS, REPO_ROOT, GunicornServer, postgres_cluster
 from bench.soak_report import Shape, Window, markdown_timeline, print_verdicts, print_window, verdicts
 from bench.worker_pool import WorkerPool
@@ -239,42 +243,58 @@ def _hold_snapshot(db_url: str, shape: Shape, started: float, stop: threading.Ev
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=("held", "history"), default="held", help="held snapshot (default), history")
     parser.add_argument("--vs", type=Path, help="another checkout to measure first, in the same run")
-    parser.add_argument("--rate", type=float, default=60.0, help="jobs offered per second (default 60)")
-    parser.add_argument("--history", type=int, default=20000, help="finished jobs before the load (default 20000)")
-    parser.add_argument("--baseline", type=float, default=120.0, help="seconds before the hold (default 120)")
-    parser.add_argument("--hold", type=float, default=300.0, help="seconds the snapshot is held (default 300)")
-    parser.add_argument("--after", type=float, default=90.0, help="seconds after the hold (default 90)")
-    parser.add_argument("--quick", action="store_true", help="a shape of 25 s: a smoke test")
-    parser.add_argument("--markdown", type=Path, help="also write the timelines side by side as a Markdown table")
+    parser.add_argument("--rate", type=float, default=60.0, help="held: jobs offered per second (default 60)")
+    parser.add_argument("--history", type=int, help="finished jobs in history (held: 20000; history: 1000000)")
+    parser.add_argument("--baseline", type=float, default=120.0, help="held: seconds before the hold (default 120)")
+    parser.add_argument("--hold", type=float, default=300.0, help="held: seconds the snapshot is held (default 300)")
+    parser.add_argument("--after", type=float, default=90.0, help="held: seconds after the hold (default 90)")
+    parser.add_argument("--samples", type=int, default=500, help="history: enqueues and claims timed (default 500)")
+    parser.add_argument("--quick", action="store_true", help="a small run of either shape: a smoke test")
+    parser.add_argument("--markdown", type=Path, help="held: also write the timelines side by side in Markdown")
     args = parser.parse_args(argv)
-    if args.quick:
-        shape = Shape(rate=20, history=500, baseline=10, hold=10, after=5, window=5, workers=4)
-    else:
-        shape = Shape(args.rate, args.history, args.baseline, args.hold, args.after)
     trees = ([("vs", args.vs.resolve())] if args.vs else []) + [("this", REPO_ROOT)]
-    results, timelines = {}, {}
     with tempfile.TemporaryDirectory(prefix="queuelog-soak-") as work, postgres_cluster() as cluster_url:
         if cluster_url is None:
             print("no PostgreSQL on this machine: nothing to measure")
             return 1
         make_pg_durable(cluster_url)
-        for label, tree in trees:
-            print(f"\n== {label}: {tree} at {_commit_of(tree)}, {shape.rate:g} jobs/s, {shape.history} in history")
-            try:
-                windows = measure(label, tree, cluster_url, shape, Path(work) / "logs")
-            except JobsLost as lost:
-                print(f"FAILED: {lost}")
-                return 1
-            results[label] = verdicts(windows, shape)
-            timelines[label] = windows
-    for label, v in results.items():
-        print_verdicts(f"{label} ({git_commit() if label == 'this' else args.vs})", v)
-    if "vs" in results:
-        for name in ("p99_ratio", "rate_ratio", "recovered_after_s"):
-            print(f"  {name}: vs {results['vs'][name]} → this {results['this'][name]}")
+        if args.shape == "history":
+            return _history_shape(args, trees, cluster_url, Path(work) / "logs")
+        return _held_shape(args, trees, cluster_url, Path(work) / "logs")
+
+
+def _held_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_dir: Path) -> int:
+    if args.quick:
+        shape = Shape(rate=20, history=500, baseline=10, hold=10, after=5, window=5, workers=4)
+    else:
+        shape = Shape(args.rate, args.history or 20_000, args.baseline, args.hold, args.after)
+    results, timelines = {}, {}
+    for label, tree in trees:
+        print(f"\n== {label}: {tree} at {_commit_of(tree)}, {shape.rate:g} jobs/s, {shape.history} in history")
+        try:
+            windows = measure(label, tree, cluster_url, shape, log_dir)
+        except JobsLost as lost:
+            print(f"FAILED: {lost}")
+            return 1
+        results[label] = verdicts(windows, shape)
+        timelines[label] = windows
+    for label, tree in trees:
+        print_verdicts(f"{label} ({_commit_of(tree)})", results[label])
     if args.markdown:
         args.markdown.write_text(markdown_timeline(timelines), encoding="utf-8")
+    return 0
+
+
+def _history_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_dir: Path) -> int:
+    size, samples = (2_000, 30) if args.quick else (args.history or 1_000_000, args.samples)
+    figures = {}
+    for label, tree in trees:
+        print(f"\n== {label}: {tree} at {_commit_of(tree)}, {size:,} finished jobs, {samples} samples")
+        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir, _create_key)
+    for label, tree in trees:
+        soak_history.print_verdicts(f"{label} ({_commit_of(tree)})", figures[label], size)
     return 0
 
 

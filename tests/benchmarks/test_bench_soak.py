@@ -1,5 +1,6 @@
-"""bench.soak's quick mode as a smoke test: the production server and the shipped worker on a throwaway
-PostgreSQL, a steady load, a snapshot held in the middle; it prints the timeline and the verdicts.
+"""bench.soak's quick mode as a smoke test, both shapes, each on a throwaway PostgreSQL: the held snapshot (the
+production server and the shipped worker under a steady load) prints its timeline and verdicts; the history shape
+prints its ratios and the removal of a day.
 
 The figures are the measurement's own business (``python -m bench.soak``; what a held snapshot costs a finish or
 a heartbeat is tests/integration/operations/test_held_snapshot.py's). It starts its own cluster, so it runs once,
@@ -37,3 +38,18 @@ def test_the_quick_soak_runs_every_job_once_and_prints_its_timeline_and_verdicts
     assert re.search(r"every one of the \d+ jobs of the run completed, each claimed once", done.stdout), done.stdout
     for verdict in ("contract ≤ 2×", "contract ≥ 0.9×", "contract ≤ 60 s", "dead rows at release"):
         assert verdict in done.stdout, done.stdout
+
+
+def test_the_quick_history_shape_prints_its_ratios_and_the_removal_of_a_day():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--shape", "history", "--quick"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in ("enqueue p50", "enqueue p99", "claim p50", "claim p99"):
+        assert re.search(rf"^\s+{name}\s+\d+\.\d\d× \(contract ≤ 1\.1×\)$", done.stdout, re.MULTILINE), done.stdout
+    removed = re.search(r"removing a day: \d+\.\d\d s \(contract < 1 s\), (\d+) rows of jobs", done.stdout)
+    assert removed, done.stdout
