@@ -4,13 +4,13 @@ behind, and a statement that passes through them reads each one and looks at its
 job they name by id must not: each finds its job with one seek, however many jobs moved while the snapshot is held.
 Nor must an enqueue, which reads the head of its type's queue from the turn the last claim served.
 
-Measured by the index entries the statistics count as read (a count, not a time), on PostgreSQL.
+Measured by the index entries the statistics count as read (a count, not a time), on PostgreSQL; the snapshot
+is held by ``hold_snapshot`` (tests/support/held_snapshot.py).
 """
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine
 
 from queuelog.extensions import db
 from tests.support.database import test_db_kind
@@ -20,19 +20,6 @@ pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="snapshot
 
 JOBS = 10  # finished (or sent a heartbeat) in each measured round
 BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under the held snapshot
-
-
-@pytest.fixture
-def held_snapshot(app):
-    """A second session in a REPEATABLE READ transaction that has read a row: its snapshot held until the end."""
-    engine = create_engine(db.engine.url, connect_args={"application_name": "held-snapshot"})
-    conn = engine.connect()
-    conn.exec_driver_sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    conn.exec_driver_sql("SELECT count(*) FROM jobs").all()
-    yield
-    conn.rollback()
-    conn.close()
-    engine.dispose()
 
 
 @pytest.fixture
@@ -79,10 +66,10 @@ def claimed(enqueue, claim, count: int) -> list[dict]:
     return [claim() for _ in range(count)]
 
 
-@pytest.mark.usefixtures("held_snapshot")
 def test_finishing_a_job_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
-    client, worker, enqueue, claim, run_jobs
+    client, worker, enqueue, claim, run_jobs, hold_snapshot
 ):
+    hold_snapshot()
     run_jobs(10)
     early = entries_read_by(lambda job: complete(client, worker, job), claimed(enqueue, claim, JOBS))
     run_jobs(BETWEEN_ROUNDS)
@@ -90,10 +77,10 @@ def test_finishing_a_job_reads_no_more_index_entries_after_many_jobs_ran_under_a
     assert late <= early + JOBS, (early, late)
 
 
-@pytest.mark.usefixtures("held_snapshot")
 def test_a_heartbeat_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
-    client, worker, enqueue, claim, run_jobs
+    client, worker, enqueue, claim, run_jobs, hold_snapshot
 ):
+    hold_snapshot()
     run_jobs(10)
     early = entries_read_by(lambda job: heartbeat(client, worker, job), claimed(enqueue, claim, JOBS))
     run_jobs(BETWEEN_ROUNDS)
@@ -101,8 +88,10 @@ def test_a_heartbeat_reads_no_more_index_entries_after_many_jobs_ran_under_a_hel
     assert late <= early + JOBS, (early, late)
 
 
-@pytest.mark.usefixtures("held_snapshot")
-def test_an_enqueue_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(client, producer, run_jobs):
+def test_an_enqueue_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+    client, producer, run_jobs, hold_snapshot
+):
+    hold_snapshot()
     run_jobs(10)
     early = entries_read_by(lambda _: enqueued(client, producer), [None] * JOBS)
     run_jobs(BETWEEN_ROUNDS)
