@@ -25,6 +25,7 @@ from ..core.patterns import (
     Priority,
     one_of,
 )
+from ..core.trace_context import traceparent_problem, tracestate_problem
 from ..queue import NewJob
 from ..states import RunWhen
 from .body import Fields, json_body
@@ -69,6 +70,8 @@ _ENQUEUE_FIELDS = {
     "timeout_seconds",
     "depends_on",
     "run_when",
+    "traceparent",
+    "tracestate",
 }
 _TIME_HINT = "must be an RFC 3339 time with an offset, e.g. 2026-01-01T12:00:00Z"
 _TIME_RANGE_HINT = "must fall within the years 1 to 9999 once converted to UTC"
@@ -142,7 +145,47 @@ def _depends_on(fields: Fields, in_batch: bool) -> tuple[tuple[int | str, ...], 
     return tuple(dict.fromkeys(parents)), run_when
 
 
-def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | None, list[dict]]:
+#: The trace context of a request's headers, checked: (traceparent, tracestate).
+_TraceContext = tuple[str | None, str | None]
+
+
+def _header_trace_context() -> tuple[_TraceContext, list[dict]]:
+    """The request's ``traceparent`` and ``tracestate`` headers: the context of each job it enqueues that does not
+    name its own in its body (an instrumented HTTP client sends the one it is in). A tracestate header without a
+    traceparent means nothing and is dropped, as W3C asks; more than one traceparent header is malformed."""
+    parents = request.headers.getlist("traceparent")
+    states = [value for value in request.headers.getlist("tracestate") if value.strip()]
+    if not parents:
+        return (None, None), []
+    parent = parents[0]
+    problem = "must be sent once" if len(parents) > 1 else traceparent_problem(parent)
+    if problem:
+        return (None, None), [{"pointer": "/traceparent", "detail": f"the traceparent header {problem}"}]
+    state = ",".join(states) or None  # several tracestate headers are one list (W3C)
+    if state is not None and (problem := tracestate_problem(state)):
+        return (None, None), [{"pointer": "/tracestate", "detail": f"the tracestate header {problem}"}]
+    return (parent, state), []
+
+
+def _trace_context(fields: Fields, sent: _TraceContext) -> _TraceContext:
+    """The job's ``traceparent`` and ``tracestate`` fields, else ``sent`` (the headers'): the body's is the one
+    the producer chose for this job."""
+    parent = fields.string("traceparent")
+    state = fields.string("tracestate")
+    if parent is None:
+        if state is not None:
+            fields.error("tracestate", "needs a traceparent beside it")
+        return sent
+    if problem := traceparent_problem(parent):
+        fields.error("traceparent", problem)
+    if state is not None and (problem := tracestate_problem(state)):
+        fields.error("tracestate", problem)
+    return parent, (state if state and state.strip(" \t,") else None)
+
+
+def _new_job(
+    body: Any, prefix: str, header_key: str | None, sent: _TraceContext = (None, None)
+) -> tuple[NewJob | None, list[dict]]:
     if not isinstance(body, dict):
         return None, [{"pointer": prefix, "detail": "must be a JSON object"}]
     in_batch = prefix != ""  # a batch item: /jobs/<index>
@@ -169,6 +212,7 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
     unique_for, unique_key, expires_at, timeout = _time_limits(fields, run_at)
     depends_on, run_when = _depends_on(fields, in_batch)
     ref = fields.string("ref", pattern=REF, hint=REF_HINT) if in_batch else None
+    traceparent, tracestate = _trace_context(fields, sent)
     if fields.errors:
         return None, fields.errors
     return NewJob(
@@ -186,13 +230,16 @@ def _new_job(body: Any, prefix: str, header_key: str | None) -> tuple[NewJob | N
         depends_on=depends_on,
         run_when=run_when,
         ref=ref,
+        traceparent=traceparent,
+        tracestate=tracestate,
     ), []
 
 
 def parse_enqueue() -> NewJob:
-    job, errors = _new_job(json_body(), "", request.headers.get("Idempotency-Key"))
-    if errors:
-        raise InvalidRequest(errors)
+    sent, header_errors = _header_trace_context()
+    job, errors = _new_job(json_body(), "", request.headers.get("Idempotency-Key"), sent)
+    if errors or header_errors:
+        raise InvalidRequest(header_errors + errors)
     return job
 
 
@@ -207,10 +254,12 @@ def parse_enqueue_batch() -> list[NewJob]:
             f"at most {MAX_BATCH_ENQUEUE} jobs per batch ({MAX_BATCH_WORKFLOW} when it is a "
             "workflow: its items name refs or depends_on)",
         )
+    sent, header_errors = _header_trace_context()
+    fields.errors.extend(header_errors)
     fields.done()
     parsed, errors = [], []
     for index, item in enumerate(items):
-        job, item_errors = _new_job(item, f"/jobs/{index}", None)
+        job, item_errors = _new_job(item, f"/jobs/{index}", None, sent)
         parsed.append(job)
         errors.extend(item_errors)
     if errors:

@@ -63,6 +63,8 @@ def job_json(row: Row, caller: Caller, claim_token: bool = False, parents: list[
         "scheduled_for": rfc3339(row.scheduled_for),  # ... and the tick it was enqueued for
         "run_when": row.run_when,
         "progress": json.loads(row.progress) if row.progress is not None else None,
+        "traceparent": row.traceparent,  # the W3C trace context it was enqueued in, or null
+        "tracestate": row.tracestate,
     }
     if claim_token:
         body["claim_token"] = row.claim_token

@@ -71,6 +71,9 @@ class Job(db.Model):
     # The registered worker process (worker_processes.id) that made the last claim, when the claim named one;
     # not cleared when the job moves on, so read it with the status (ix_jobs_process_status).
     process_id: Mapped[int | None] = mapped_column(Integer)
+    # W3C trace context the producer enqueued the job in (core/trace_context.py), handed to its workers as sent.
+    traceparent: Mapped[str | None] = mapped_column(String(256))
+    tracestate: Mapped[str | None] = mapped_column(String(512))
 
     __table_args__ = (
         # Idempotency keys belong to the producing key: producers can neither collide nor probe.

@@ -38,6 +38,10 @@ class NewJob:
     depends_on: tuple[int | str, ...] = ()  # job ids, or (in a batch) the refs of other items
     run_when: str | None = None  # states.RunWhen; None: "completed" when it has parents
     ref: str | None = None  # a batch item's name, for other items' depends_on
+    # W3C trace context (core/trace_context.py), checked. Not part of the request's digest: a producer's retry of
+    # the same request carries a new span of its own, and is still a replay.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def digest(self) -> str:
         """Fingerprint of the request, to tell a retry of it from a different request under one key."""

@@ -99,6 +99,8 @@ def _enqueue_steps(
                         timeout_seconds=job.timeout_seconds,
                         schedule=job.schedule,
                         scheduled_for=job.scheduled_for,
+                        traceparent=job.traceparent,
+                        tracestate=job.tracestate,
                     )
                 )
             )

@@ -93,6 +93,8 @@ class NewJobRow(NamedTuple):
     scheduled_for: datetime | None = None  # ... and the tick it was enqueued for
     run_when: str | None = None  # None: no parents; else states.RunWhen
     has_dependents: bool = False  # a job of the same enqueue depends on it
+    traceparent: str | None = None  # the W3C trace context it was enqueued in, as sent
+    tracestate: str | None = None
 
 
 class ParentMark(NamedTuple):

@@ -74,6 +74,23 @@ def paths() -> dict[str, Any]:
         "schema": {"type": "string", "pattern": s.IDEMPOTENCY_KEY_PATTERN},
         "description": "Same as the body's idempotency_key (they must agree if both are sent).",
     }
+    trace_headers = [
+        {
+            "name": "traceparent",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "W3C trace context for the jobs of the request that name none in their body "
+            "(malformed: 422, pointer /traceparent).",
+        },
+        {
+            "name": "tracestate",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "W3C tracestate beside the traceparent header (ignored without one).",
+        },
+    ]
     location = {"Location": "The job's URL."}
     enqueued = links("getJob", "jobEvents", "cancelJob")
     claimed = {**links("getJob"), **links("completeJob", "failJob", "heartbeatJob", "releaseJob", with_token=True)}
@@ -103,7 +120,7 @@ def paths() -> dict[str, Any]:
                 },
                 errors=_ENQUEUE_ERRORS,
                 request=body("EnqueueRequest"),
-                parameters=[idempotency_header],
+                parameters=[idempotency_header, *trace_headers],
                 description=_QUOTAS,
             ),
             "get": operation(
@@ -129,6 +146,7 @@ def paths() -> dict[str, Any]:
                 },
                 errors=_ENQUEUE_ERRORS,
                 request=body("BatchEnqueueRequest"),
+                parameters=trace_headers,
                 description="Each item has its own idempotency-key semantics; an item that falls in a dedupe window "
                 '(unique_for) answers, in its place, with the job holding it ("deduplicated": true; '
                 'nothing stored for it, its idempotency key included), or only with {"deduplicated": '

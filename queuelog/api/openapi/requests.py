@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...core import patterns
+from ...core.trace_context import TRACEPARENT_MAX, TRACESTATE_MAX
 from ...states import RunWhen
 from .. import limits
 from .shapes import (
@@ -65,6 +66,23 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
                 "description": "This item's name for other items' depends_on (unique in the batch).",
             }
         )
+    workflow["traceparent"] = nullable(
+        {
+            "type": "string",
+            "maxLength": TRACEPARENT_MAX,
+            "description": "The W3C trace context the job is enqueued in (version-trace_id-parent_id-flags, "
+            "lowercase hex; else 422), handed to its workers with the claim. Sent here, it is this job's; else "
+            "the request's traceparent header applies. Not part of the request an idempotency key replays.",
+        }
+    )
+    workflow["tracestate"] = nullable(
+        {
+            "type": "string",
+            "maxLength": TRACESTATE_MAX,
+            "description": "The W3C tracestate beside the traceparent (up to 32 key=value members; only with "
+            "a traceparent, else 422).",
+        }
+    )
     return closed(
         {
             "type": {

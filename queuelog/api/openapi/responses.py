@@ -67,6 +67,12 @@ def _job_properties() -> dict[str, Schema]:
             }
         ),
         "progress": nullable(json_object(description="The holding worker's last progress report (heartbeat).")),
+        "traceparent": nullable(
+            {"type": "string", "description": "The W3C traceparent the job was enqueued with (null: none)."}
+        ),
+        "tracestate": nullable(
+            {"type": "string", "description": "The W3C tracestate sent beside that traceparent (null: none)."}
+        ),
         "depends_on": {
             "type": "array",
             "items": {"type": "integer"},

@@ -186,7 +186,7 @@ WHERE id IN (:ids_0, :ids_1)
 SELECT id, type, payload, priority, status, retry_count, max_retries, stall_count, idempotency_key, request_digest,
        producer_key_id, producer, run_at, claimed_at, worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
        error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at, timeout_seconds, timeout_at,
-       schedule, scheduled_for, run_when, has_dependents, watched, progress, process_id
+       schedule, scheduled_for, run_when, has_dependents, watched, progress, process_id, traceparent, tracestate
 FROM jobs
 WHERE id IN (:ids_0, :ids_1)
   AND claim_token = :token;

@@ -15,7 +15,7 @@ WITH changed AS
                                              worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
                                              error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key,
                                              expires_at, timeout_seconds, timeout_at, schedule, scheduled_for, run_when,
-                                             has_dependents, watched, progress, process_id),
+                                             has_dependents, watched, progress, process_id, traceparent, tracestate),
      logged AS
   (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
                                                                                                     %(log_event)s,
@@ -26,7 +26,7 @@ WITH changed AS
 SELECT id, type, payload, priority, status, retry_count, max_retries, stall_count, idempotency_key, request_digest,
        producer_key_id, producer, run_at, claimed_at, worker_id, claim_token, lease_expires_at, heartbeat_at, completed_at, error,
        error_group, result, created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at, timeout_seconds, timeout_at,
-       schedule, scheduled_for, run_when, has_dependents, watched, progress, process_id
+       schedule, scheduled_for, run_when, has_dependents, watched, progress, process_id, traceparent, tracestate
 FROM changed;
 
 -- FINISH: a heartbeat
@@ -43,4 +43,4 @@ WHERE id = ANY(%(ids)s)
                                           claim_token, lease_expires_at, heartbeat_at, completed_at, error, error_group, result,
                                           created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at,
                                           timeout_seconds, timeout_at, schedule, scheduled_for, run_when, has_dependents, watched,
-                                          progress, process_id;
+                                          progress, process_id, traceparent, tracestate;

@@ -13,4 +13,4 @@ WHERE id IN (:ids_0, :ids_1)
                                           claim_token, lease_expires_at, heartbeat_at, completed_at, error, error_group, result,
                                           created_at, updated_at, concurrency_key, fair_tag, unique_key, expires_at,
                                           timeout_seconds, timeout_at, schedule, scheduled_for, run_when, has_dependents, watched,
-                                          progress, process_id;
+                                          progress, process_id, traceparent, tracestate;
