@@ -151,20 +151,20 @@ _TraceContext = tuple[str | None, str | None]
 
 def _header_trace_context() -> tuple[_TraceContext, list[dict]]:
     """The request's ``traceparent`` and ``tracestate`` headers: the context of each job it enqueues that does not
-    name its own in its body (an instrumented HTTP client sends the one it is in). A tracestate header without a
-    traceparent means nothing and is dropped, as W3C asks; more than one traceparent header is malformed."""
+    name its own in its body (an instrumented HTTP client sends the one it is in). More than one traceparent
+    header is malformed. A tracestate header without a traceparent means nothing and is dropped, as W3C asks;
+    a malformed one is refused like a malformed field (the API's document gives its pattern)."""
     parents = request.headers.getlist("traceparent")
-    states = [value for value in request.headers.getlist("tracestate") if value.strip()]
-    if not parents:
-        return (None, None), []
-    parent = parents[0]
-    problem = "must be sent once" if len(parents) > 1 else traceparent_problem(parent)
-    if problem:
-        return (None, None), [{"pointer": "/traceparent", "detail": f"the traceparent header {problem}"}]
-    state = ",".join(states) or None  # several tracestate headers are one list (W3C)
-    if state is not None and (problem := tracestate_problem(state)):
-        return (None, None), [{"pointer": "/tracestate", "detail": f"the tracestate header {problem}"}]
-    return (parent, state), []
+    state = ",".join(value for value in request.headers.getlist("tracestate") if value.strip()) or None
+    errors = []
+    if len(parents) > 1 or (parents and traceparent_problem(parents[0])):
+        problem = "must be sent once" if len(parents) > 1 else traceparent_problem(parents[0])
+        errors.append({"pointer": "/traceparent", "detail": f"the traceparent header {problem}"})
+    if state is not None and (problem := tracestate_problem(state)):  # several headers are one list (W3C)
+        errors.append({"pointer": "/tracestate", "detail": f"the tracestate header {problem}"})
+    if errors or not parents:
+        return (None, None), errors
+    return (parents[0], state), []
 
 
 def _trace_context(fields: Fields, sent: _TraceContext) -> _TraceContext:

@@ -26,6 +26,8 @@ _ENQUEUE = {
     rf"{_JOB}/idempotency_key": "a key already used by this producer for a different request (or another header)",
     rf"{_JOB}/depends_on/\d+": "a parent must be a job the caller may see (or, in a batch, a ref with no cycle)",
     rf"{_JOB}/payload": "at most QUEUELOG_MAX_PAYLOAD_BYTES as compact JSON: no JSON Schema keyword counts bytes",
+    rf"{_JOB}/traceparent": "no all-zero trace or parent id: said without a lookahead, which not every tool reads",
+    rf"{_JOB}/tracestate": "no key twice: a pattern cannot compare one member with another",
 }
 _SCHEDULE = {
     "/cron": "the pattern gives the shape; values out of range, or an expression matching no time, only cronsim knows",

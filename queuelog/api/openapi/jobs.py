@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.trace_context import TRACEPARENT_MAX, TRACEPARENT_PATTERN, TRACESTATE_MAX, TRACESTATE_PATTERN
 from ...states import RETRYABLE, spell
 from ..limits import MAX_CLAIM_WAIT_SECONDS
 from . import shapes as s
@@ -79,7 +80,7 @@ def paths() -> dict[str, Any]:
             "name": "traceparent",
             "in": "header",
             "required": False,
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "maxLength": TRACEPARENT_MAX, "pattern": TRACEPARENT_PATTERN},
             "description": "W3C trace context for the jobs of the request that name none in their body "
             "(malformed: 422, pointer /traceparent).",
         },
@@ -87,8 +88,9 @@ def paths() -> dict[str, Any]:
             "name": "tracestate",
             "in": "header",
             "required": False,
-            "schema": {"type": "string"},
-            "description": "W3C tracestate beside the traceparent header (ignored without one).",
+            "schema": {"type": "string", "maxLength": TRACESTATE_MAX, "pattern": TRACESTATE_PATTERN},
+            "description": "W3C tracestate beside the traceparent header (dropped without one; malformed: 422, "
+            "pointer /tracestate).",
         },
     ]
     location = {"Location": "The job's URL."}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...core import patterns
-from ...core.trace_context import TRACEPARENT_MAX, TRACESTATE_MAX
+from ...core.trace_context import TRACEPARENT_MAX, TRACEPARENT_PATTERN, TRACESTATE_MAX, TRACESTATE_PATTERN
 from ...states import RunWhen
 from .. import limits
 from .shapes import (
@@ -70,6 +70,7 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
         {
             "type": "string",
             "maxLength": TRACEPARENT_MAX,
+            "pattern": TRACEPARENT_PATTERN,
             "description": "The W3C trace context the job is enqueued in (version-trace_id-parent_id-flags, "
             "lowercase hex; else 422), handed to its workers with the claim. Sent here, it is this job's; else "
             "the request's traceparent header applies. Not part of the request an idempotency key replays.",
@@ -79,8 +80,9 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
         {
             "type": "string",
             "maxLength": TRACESTATE_MAX,
-            "description": "The W3C tracestate beside the traceparent (up to 32 key=value members; only with "
-            "a traceparent, else 422).",
+            "pattern": TRACESTATE_PATTERN,
+            "description": "The W3C tracestate beside the traceparent (up to 32 key=value members, no key twice; "
+            "only with a traceparent, else 422).",
         }
     )
     return closed(
@@ -177,7 +179,11 @@ def enqueue_request(job_types: list[str], max_payload_bytes: int, in_batch: bool
             **workflow,
         },
         required=["type"],
-        allOf=[_only_with("run_when", "depends_on"), _only_with("unique_key", "unique_for")],
+        allOf=[
+            _only_with("run_when", "depends_on"),
+            _only_with("unique_key", "unique_for"),
+            _only_with("tracestate", "traceparent"),
+        ],
     )
 
 

@@ -100,6 +100,14 @@ def test_a_tracestate_field_without_a_traceparent_is_a_422(client, producer):
     assert pointers(enqueue(client, producer, {"tracestate": STATE})) == {"/tracestate"}
 
 
+def test_a_malformed_tracestate_header_is_a_422_at_tracestate(client, producer):
+    assert pointers(enqueue(client, producer, traceparent=PARENT, tracestate="no equals sign")) == {"/tracestate"}
+
+
+def test_a_tracestate_naming_a_key_twice_is_a_422(client, producer):
+    assert pointers(enqueue(client, producer, {"traceparent": PARENT, "tracestate": "a=1,a=2"})) == {"/tracestate"}
+
+
 def test_a_tracestate_header_without_a_traceparent_is_dropped(client, producer):
     made = enqueue(client, producer, tracestate=STATE)
     assert made.status_code == 201, made.get_json()
@@ -112,3 +120,7 @@ def test_a_replay_in_another_trace_answers_with_the_first_job_and_its_context(cl
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.get_json()["id"] == first.get_json()["id"]
     assert again.get_json()["traceparent"] == PARENT
+
+
+def test_a_malformed_tracestate_header_is_a_422_even_without_a_traceparent(client, producer):
+    assert pointers(enqueue(client, producer, tracestate="no equals sign")) == {"/tracestate"}
