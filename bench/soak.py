@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from bench import fill, soak_history, tasks
 from bench.run import create_database, make_pg_durable
 from bench.servers import PRODUCTION_THREADS, REPO_ROOT, GunicornServer, postgres_cluster
 from bench.soak_report import Shape, Window, markdown_timeline, print_verdicts, print_window, verdicts
+from bench.targets import create_key
 from bench.worker_pool import WorkerPool
 from bench.worker_systems import command
 
@@ -72,8 +72,8 @@ def measure(label: str, tree: Path, cluster_url: str, shape: Shape, log_dir: Pat
     with contextlib.ExitStack() as stack:
         server.start()
         stack.callback(server.stop)
-        producer_key = _create_key(tree, env, "soak-producer", "producer")
-        worker_key = _create_key(tree, env, "soak-worker", "worker")
+        producer_key = create_key(tree, env, "soak-producer", "producer")
+        worker_key = create_key(tree, env, "soak-worker", "worker")
         _fill_history(server.url, producer_key, worker_key, db_url, shape.history)
         pool = WorkerPool(
             f"worker-{label}",
@@ -120,20 +120,6 @@ def _check_every_job_ran_once(db_url: str, history: int) -> None:
     if unfinished or claims != made or claimed_jobs != made:
         raise JobsLost(f"{unfinished} jobs not completed; {made} jobs, {claims} claims of {claimed_jobs} jobs")
     print(f"  every one of the {made} jobs of the run completed, each claimed once")
-
-
-def _create_key(tree: Path, env: dict[str, str], name: str, role: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "app", "keys", "create", name, "--role", role],
-        cwd=tree,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if out.returncode != 0 or not out.stdout.strip():
-        raise RuntimeError(f"flask keys create {role} failed: {out.stderr.strip()[-500:]}")
-    return out.stdout.strip().splitlines()[-1].strip()
 
 
 def _fill_history(url: str, producer_key: str, worker_key: str, db_url: str, count: int) -> None:
@@ -292,7 +278,7 @@ def _history_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_di
     figures = {}
     for label, tree in trees:
         print(f"\n== {label}: {tree} at {_commit_of(tree)}, {size:,} finished jobs, {samples} samples")
-        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir, _create_key)
+        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir)
     for label, tree in trees:
         soak_history.print_verdicts(f"{label} ({_commit_of(tree)})", figures[label], size)
     return 0

@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, text
 from bench import tasks
 from bench.run import create_database
 from bench.servers import PRODUCTION_THREADS, GunicornServer
+from bench.targets import create_key
 
 DAYS = 10
 WARM_UP = 40
@@ -42,7 +43,7 @@ with app.app_context():
 """
 
 
-def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path, create_key) -> dict:
+def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path) -> dict:
     """The figures of the history shape for the checkout in ``tree``."""
     from queuelog.worker import Client
 

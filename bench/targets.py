@@ -36,6 +36,21 @@ def _enqueue_args(base_url: str, token: str | None, kind: str, jobs: int, batch:
 # queuelog
 
 
+def create_key(checkout: Path, env: dict[str, str], name: str, role: str) -> str:
+    """``flask keys create`` in ``checkout`` with ``env`` (the server's settings): the new key's secret."""
+    out = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "keys", "create", name, "--role", role],
+        cwd=checkout,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"flask keys create {role} failed: {out.stderr.strip()[-500:]}")
+    return out.stdout.strip().splitlines()[-1].strip()
+
+
 class Queuelog(System):
     """One queuelog server on one database, plus a producer and a worker key."""
 
@@ -81,17 +96,7 @@ class Queuelog(System):
         self.server.stop()
 
     def _create_key(self, name: str, role: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "app", "keys", "create", name, "--role", role],
-            cwd=REPO_ROOT,
-            env={**os.environ, **self.env},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if out.returncode != 0 or not out.stdout.strip():
-            raise RuntimeError(f"flask keys create {role} failed: {out.stderr.strip()[-500:]}")
-        return out.stdout.strip().splitlines()[-1].strip()
+        return create_key(REPO_ROOT, self.env, name, role)
 
     def enqueue(self, jobs: int, batch: int, clients_n: int, cfg: Config) -> tuple[float, list]:
         args = _enqueue_args(self.server.url, self.producer, "queuelog", jobs, batch, clients_n)
