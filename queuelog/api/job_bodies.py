@@ -157,8 +157,8 @@ def _header_trace_context() -> tuple[_TraceContext, list[dict]]:
     parents = request.headers.getlist("traceparent")
     state = ",".join(value for value in request.headers.getlist("tracestate") if value.strip()) or None
     errors = []
-    if len(parents) > 1 or (parents and traceparent_problem(parents[0])):
-        problem = "must be sent once" if len(parents) > 1 else traceparent_problem(parents[0])
+    problem = "must be sent once" if len(parents) > 1 else traceparent_problem(parents[0]) if parents else None
+    if problem:
         errors.append({"pointer": "/traceparent", "detail": f"the traceparent header {problem}"})
     if state is not None and (problem := tracestate_problem(state)):  # several headers are one list (W3C)
         errors.append({"pointer": "/tracestate", "detail": f"the tracestate header {problem}"})

@@ -60,23 +60,14 @@ def claimed(enqueue, claim, count: int) -> list[dict]:
     return [claim() for _ in range(count)]
 
 
-def test_finishing_a_job_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
-    client, worker, enqueue, claim, run_jobs, hold_snapshot
+@pytest.mark.parametrize("act", [complete, heartbeat], ids=["complete", "heartbeat"])
+def test_acting_on_a_held_job_reads_at_most_one_more_index_entry_after_many_jobs_ran_under_a_held_snapshot(
+    client, worker, enqueue, claim, run_jobs, hold_snapshot, act
 ):
     hold_snapshot()
     run_jobs(10)
-    early = entries_read_by(lambda job: complete(client, worker, job), claimed(enqueue, claim, JOBS))
+    early = entries_read_by(lambda job: act(client, worker, job), claimed(enqueue, claim, JOBS))
     run_jobs(BETWEEN_ROUNDS)
-    late = entries_read_by(lambda job: complete(client, worker, job), claimed(enqueue, claim, JOBS))
-    assert late <= early + JOBS, (early, late)
-
-
-def test_a_heartbeat_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
-    client, worker, enqueue, claim, run_jobs, hold_snapshot
-):
-    hold_snapshot()
-    run_jobs(10)
-    early = entries_read_by(lambda job: heartbeat(client, worker, job), claimed(enqueue, claim, JOBS))
-    run_jobs(BETWEEN_ROUNDS)
-    late = entries_read_by(lambda job: heartbeat(client, worker, job), claimed(enqueue, claim, JOBS))
+    late = entries_read_by(lambda job: act(client, worker, job), claimed(enqueue, claim, JOBS))
+    # A walk over the dead entries would read one more per act for each job run in between (1,500 here).
     assert late <= early + JOBS, (early, late)
