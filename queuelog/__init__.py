@@ -68,9 +68,12 @@ def create_app(config: dict | None = None) -> Flask:
         wakeup.watch_checkins(db.engine)
         if app.config["AUTO_MIGRATE"]:
             ensure_schema(app)
+    from .push import dispatcher
     from .schedules import ticker
 
-    ticker.start_if_serving(app)
+    if ticker.serving_under_flask_run():
+        ticker.start(app)
+        dispatcher.start(app)
     return app
 
 

@@ -254,6 +254,15 @@ DEFAULTS: dict[str, Setting] = {
     # PostgreSQL: a transaction holding back vacuum for longer than this many seconds is warned about on the
     # dashboard and in /readyz's answer (queuelog/ops/db_health.py).
     "DB_XACT_WARN_SECONDS": Setting(300, whole(1)),
+    # Push delivery (queuelog/push/): does a server process claim and POST the jobs of types with a push
+    # target? Every one may, each claim is atomic. Off: this process leaves it to the others.
+    "PUSH": Setting(True, flag()),
+    # May a push target be a loopback, private or link-local address? Off: the server could be made to reach
+    # services that trust its network (server-side request forgery). On only where every target is trusted.
+    "PUSH_ALLOW_PRIVATE": Setting(False, flag()),
+    # Deliveries one server process makes at once (its delivery threads), over every pushed type; a type's
+    # concurrency limit bounds its deliveries across every process.
+    "PUSH_CONCURRENCY": Setting(16, whole(1)),
 }
 
 

@@ -37,6 +37,7 @@ from gunicorn.workers.sync import SyncWorker
 
 from .core.problems import PROBLEM_TYPE_BASE
 from .database import turns
+from .push import dispatcher
 from .schedules import ticker
 from .waiting import waiting_places, wakeup
 
@@ -60,6 +61,7 @@ def adopt_worker(worker) -> None:
     _stop_waiting_on_graceful_stop()
     if isinstance(worker.wsgi, Flask):
         ticker.start(worker.wsgi)
+        dispatcher.start(worker.wsgi)
     if type(worker) is ThreadWorker:
         worker.__class__ = HeadFirstThreadWorker
 

@@ -49,6 +49,7 @@ class Event(enum.StrEnum):
     DEPENDENCIES_MET = "dependencies_met"  # its parents finished as its run_when asks: it may run
     DEPENDENCY_FAILED = "dependency_failed"  # a parent failed or was cancelled: it will not run
     DEPENDENCY_RETRIED = "dependency_retried"  # an admin retried the parent that cancelled it: it waits again
+    DELIVERED = "delivered"  # the server pushed it to its type's target: the HTTP status, or why none came
 
 
 class Actor(enum.StrEnum):
@@ -156,6 +157,14 @@ TRANSITIONS: tuple[Transition, ...] = (
         "a worker takes the next due job under a fresh claim token and lease",
     ),
     Transition("heartbeat", HELD, R, None, (Actor.HOLDER,), "the holding worker extends its lease"),
+    Transition(
+        "deliver",
+        HELD,
+        R,
+        Event.DELIVERED,
+        (Actor.HOLDER,),
+        "the server POSTed it to its type's push target and logs the answer; what it decides comes next",
+    ),
     Transition(
         "complete",
         HELD,

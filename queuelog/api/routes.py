@@ -11,7 +11,7 @@ from ..reads import queries
 from ..states import FINAL, names
 from ..waiting import longpoll, result_wait
 from . import bp
-from .auth import current_caller, require_role
+from .auth import current_caller, require_role, require_role_or_push_token
 from .body import parse_empty
 from .errors import queue_refused
 from .job_bodies import parse_enqueue, parse_enqueue_batch
@@ -148,7 +148,7 @@ def job_events(job_id: int):
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")
-@require_role(WORKER)
+@require_role_or_push_token(WORKER)
 def heartbeat_job(job_id: int):
     """Extend the holding worker's lease."""
     caller, beat = current_caller(), parse_heartbeat()
@@ -173,7 +173,7 @@ def complete_jobs():
 
 
 @bp.post("/jobs/<int:job_id>/complete")
-@require_role(WORKER)
+@require_role_or_push_token(WORKER)
 def complete_job(job_id: int):
     """Mark the held job completed, with an optional result object."""
     caller, done = current_caller(), parse_complete()
@@ -181,7 +181,7 @@ def complete_job(job_id: int):
 
 
 @bp.post("/jobs/<int:job_id>/fail")
-@require_role(WORKER)
+@require_role_or_push_token(WORKER)
 def fail_job(job_id: int):
     """Record a failure: back to pending while retries remain, else failed."""
     caller, failure = current_caller(), parse_fail()

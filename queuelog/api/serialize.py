@@ -111,9 +111,22 @@ def type_json(state: TypeState) -> dict:
         "rate_limit": settings.value("rate_limit"),
         "key_concurrency_limit": settings.key_concurrency_limit,
         "unique_scope": settings.unique_scope,
+        "push": push_json(state),
         "pending": state.pending,
         "running": state.running,
     }
+
+
+def push_json(state: TypeState) -> dict | None:
+    """A type's push target, its last delivery, and its secret only in the answer that issued it."""
+    target = state.settings.push
+    if target is None:
+        return None
+    shown = target.as_json()
+    shown["last_delivery"] = state.last_delivery.as_json(rfc3339) if state.last_delivery else None
+    if state.new_secret is not None:
+        shown["secret"] = state.new_secret
+    return shown
 
 
 def event_json(row: Row, show_error: bool) -> dict:
@@ -126,6 +139,7 @@ def event_json(row: Row, show_error: bool) -> dict:
         "actor": row.actor,
         "attempt": row.attempt,
         "error": row.error if show_error or row.event in _SERVER_TEXT else None,
+        "http_status": row.http_status,  # a push delivery's answer ("delivered"); null for every other event
         "at": rfc3339(row.at),
     }
 

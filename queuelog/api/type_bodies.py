@@ -1,12 +1,23 @@
-"""PATCH /types/{type}'s body: a job type's pause and flow-control limits, each validated."""
+"""PATCH /types/{type}'s body: a job type's pause, flow-control limits and push target, each validated."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app
+
 from ..core.patterns import one_of
 from ..queue.flow import FIELDS as FLOW_FIELDS
 from ..queue.flow import UNIQUE_SCOPES, RateLimit
+from ..queue.push_targets import (
+    DEFAULT_MODE,
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    MODES,
+    PushTarget,
+    url_problem,
+)
 from .body import Fields, json_body
 from .limits import MAX_FLOW_LIMIT, MAX_RATE_WINDOW_SECONDS
 
@@ -33,8 +44,31 @@ def parse_type_patch() -> dict[str, Any]:
             fields.error("unique_scope", "must be " + one_of(UNIQUE_SCOPES))
         else:
             wanted["unique_scope"] = body["unique_scope"]
+    if "push" in body:
+        wanted["push"] = _push(fields, body["push"])
     fields.done()
     return wanted
+
+
+def _push(fields: Fields, value: Any) -> PushTarget | None:
+    """``{"url": ..., "mode": "sync"|"async", "timeout_seconds": 1-900}`` or null (no push target)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        fields.error("push", 'must be {"url": ..., "mode": "sync" or "async", "timeout_seconds": N} or null')
+        return None
+    inner = Fields(value, {"url", "mode", "timeout_seconds"}, "/push")
+    url = inner.string("url", required=True)
+    if url is not None:
+        problem = url_problem(url, current_app.config["PUSH_ALLOW_PRIVATE"])
+        if problem:
+            inner.error("url", problem)
+    mode = value.get("mode", DEFAULT_MODE)
+    if mode not in MODES:
+        inner.error("mode", "must be " + one_of(MODES))
+    timeout = inner.integer("timeout_seconds", DEFAULT_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+    fields.errors.extend(inner.errors)
+    return PushTarget(url, mode, timeout) if not inner.errors else None
 
 
 def _limit(fields: Fields, value: Any, pointer: str) -> int | None:

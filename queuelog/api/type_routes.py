@@ -8,6 +8,7 @@ from ..models import Role
 from ..queue import flow
 from . import bp
 from .auth import current_caller, require_role
+from .body import parse_empty
 from .serialize import type_json
 from .type_bodies import parse_type_patch
 
@@ -31,9 +32,19 @@ def get_type(job_type: str):
 @bp.patch("/types/<job_type>")
 @require_role(ADMIN)
 def update_type(job_type: str):
-    """Pause or resume a type, set or clear its limits; answers the type as it now is."""
+    """Pause or resume a type, set or clear its limits and its push target; answers the type as it now is
+    (with ``push.secret`` when this change set a first push target: shown this once)."""
     wanted = parse_type_patch()
     return jsonify(type_json(flow.update_type(job_type, wanted, current_caller().actor)))
+
+
+@bp.post("/types/<job_type>/push/rotate")
+@require_role(ADMIN)
+def rotate_push_secret(job_type: str):
+    """A new signing secret for the type's push target, in this answer only (``push.secret``); the old one
+    signs beside it for 24 h. 409 when the type has no push target."""
+    parse_empty()
+    return jsonify(type_json(flow.rotate_push_secret(job_type, current_caller().actor)))
 
 
 @bp.get("/types/<job_type>/history")

@@ -41,6 +41,7 @@ class Caller:
     max_priority: int
     allowed_types: tuple[str, ...] | None
     quota: Quota | None = None  # a producer's enqueue limits (queuelog/auth/quotas.py); None: none
+    acts_as: str | None = None  # who the event log names, when not a key (the server's push deliveries)
 
     def may_use_type(self, job_type: str) -> bool:
         return self.allowed_types is None or job_type in self.allowed_types
@@ -55,7 +56,7 @@ class Caller:
 
     @property
     def actor(self) -> str:
-        return f"key:{self.name}"
+        return self.acts_as or f"key:{self.name}"
 
 
 def digest_of(secret: str) -> str:

@@ -12,7 +12,7 @@ on ``db.metadata`` (the migrations compare against it).
 from ..core.patterns import Priority  # priority labels live with the other shared names
 from ..states import JobStatus  # the status enum lives with the state machine
 from .columns import BigId, UTCDateTime
-from .flow import TypeChange, TypeClaim, TypeSettings, TypeSettingsVersion
+from .flow import PushSecret, PushStatus, TypeChange, TypeClaim, TypeSettings, TypeSettingsVersion
 from .jobs import Job, JobDependency, JobEvent, UniqueSlot
 from .keys import ApiKey, EnqueueLedger, Role
 from .processes import WorkerProcess
@@ -31,6 +31,8 @@ __all__ = [
     "JobStatus",
     "LoginAttempt",
     "Priority",
+    "PushSecret",
+    "PushStatus",
     "Role",
     "RollupMark",
     "Schedule",

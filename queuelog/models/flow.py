@@ -29,6 +29,10 @@ class TypeSettings(db.Model):
     key_concurrency_limit: Mapped[int | None] = mapped_column(Integer)  # running jobs per concurrency key
     # Whose dedupe windows (unique_for): "producer" (each key its own) or "type" (one for every producer).
     unique_scope: Mapped[str] = mapped_column(String(16), default="producer", server_default=text("'producer'"))
+    # The type's push target (queue/push_targets.py): jobs the server claims and POSTs there. No url: pulled.
+    push_url: Mapped[str | None] = mapped_column(String(2048))
+    push_mode: Mapped[str | None] = mapped_column(String(8))  # "sync" or "async"
+    push_timeout_seconds: Mapped[int | None] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
@@ -76,3 +80,34 @@ class TypeClaim(db.Model):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     __table_args__ = (Index("ix_type_claims_type_expires", "type", "expires_at"),)
+
+
+class PushSecret(db.Model):
+    """A Standard Webhooks secret a type's push deliveries are signed with (``whsec_`` + base64 key).
+
+    Written only by ``queue.push_targets``: one when a type's target is first set, one more per rotation. A
+    rotated secret keeps signing beside the new one until ``retires_at``; the current one has none. Clearing
+    the target deletes them all. The server must sign with the key itself, so it is kept as it was given.
+    """
+
+    __tablename__ = "push_secrets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(100))
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    retires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_push_secrets_type", "type"),)
+
+
+class PushStatus(db.Model):
+    """The last push delivery of a type, as the Types page shows it (each delivery is in its job's events)."""
+
+    __tablename__ = "push_status"
+
+    type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(BigId)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    http_status: Mapped[int | None] = mapped_column(Integer)  # None: no answer (timeout, connection refused)
+    error: Mapped[str | None] = mapped_column(Text)

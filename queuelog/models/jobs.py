@@ -177,6 +177,8 @@ class JobEvent(db.Model):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # A push delivery's answer (event "delivered"): the HTTP status, None when none came (timeout, refused).
+    http_status: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_job_events_job_id", "job_id", "id"),

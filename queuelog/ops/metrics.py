@@ -68,6 +68,7 @@ _EVENT_HELP = {
     Event.DEPENDENCIES_MET: "Waiting jobs whose parents finished as they asked: now pending.",
     Event.DEPENDENCY_FAILED: "Waiting jobs cancelled because a parent failed for good or was cancelled.",
     Event.DEPENDENCY_RETRIED: "Jobs a parent's failure cancelled, waiting again after an admin retried it.",
+    Event.DELIVERED: "Push deliveries the server made to a type's target, answered or not.",
 }
 # registry=None: each scrape builds its own registry (see exposition), so repeated create_app calls in one
 # process never register a metric twice. Keyed by the plain name: entries may carry an Event or its text.

@@ -20,38 +20,42 @@ unset), and only its types can be enqueued, so it is the list of queues there ar
 from __future__ import annotations
 
 import json
-import math
-import threading
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import func, insert, select, text, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..core.clock import rfc3339, utcnow
 from ..core.errors import QueueError
-from ..database.transactions import read_connection, single_statement_read, write_transaction
-from ..extensions import db
+from ..database.transactions import read_connection, write_transaction
 from ..models import Job, TypeChange, TypeSettings
-from ..sql.values import limited
-from ..states import HELD, JobStatus
+from ..states import JobStatus
 from ..waiting import wakeup
+from . import push_targets
+
+# This process's copy of the settings, which the claim and the moves out of running read through this module.
+from .flow_copy import (  # noqa: F401
+    CACHE_SECONDS,
+    Controlled,
+    controlled,
+    controlled_for_claim,
+    forget_cached,
+    read_afresh,
+    slots_freed,
+)
+from .push_targets import LastDelivery, PushTarget
 
 settings_table = TypeSettings.__table__
 changes_table = TypeChange.__table__
 jobs = Job.__table__
 
 #: The fields an admin may change, in the order answers show them.
-FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit", "unique_scope")
+FIELDS = ("paused", "concurrency_limit", "rate_limit", "key_concurrency_limit", "unique_scope", "push")
 #: Whose dedupe windows (unique_for) a type keeps: each producer key its own (the default), or one for all.
 UNIQUE_SCOPES = ("producer", "type")
-#: How long the moves out of running trust the process's copy of which types are limited (``controlled``);
-#: a claim trusts it for as long as its version is the current one.
-CACHE_SECONDS = 1.0
 
 
 class TypeNotFound(QueueError):
@@ -59,6 +63,13 @@ class TypeNotFound(QueueError):
 
     status = 404
     title = "Not found"
+
+
+class NoPushTarget(QueueError):
+    """A push secret rotation asked of a type that has no push target."""
+
+    status = 409
+    title = "Conflict"
 
 
 @dataclass(frozen=True)
@@ -81,18 +92,26 @@ class Settings:
     rate_limit: RateLimit | None = None
     key_concurrency_limit: int | None = None
     unique_scope: str = UNIQUE_SCOPES[0]
+    push: PushTarget | None = None  # None: the type's jobs are pulled by workers
 
     @classmethod
     def of_row(cls, row) -> Settings:
         if row is None:
             return cls()
         rate = None if row.rate_limit_jobs is None else RateLimit(row.rate_limit_jobs, row.rate_limit_seconds)
-        return cls(bool(row.paused), row.concurrency_limit, rate, row.key_concurrency_limit, row.unique_scope)
+        return cls(
+            bool(row.paused),
+            row.concurrency_limit,
+            rate,
+            row.key_concurrency_limit,
+            row.unique_scope,
+            PushTarget.of_row(row),
+        )
 
     def value(self, field: str) -> Any:
-        """A field as the API shows it (the rate limit as its object)."""
+        """A field as the API shows it (the rate limit and the push target as their objects)."""
         value = getattr(self, field)
-        return value.as_json() if isinstance(value, RateLimit) else value
+        return value.as_json() if isinstance(value, RateLimit | PushTarget) else value
 
     def columns(self) -> dict:
         """The type_settings columns that hold these settings."""
@@ -104,6 +123,9 @@ class Settings:
             "rate_limit_seconds": rate.per_seconds if rate else None,
             "key_concurrency_limit": self.key_concurrency_limit,
             "unique_scope": self.unique_scope,
+            "push_url": self.push.url if self.push else None,
+            "push_mode": self.push.mode if self.push else None,
+            "push_timeout_seconds": self.push.timeout_seconds if self.push else None,
         }
 
     @property
@@ -122,6 +144,8 @@ class TypeState:
     settings: Settings
     pending: int
     running: int
+    last_delivery: LastDelivery | None = None  # a push target's latest delivery
+    new_secret: str | None = None  # the push secret just issued: shown in this one answer, never again
 
 
 @dataclass(frozen=True)
@@ -178,12 +202,15 @@ def _states(job_types: list[str]) -> list[TypeState]:
                 .group_by(jobs.c.type, jobs.c.status)
             )
         }
+        pushed = [name for name, settings in stored.items() if settings.push is not None]
+        deliveries = push_targets.last_deliveries(conn, pushed) if pushed else {}
     return [
         TypeState(
             name,
             stored.get(name, Settings()),
             counts.get((name, JobStatus.PENDING.value), 0),
             counts.get((name, JobStatus.RUNNING.value), 0),
+            deliveries.get(name),
         )
         for name in job_types
     ]
@@ -208,17 +235,33 @@ def update_type(job_type: str, wanted: dict[str, Any], actor: str) -> TypeState:
         raise ValueError(f"unique_scope must be one of {UNIQUE_SCOPES}")
     for attempt in range(3):
         try:
-            _write_change(job_type, wanted, actor)
+            secret = _write_change(job_type, wanted, actor)
             break
         except IntegrityError:
             # Two first changes of one type at once: the other inserted its row first; this pass updates it.
             if attempt == 2:
                 raise
     forget_cached()
-    return get_type(job_type)
+    return replace(get_type(job_type), new_secret=secret)
 
 
-def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> None:
+def rotate_push_secret(job_type: str, actor: str) -> TypeState:
+    """A new signing secret for the type's push target, answered once; the old ones sign beside it for
+    ROTATION_OVERLAP. NoPushTarget (409) when the type has none."""
+    _check_known(job_type)
+    now = utcnow()
+    with write_transaction() as conn:
+        row = conn.execute(select(settings_table).where(settings_table.c.type == job_type).with_for_update()).first()
+        if Settings.of_row(row).push is None:
+            raise NoPushTarget(f"job type {job_type!r} has no push target to rotate the secret of")
+        secret = push_targets.rotate_secret(conn, job_type, now)
+        rotated = {"push_secret": {"old": "retires " + rfc3339(now + push_targets.ROTATION_OVERLAP), "new": "issued"}}
+        conn.execute(insert(changes_table).values(type=job_type, actor=actor, at=now, changes=json.dumps(rotated)))
+    return replace(get_type(job_type), new_secret=secret)
+
+
+def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> str | None:
+    """Write the change and its history; the push secret issued when the change sets a first target."""
     now = utcnow()
     with write_transaction() as conn:
         row = conn.execute(select(settings_table).where(settings_table.c.type == job_type).with_for_update()).first()
@@ -230,7 +273,7 @@ def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> None:
             if old.value(field) != new.value(field)
         }
         if not changes:
-            return
+            return None
         if row is None:
             conn.execute(insert(settings_table).values(type=job_type, updated_at=now, **new.columns()))
         else:
@@ -242,13 +285,18 @@ def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> None:
                 type=job_type, actor=actor, at=now, changes=json.dumps(changes, separators=(",", ":"))
             )
         )
-        if _frees_room(old, new):
+        if _frees_room(old, new) or old.push != new.push:  # the push dispatchers look again too
             wakeup.jobs_ready(conn)
+        if old.push is not None and new.push is None:
+            push_targets.forget_secrets(conn, job_type)
+        if old.push is None and new.push is not None:
+            return push_targets.issue_secret(conn, job_type, now)
+        return None
 
 
 def _frees_room(old: Settings, new: Settings) -> bool:
     """Could jobs held back under ``old`` be claimable under ``new``? (Then waiting claims should look.)"""
-    if old.paused and not new.paused:
+    if (old.paused and not new.paused) or (old.push is not None and new.push is None):
         return True
     for field in ("concurrency_limit", "key_concurrency_limit"):
         before, after = getattr(old, field), getattr(new, field)
@@ -263,110 +311,3 @@ def _frees_room(old: Settings, new: Settings) -> bool:
 def change_json(change: Change) -> dict:
     """A history entry as the API shows it."""
     return {"at": rfc3339(change.at), "actor": change.actor, "changes": change.changes}
-
-
-# --- what the claim and the finishing moves need to know ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Controlled:
-    """This process's copy of the types under flow control: paused ones, and limited ones; read when
-    type_settings_version was ``version`` (0: no row)."""
-
-    paused: frozenset[str]
-    limited: frozenset[str]
-    version: int = 0
-
-    def limited_among(self, types) -> list[str]:
-        """The limited types a claim of ``types`` (None: any type) may take, in lock order."""
-        return sorted(self.limited if types is None else self.limited.intersection(types))
-
-    def any_among(self, types) -> bool:
-        """Is any type a claim of ``types`` (None: any type) may take paused or limited?"""
-        every = self.paused | self.limited
-        return bool(every if types is None else every.intersection(types))
-
-
-class _Cache:
-    """Per database, the Controlled copy and when it was read."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._copies: dict[str, tuple[float, Controlled]] = {}
-
-    def get(self, conn: Connection | None = None, max_age: float = math.inf) -> Controlled:
-        copy = self._copies.get(str(db.engine.url))
-        if copy is not None and time.monotonic() - copy[0] < max_age:
-            return copy[1]
-        return self.read(conn)
-
-    def read(self, conn: Connection | None = None) -> Controlled:
-        read_at = time.monotonic()
-        controlled = _read_controlled(conn)
-        with self._lock:
-            self._copies[str(db.engine.url)] = (read_at, controlled)
-        return controlled
-
-    def clear(self) -> None:
-        with self._lock:
-            self._copies.clear()
-
-
-_cache = _Cache()
-
-
-def controlled_for_claim() -> Controlled:
-    """The copy a claim is shaped by, however old: the claim's statement checks its version (sql.claim)."""
-    return _cache.get()
-
-
-def read_afresh() -> Controlled:
-    """The settings read now (a claim found its copy out of date); the process's copy from now on."""
-    return _cache.read()
-
-
-def controlled(conn: Connection | None = None) -> Controlled:
-    """Which types are under flow control, as this process saw it at most CACHE_SECONDS ago: for the moves
-    out of running, which only decide by it whether to wake waiting claims (``slots_freed``).
-
-    ``conn``: read through this connection (a transaction in progress) when the copy is older.
-    """
-    return _cache.get(conn, CACHE_SECONDS)
-
-
-def forget_cached() -> None:
-    """Read the settings afresh on the next claim (this process just changed them)."""
-    _cache.clear()
-
-
-#: One statement, so the settings and their version are of one snapshot. No row yet: version 0.
-_READ_CONTROLLED = text(f"""
-SELECT v.version, s.type, s.paused, {limited("s")} AS limited
-  FROM (SELECT coalesce((SELECT version FROM type_settings_version WHERE id = 1), 0) AS version) v
-  LEFT JOIN type_settings s ON s.paused OR {limited("s")}""")
-
-
-def _read_controlled(conn: Connection | None) -> Controlled:
-    if conn is None:
-        # Outside a transaction: on PostgreSQL one round trip instead of three (BEGIN, SELECT, ROLLBACK). A claim
-        # pays it once after each change of the settings; the moves out of running, once per CACHE_SECONDS.
-        with single_statement_read() as own:
-            rows = own.execute(_READ_CONTROLLED).all()
-    else:
-        rows = conn.execute(_READ_CONTROLLED).all()
-    paused = frozenset(row.type for row in rows if row.type is not None and row.paused)
-    limited_types = frozenset(row.type for row in rows if row.type is not None and row.limited)
-    return Controlled(paused, limited_types, rows[0].version)
-
-
-def slots_freed(conn: Connection, rows, from_status: str | None) -> None:
-    """After ``rows`` moved: if running jobs of a limited type stopped running, wake the waiting claims.
-
-    A claim held back by a concurrency limit has nothing else to wake it; for other types this costs
-    nothing (no NOTIFY on PostgreSQL for every completed job).
-    """
-    if from_status is None or JobStatus(from_status) not in HELD:
-        return
-    limited = controlled(conn).limited
-    if limited and any(row.type in limited and row.status not in HELD for row in rows):
-        wakeup.jobs_ready(conn)

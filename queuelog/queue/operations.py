@@ -59,12 +59,14 @@ def claim(
     limit: int = 1,
     lease_seconds: int | None = None,
     process: int | None = None,
+    for_push: bool = False,
 ) -> list[JobRow]:
     """Atomically take up to ``limit`` due jobs: highest priority first, concurrency keys taking turns,
     oldest first within a key; nothing of a paused type, nothing past a type's limits.
 
     ``process``: the caller's registered worker process claiming (written on the jobs); one told to quiet or
-    stop gets nothing, one not of the caller's key is refused (422).
+    stop gets nothing, one not of the caller's key is refused (422). A worker's claim never takes a job of
+    a type with a push target: those are the server's to claim for the target (``for_push``).
     """
     if types is not None:
         refused = [t for t in types if not caller.may_use_type(t)]
@@ -79,7 +81,12 @@ def claim(
     # change between that read and the claim sends it round once more; changes come one at a time.
     controlled = flow.controlled_for_claim()
     for _attempt in range(CLAIM_ATTEMPTS):
-        shaped = _claim_shaped_by(controlled, caller, wanted, limit, lease, process)
+        claimable = wanted if for_push else controlled.pulled_among(wanted, current_app.config["JOB_TYPES"])
+        if claimable == () and controlled is not (controlled := flow.controlled()):
+            continue  # every type asked for is pushed, as a copy over CACHE_SECONDS old says: look again
+        if claimable == ():
+            return []  # no statement runs to find the copy out of date, so it is trusted CACHE_SECONDS only
+        shaped = _claim_shaped_by(controlled, caller, claimable, limit, lease, process)
         if shaped is not None:
             break
         controlled = flow.read_afresh()
@@ -294,11 +301,19 @@ def heartbeat(
     return rows[0]
 
 
-def release(job_id: int, actor: str, caller: Caller | None = None, token: str | None = None) -> JobRow:
-    """running → pending without counting a failure: a worker shutting down, or an admin giving it back."""
+def release(
+    job_id: int,
+    actor: str,
+    caller: Caller | None = None,
+    token: str | None = None,
+    delay: timedelta = timedelta(0),
+    why: str | None = None,
+) -> JobRow:
+    """running → pending without counting a failure: a worker shutting down, an admin giving it back, or a push
+    target asking to be sent it again later (``delay``, and ``why`` for the event)."""
     now = utcnow()
-    leave = given_back(now, run_at=now)
-    log = event_row(RELEASE, actor, now)
+    leave = given_back(now, run_at=now + delay)
+    log = event_row(RELEASE, actor, now, error=why)
     with write_transaction() as conn:
         if caller is not None:
             rows = sql.finish(conn, [job_id], caller.name, token or "", leave, log)

@@ -54,16 +54,19 @@ def start(app: Flask) -> threading.Event | None:
 
 
 def start_if_serving(app: Flask) -> None:
-    """Under ``flask run``, start the ticker: the development server is a server process too. (Not in the
-    reloader's watching parent, which serves nothing.)"""
+    """Under ``flask run``, start the ticker: the development server is a server process too."""
+    if serving_under_flask_run():
+        start(app)
+
+
+def serving_under_flask_run() -> bool:
+    """Is this process ``flask run``'s server? (Not the reloader's watching parent, which serves nothing.)"""
     import click
 
     context = click.get_current_context(silent=True)
     if context is None or context.info_name != "run":
-        return
-    if context.params.get("reload") and not os.environ.get("WERKZEUG_RUN_MAIN"):
-        return
-    start(app)
+        return False
+    return not (context.params.get("reload") and not os.environ.get("WERKZEUG_RUN_MAIN"))
 
 
 def _tick_forever(app: Flask, stop: threading.Event) -> None:

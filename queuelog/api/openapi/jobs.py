@@ -40,22 +40,37 @@ _HOLDER = (
 
 
 def _job_action(
-    tag: str, name: str, summary: str, roles: tuple[str, ...], request: dict, description: str = ""
+    tag: str,
+    name: str,
+    summary: str,
+    roles: tuple[str, ...],
+    request: dict,
+    description: str = "",
+    token_alone: bool = False,
 ) -> dict[str, Any]:
-    """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is, 404 or 409."""
-    return {
-        "post": operation(
-            tag,
-            f"{name}Job",
-            summary,
-            roles,
-            {200: job_response("The job as it now is.")},
-            errors=(*WITH_BODY, 404, 409),
-            request=request,
-            parameters=[JOB_ID],
-            description=description,
-        )
-    }
+    """POST /jobs/{job_id}/<name>: answers 200 with the job as it now is, 404 or 409. ``token_alone``: a push
+    target may call it with no key, its claim token being the capability."""
+    action = operation(
+        tag,
+        f"{name}Job",
+        summary,
+        roles,
+        {200: job_response("The job as it now is.")},
+        errors=(*WITH_BODY, 404, 409),
+        request=request,
+        parameters=[JOB_ID],
+        description=description + (_TOKEN_ALONE if token_alone else ""),
+    )
+    if token_alone:
+        action["security"] = [{"bearerAuth": []}, {}]
+    return {"post": action}
+
+
+_TOKEN_ALONE = (
+    "\n\nA push target (a job type with an async push target) calls this with no Authorization header: the "
+    "claim_token it was delivered with is its capability, for the job's current attempt only (a token of an "
+    "attempt since reaped: 409). Without a key, a job that was not pushed answers 401."
+)
 
 
 def paths() -> dict[str, Any]:
@@ -236,10 +251,22 @@ def paths() -> dict[str, Any]:
             )
         },
         "/jobs/{job_id}/heartbeat": _job_action(
-            WORKERS, "heartbeat", "Extend the lease, and report progress.", (WORKER,), body("HeartbeatRequest"), _HOLDER
+            WORKERS,
+            "heartbeat",
+            "Extend the lease, and report progress.",
+            (WORKER,),
+            body("HeartbeatRequest"),
+            _HOLDER,
+            token_alone=True,
         ),
         "/jobs/{job_id}/complete": _job_action(
-            WORKERS, "complete", "Mark the held job completed.", (WORKER,), body("CompleteRequest"), _HOLDER
+            WORKERS,
+            "complete",
+            "Mark the held job completed.",
+            (WORKER,),
+            body("CompleteRequest"),
+            _HOLDER,
+            token_alone=True,
         ),
         "/jobs/{job_id}/fail": _job_action(
             WORKERS,
@@ -248,6 +275,7 @@ def paths() -> dict[str, Any]:
             (WORKER,),
             body("FailRequest"),
             _HOLDER,
+            token_alone=True,
         ),
         "/jobs/{job_id}/release": _job_action(
             WORKERS,

@@ -131,6 +131,9 @@ def event() -> Schema:
                 "dependency_failed's (which parent) to every viewer.",
             }
         ),
+        "http_status": nullable(
+            integer(100, 599, "A push delivery's answer (event delivered); null when none came, and for other events.")
+        ),
         "at": time("When it happened."),
     }
     return closed(properties, required=list(properties))

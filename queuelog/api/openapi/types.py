@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...queue import push_targets
 from ...queue.flow import FIELDS, UNIQUE_SCOPES
 from .. import limits
 from . import shapes as s
@@ -49,8 +50,74 @@ def type_patch_request() -> Schema:
                 "At most this many running jobs per concurrency key of the type (null: no limit)."
             ),
             "unique_scope": unique_scope(),
+            "push": {
+                "anyOf": [ref("PushTargetRequest"), {"type": "null"}],
+                "description": "Deliver the type's jobs to this URL instead of to workers (null: clear it, and "
+                "forget its secrets). The change that sets a first target answers push.secret, once.",
+            },
         },
         minProperties=1,
+    )
+
+
+def push_target_request() -> Schema:
+    """A push target as PATCH /types/{type} sets it."""
+    return closed(
+        {
+            "url": {
+                "type": "string",
+                "maxLength": push_targets.MAX_URL_CHARS,
+                "description": "An http(s) URL with no user name or password. A host that is, or resolves to, a "
+                "loopback, private or link-local address is refused (422, /push/url) unless the server runs with "
+                "QUEUELOG_PUSH_ALLOW_PRIVATE=1; the address is checked again at each delivery.",
+            },
+            "mode": {
+                "type": "string",
+                "enum": list(push_targets.MODES),
+                "default": push_targets.DEFAULT_MODE,
+                "description": "sync: the answer decides (2xx completes, 429/503 come back after Retry-After, "
+                "anything else fails the attempt); async: a 2xx accepts, and the target later completes, fails "
+                "or heartbeats the job with its claim token.",
+            },
+            "timeout_seconds": integer(
+                push_targets.MIN_TIMEOUT_SECONDS,
+                push_targets.MAX_TIMEOUT_SECONDS,
+                "How long a delivery may take to be answered.",
+            )
+            | {"default": push_targets.DEFAULT_TIMEOUT_SECONDS},
+        },
+        required=["url"],
+    )
+
+
+def push_target() -> Schema:
+    """A type's push target as /types shows it."""
+    last = closed(
+        {
+            "at": time("When it was made."),
+            "job_id": nullable(integer(1, limits.MAX_JOB_ID, "The job delivered.")),
+            "http_status": nullable(integer(100, 599, "The answer's status (null: no answer).")),
+            "error": nullable({"type": "string", "description": "Why it failed (null: it did not)."}),
+        },
+        required=["at", "job_id", "http_status", "error"],
+    )
+    properties = {
+        "url": {"type": "string"},
+        "mode": {"type": "string", "enum": list(push_targets.MODES)},
+        "timeout_seconds": integer(push_targets.MIN_TIMEOUT_SECONDS, push_targets.MAX_TIMEOUT_SECONDS, "Seconds."),
+        "last_delivery": {"anyOf": [last, {"type": "null"}], "description": "The type's latest delivery."},
+    }
+    return closed(
+        {
+            **properties,
+            "secret": {
+                "type": "string",
+                "pattern": "^whsec_[A-Za-z0-9+/]+=*$",
+                "description": "The Standard Webhooks signing secret: only in the answer that issued it (the first "
+                "target set, or a rotation), never again.",
+            },
+        },
+        required=list(properties),
     )
 
 
@@ -76,6 +143,7 @@ def job_type() -> Schema:
         "rate_limit": {"anyOf": [ref("RateLimit"), {"type": "null"}]},
         "key_concurrency_limit": _limit("Most running jobs per concurrency key (null: no limit)."),
         "unique_scope": unique_scope(),
+        "push": {"anyOf": [ref("PushTarget"), {"type": "null"}], "description": "Its push target (null: none)."},
         "pending": {"type": "integer", "minimum": 0, "description": "Jobs of the type waiting (due or not)."},
         "running": {"type": "integer", "minimum": 0, "description": "Jobs of the type running now."},
     }
@@ -101,7 +169,7 @@ def type_change() -> Schema:
             "changes": {
                 "type": "object",
                 "additionalProperties": change,
-                "propertyNames": {"enum": list(FIELDS)},
+                "propertyNames": {"enum": [*FIELDS, "push_secret"]},
                 "description": "Each changed field, with its old and new value.",
             },
         },
@@ -116,6 +184,8 @@ def components() -> dict[str, Schema]:
         "JobType": job_type(),
         "TypeChange": type_change(),
         "TypePatchRequest": type_patch_request(),
+        "PushTargetRequest": push_target_request(),
+        "PushTarget": push_target(),
     }
 
 
@@ -158,7 +228,7 @@ def paths() -> dict[str, Any]:
             "patch": operation(
                 ADMIN_TAG,
                 "updateType",
-                "Pause or resume a type; set or clear its limits.",
+                "Pause or resume a type; set or clear its limits and its push target.",
                 (ADMIN,),
                 {200: json_response("The type as it now is.", s.ref("JobType"))},
                 errors=(*WITH_BODY, 404),
@@ -168,6 +238,20 @@ def paths() -> dict[str, Any]:
                 "(enqueue works, running jobs finish); limits hold across every worker and server. "
                 "Every change is written to the type's history with who made it.",
             ),
+        },
+        "/types/{job_type}/push/rotate": {
+            "post": operation(
+                ADMIN_TAG,
+                "rotatePushSecret",
+                "A new signing secret for the type's push target.",
+                (ADMIN,),
+                {200: json_response("The type, with push.secret shown this once.", s.ref("JobType"))},
+                errors=(*WITH_BODY, 404, 409),
+                request=body("EmptyRequest", required=False),
+                parameters=[type_name],
+                description="Deliveries are signed with both the new and the old secret for 24 hours, then with "
+                "the new one only. 409 when the type has no push target.",
+            )
         },
         "/types/{job_type}/history": {
             "get": operation(

@@ -15,6 +15,7 @@ DEFAULTS = {
     "rate_limit": None,
     "key_concurrency_limit": None,
     "unique_scope": "producer",
+    "push": None,
 }
 
 

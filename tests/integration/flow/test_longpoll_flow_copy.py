@@ -16,7 +16,7 @@ from sqlalchemy import event, insert
 from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import TypeSettings
-from queuelog.queue import flow
+from queuelog.queue import flow, flow_copy
 from tests.support.waiters import start_waiting
 
 # Each test starts with no process copy of the type settings (the database is new, the copy is not).
@@ -32,7 +32,7 @@ def settings_reads(app):
     reads: list[int] = []
 
     def note(_conn, _cursor, statement, *_rest):
-        if statement == str(flow._READ_CONTROLLED):
+        if statement == str(flow_copy._READ_CONTROLLED):
             reads.append(threading.get_ident())
 
     event.listen(db.engine, "before_cursor_execute", note)

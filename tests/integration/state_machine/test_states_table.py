@@ -28,7 +28,7 @@ from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
 from queuelog.models import JobDependency, JobEvent
 from queuelog.ops import metrics
-from queuelog.queue import dependencies
+from queuelog.queue import dependencies, push_access, push_outcomes
 from queuelog.states import (
     BY_ACTION,
     EVENT_NAMES,
@@ -118,6 +118,13 @@ def _reaper(env, job_id) -> Answer:
     report = queue.reap(actor=Actor.REAPER.value)
     taken = report.requeued + report.failed + report.quarantined + report.expired
     return Answer(200 if job_id in taken else 204, job_id)
+
+
+def _push_delivery_answered(env, job_id) -> Answer:
+    """A push delivery of the job was answered: logged if its claim still holds the job (204: it moved on)."""
+    held = env.read_job(job_id)
+    logged = push_outcomes.log_delivery(held, push_access.push_caller(held.type), 202, None)
+    return Answer(200 if logged else 204, job_id)
 
 
 def _admin_runs_now(env, job_id) -> Answer:
@@ -247,6 +254,16 @@ WAYS: list[Way] = [
         refusal=204,
     ),
     Way("heartbeat", Actor.HOLDER, "api", _api(lambda i: f"/jobs/{i}/heartbeat", _token, "worker")),
+    Way(
+        "deliver",
+        Actor.HOLDER,
+        "push",
+        _push_delivery_answered,
+        columns={"worker_id": push_access.push_caller("email").name},
+        logged_as=push_access.push_caller("email").actor,
+        refusal=204,
+        through_api=False,
+    ),
     Way(
         "complete",
         Actor.HOLDER,
@@ -531,7 +548,7 @@ def test_refusal(env, job_in, read_job, way, status):
     assert event_rows(job_id) == logged, "and writes nothing to its log"
 
 
-HOLDER_API_WAYS = [way for way in WAYS if way.actor is Actor.HOLDER and way.action != "claim"]
+HOLDER_API_WAYS = [way for way in WAYS if way.actor is Actor.HOLDER and way.action != "claim" and way.through_api]
 
 
 @pytest.mark.parametrize("way", HOLDER_API_WAYS, ids=str)

@@ -1,0 +1,154 @@
+"""The push dispatcher: a thread in every server process that claims jobs for the push targets and hands each
+to a delivery thread.
+
+Started like the schedule ticker (``serving.adopt_worker`` in gunicorn's workers, ``start_if_serving`` under
+``flask run``); ``QUEUELOG_PUSH=false`` keeps a process from delivering. Any number of dispatchers may run in
+any number of processes: each claim is the queue's atomic claim, so a job is delivered by one of them, and the
+type's flow control applies to it as to a worker's claim (paused: nothing is delivered; a concurrency limit
+bounds the deliveries in flight across every process, since a job being delivered is running). Within a
+process, at most ``QUEUELOG_PUSH_CONCURRENCY`` deliveries are out at once; the dispatcher claims no more than
+there are free delivery threads, so a claimed job never waits for one.
+
+When nothing was claimed it sleeps until jobs are announced (the wake-ups the long-polls use) or for
+``IDLE_SECONDS``, which also finds retries and scheduled jobs as they come due.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from flask import Flask, current_app
+
+from ..database.transactions import read_connection
+from ..queue import claim
+from ..queue.push_access import push_caller
+from ..queue.push_targets import PushTarget, targets
+from ..waiting.wakeup import waker_for_current_app
+from .delivery import deliver
+from .turns import with_turn
+
+log = logging.getLogger("queuelog.push")
+
+THREAD_NAME = "queuelog-push"
+#: The longest the dispatcher sleeps between two looks when nothing wakes it.
+IDLE_SECONDS = 0.5
+#: At most this many jobs in one claim (a free delivery thread each).
+CLAIM_BATCH = 10
+#: A sync delivery's lease is its timeout and this much more, to write its answer; an async one's is its timeout
+#: and the usual lease (QUEUELOG_LEASE_SECONDS), which the target extends with heartbeats.
+SYNC_LEASE_MARGIN_SECONDS = 15
+#: After an error (the database is down), the dispatcher waits this long, doubling up to the most.
+RETRY_SECONDS, MOST_RETRY_SECONDS = 0.5, 10.0
+
+_started: dict[int, int] = {}  # id(app) → the pid that started its dispatcher (a forked child starts its own)
+_lock = threading.Lock()
+
+
+def start(app: Flask) -> threading.Event | None:
+    """Start this process's dispatcher for ``app`` (once per process); an Event that stops it, or None when it
+    runs already or QUEUELOG_PUSH is off."""
+    if not app.config.get("PUSH"):
+        return None
+    with _lock:
+        if _started.get(id(app)) == os.getpid():
+            return None
+        _started[id(app)] = os.getpid()
+    stop = threading.Event()
+    dispatcher = _Dispatcher(app, stop)
+    threading.Thread(target=dispatcher.run, name=THREAD_NAME, daemon=True).start()
+    return stop
+
+
+class _Dispatcher:
+    def __init__(self, app: Flask, stop: threading.Event):
+        self.app, self.stop = app, stop
+        self.capacity = app.config["PUSH_CONCURRENCY"]
+        self.pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="queuelog-push-delivery")
+        self.out = 0  # deliveries handed to the pool and not yet done
+        self.room = threading.Condition()
+        self.turns = itertools.count()  # which type claims first: each pass starts one further on
+
+    def run(self) -> None:
+        delay, failing = RETRY_SECONDS, False
+        with self.app.app_context():
+            waker = waker_for_current_app()
+        while not self.stop.is_set():
+            try:
+                seen = waker.generation
+                handed = self._claim_and_hand_out()
+                if failing:
+                    log.info("push deliveries go on")
+                failing, delay = False, RETRY_SECONDS
+                if not handed:
+                    waker.wait(seen, IDLE_SECONDS)
+                else:
+                    self._wait_for_room()
+            except Exception as error:  # noqa: BLE001 - whatever broke (a database restart), delivering must go on
+                if not failing:
+                    log.warning("push deliveries paused (%s: %s); retrying", error.__class__.__name__, error)
+                failing = True
+                self.stop.wait(delay)
+                delay = min(delay * 2, MOST_RETRY_SECONDS)
+        self.pool.shutdown(wait=False)
+
+    def _claim_and_hand_out(self) -> int:
+        """One pass over the pushed types: claim for each as many jobs as there are free threads."""
+        pushed = with_turn(self.app, _read_targets)
+        if not pushed:
+            return 0
+        names = sorted(pushed)
+        first = next(self.turns) % len(names)
+        handed = 0
+        for job_type in names[first:] + names[:first]:
+            free = self._free()
+            if free <= 0:
+                break
+            target = pushed[job_type]
+            rows = with_turn(self.app, lambda t=job_type, g=target, n=free: _claim_for(t, g, n))
+            for row in rows:
+                self._hand_out(row, target)
+            handed += len(rows)
+        return handed
+
+    def _free(self) -> int:
+        with self.room:
+            return min(CLAIM_BATCH, self.capacity - self.out)
+
+    def _hand_out(self, row, target: PushTarget) -> None:
+        with self.room:
+            self.out += 1
+        self.pool.submit(self._deliver, row, target)
+
+    def _deliver(self, row, target: PushTarget) -> None:
+        try:
+            deliver(self.app, row, target)
+        finally:
+            with self.room:
+                self.out -= 1
+                self.room.notify_all()
+
+    def _wait_for_room(self) -> None:
+        """Claimed something: look again at once while threads are free, else once one comes free."""
+        with self.room:
+            if self.out >= self.capacity:
+                self.room.wait(IDLE_SECONDS)
+
+
+def _read_targets() -> dict[str, PushTarget]:
+    with read_connection() as conn:
+        return targets(conn, current_app.config["JOB_TYPES"])
+
+
+def _claim_for(job_type: str, target: PushTarget, limit: int):
+    extra = SYNC_LEASE_MARGIN_SECONDS if target.mode == "sync" else current_app.config["LEASE_SECONDS"]
+    return claim(
+        push_caller(job_type),
+        types=[job_type],
+        limit=limit,
+        lease_seconds=target.timeout_seconds + extra,
+        for_push=True,
+    )
