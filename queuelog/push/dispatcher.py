@@ -44,28 +44,29 @@ SYNC_LEASE_MARGIN_SECONDS = 15
 #: After an error (the database is down), the dispatcher waits this long, doubling up to the most.
 RETRY_SECONDS, MOST_RETRY_SECONDS = 0.5, 10.0
 
-_started: dict[int, int] = {}  # id(app) → the pid that started its dispatcher (a forked child starts its own)
+_started: dict[int, tuple[int, _Dispatcher]] = {}  # id(app) → the pid running its dispatcher, and it
 _lock = threading.Lock()
 
 
-def start(app: Flask) -> threading.Event | None:
-    """Start this process's dispatcher for ``app`` (once per process); an Event that stops it, or None when it
-    runs already or QUEUELOG_PUSH is off."""
+def start(app: Flask) -> _Dispatcher | None:
+    """Start this process's dispatcher for ``app`` (once per process: a forked child starts its own); the running
+    dispatcher (``stop()`` ends it), or None when one runs already or QUEUELOG_PUSH is off."""
     if not app.config.get("PUSH"):
         return None
     with _lock:
-        if _started.get(id(app)) == os.getpid():
+        running = _started.get(id(app))
+        if running is not None and running[0] == os.getpid() and not running[1].stopped.is_set():
             return None
-        _started[id(app)] = os.getpid()
-    stop = threading.Event()
-    dispatcher = _Dispatcher(app, stop)
-    threading.Thread(target=dispatcher.run, name=THREAD_NAME, daemon=True).start()
-    return stop
+        dispatcher = _Dispatcher(app)
+        _started[id(app)] = (os.getpid(), dispatcher)
+    dispatcher.thread.start()
+    return dispatcher
 
 
 class _Dispatcher:
-    def __init__(self, app: Flask, stop: threading.Event):
-        self.app, self.stop = app, stop
+    def __init__(self, app: Flask):
+        self.app, self.stopped = app, threading.Event()
+        self.thread = threading.Thread(target=self.run, name=THREAD_NAME, daemon=True)
         self.capacity = app.config["PUSH_CONCURRENCY"]
         self.pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="queuelog-push-delivery")
         self.out = 0  # deliveries handed to the pool and not yet done
@@ -76,7 +77,7 @@ class _Dispatcher:
         delay, failing = RETRY_SECONDS, False
         with self.app.app_context():
             waker = waker_for_current_app()
-        while not self.stop.is_set():
+        while not self.stopped.is_set():
             try:
                 seen = waker.generation
                 handed = self._claim_and_hand_out()
@@ -91,9 +92,16 @@ class _Dispatcher:
                 if not failing:
                     log.warning("push deliveries paused (%s: %s); retrying", error.__class__.__name__, error)
                 failing = True
-                self.stop.wait(delay)
+                self.stopped.wait(delay)
                 delay = min(delay * 2, MOST_RETRY_SECONDS)
         self.pool.shutdown(wait=False)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Claim nothing more, and return once the deliveries out have been answered and written (tests, a
+        script that started it)."""
+        self.stopped.set()
+        self.thread.join(timeout)
+        self.pool.shutdown(wait=True)
 
     def _claim_and_hand_out(self) -> int:
         """One pass over the pushed types: claim for each as many jobs as there are free threads."""
