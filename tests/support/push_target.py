@@ -43,6 +43,13 @@ class Reply:
 Answer = Callable[[Delivery], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's backlog of 5 drops the connections of a burst of deliveries (a 4-process server claims dozens
+    # at once); a dropped SYN is sent again only after a second, which a 1 s timeout_seconds does not outlast.
+    request_queue_size = 256
+
+
 class PushTarget:
     """The server and what it saw; ``answer`` decides each reply (200 and no body by default)."""
 
@@ -52,8 +59,7 @@ class PushTarget:
         self.in_flight = 0
         self.most_in_flight = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), self._handler())
 
     @property
     def url(self) -> str:
