@@ -26,6 +26,8 @@ parents are checked, linked and decided in parents.py, after graph.py checked th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flask import current_app
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from .. import sql
 from ..auth import quotas
 from ..auth.keys import Caller
+from ..core import telemetry
 from ..core.clock import utcnow
 from ..core.errors import Forbidden, InvalidRequest
 from ..core.patterns import Priority
@@ -57,6 +60,22 @@ def enqueue(caller: Caller, new_jobs: list[NewJob], batch: bool = False) -> list
     """
     check_graph(new_jobs, batch)
     _check_enqueue_policy(caller, new_jobs, batch)
+    if not telemetry.enabled():
+        return _enqueue_retrying(caller, new_jobs, batch)
+    # A PRODUCER span per job; a job whose producer sent no trace context takes the span's, when it records.
+    with telemetry.sending([(job.type, job.traceparent, job.tracestate) for job in new_jobs]) as sends:
+        traced = [
+            replace(job, traceparent=send.traceparent, tracestate=send.tracestate)
+            for job, send in zip(new_jobs, sends, strict=True)
+        ]
+        answers = _enqueue_retrying(caller, traced, batch)
+        for send, answer in zip(sends, answers, strict=True):
+            send.sent(None if answer.job is None else answer.job.id)
+    return answers
+
+
+def _enqueue_retrying(caller: Caller, new_jobs: list[NewJob], batch: bool) -> list[Enqueued]:
+    """``_insert_jobs``, again when a concurrent request took one of its idempotency keys first."""
     for attempt in range(3):
         try:
             return _insert_jobs(caller, new_jobs, batch)

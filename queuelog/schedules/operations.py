@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from ..auth.keys import Caller
+from ..core import telemetry
 from ..core.clock import utcnow
 from ..core.errors import InvalidRequest, QueueError
 from ..core.patterns import Priority
@@ -263,13 +264,18 @@ def _name_taken(name: str) -> ScheduleExists:
 def enqueue_job(conn: Connection, spec: Spec, scheduled_for: datetime, who: str | None) -> JobRow:
     """Enqueue the schedule's job in the caller's write transaction (a tick's, or a run now)."""
     template = spec.job
-    new_job = NewJob(
-        type=template.type,
-        payload=template.payload,
-        priority=template.priority,
-        max_retries=template.max_retries,
-        schedule=spec.name,
-        scheduled_for=scheduled_for,
-    )
-    [answer] = enqueue_in(conn, ScheduleCaller.of(spec.name, who), [new_job])
+    # The schedule is the job's producer: its PRODUCER span, whose trace the job's run joins when it records.
+    with telemetry.sending([(template.type, None, None)]) as [send]:
+        new_job = NewJob(
+            type=template.type,
+            payload=template.payload,
+            priority=template.priority,
+            max_retries=template.max_retries,
+            schedule=spec.name,
+            scheduled_for=scheduled_for,
+            traceparent=send.traceparent,
+            tracestate=send.tracestate,
+        )
+        [answer] = enqueue_in(conn, ScheduleCaller.of(spec.name, who), [new_job])
+        send.sent(None if answer.job is None else answer.job.id)
     return answer.job

@@ -45,6 +45,9 @@ class Held:
     timed_out: bool = False  # given up on: failed as timed out, the handler's own outcome is dropped
     parents: list[dict] | None = None  # a workflow's child: its parents, with their results
     progress: dict | None = None  # the handler's latest progress report, not yet sent
+    retry_count: int = 0  # attempts already counted (0: the first), from the claim
+    traceparent: str | None = None  # the W3C trace context it was enqueued in (core/telemetry.py), or None
+    tracestate: str | None = None
 
 
 @dataclass(eq=False)

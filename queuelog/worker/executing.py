@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..core import telemetry
 from .acks import Held, Outcome, short_error
 
 log = logging.getLogger("queuelog.worker")
@@ -74,14 +75,17 @@ class _Executing:
         started = time.monotonic()
         outcome = Outcome(held, ok=True)
         try:
-            call = self.calls.get(held.type)
-            if call is None:
-                raise PermanentError(f"this worker has no handler for job type {held.type!r}")
-            result = call(held, lambda report: self._report(held, report))
-            if result is not None and not isinstance(result, dict):
-                raise TypeError(f"the handler returned {type(result).__name__}; return a dict or None")
-            # Checked here, where a bad result can still fail the job, not in the acker.
-            outcome.size = len(json.dumps(result)) if result is not None else 0
+            with telemetry.processing(
+                held.type, held.id, held.traceparent, held.tracestate, first_attempt=held.retry_count == 0
+            ):
+                call = self.calls.get(held.type)
+                if call is None:
+                    raise PermanentError(f"this worker has no handler for job type {held.type!r}")
+                result = call(held, lambda report: self._report(held, report))
+                if result is not None and not isinstance(result, dict):
+                    raise TypeError(f"the handler returned {type(result).__name__}; return a dict or None")
+                # Checked here, where a bad result can still fail the job, not in the acker.
+                outcome.size = len(json.dumps(result)) if result is not None else 0
             outcome.result = result
         except BaseException as exc:  # noqa: BLE001 - whatever the handler raised fails the job
             outcome.ok, outcome.retryable = False, not isinstance(exc, PermanentError)

@@ -220,6 +220,9 @@ def _held(job: dict, now: float) -> Held:
         next_beat=now + beat_every,
         parents=job.get("parents"),
         deadline=deadline,
+        retry_count=job.get("retry_count") or 0,
+        traceparent=job.get("traceparent"),
+        tracestate=job.get("tracestate"),
         give_back_at=give_back_at,
     )
 
