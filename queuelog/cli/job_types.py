@@ -1,17 +1,29 @@
-"""``flask types``: pause, resume, limit a job type (a queue), and scope its dedupe windows."""
+"""``flask types``: pause, resume, limit a job type (a queue), scope its dedupe windows, and set its push target."""
 
 from __future__ import annotations
 
 import re
 
 import click
+from flask import current_app
 
 from ..core.errors import QueueError
 from ..queue import flow
+from ..queue.push_targets import (
+    DEFAULT_MODE,
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    MODES,
+    PushTarget,
+    url_problem,
+)
 from ..states import JobStatus
 from .common import _cli_actor, _fail
 
-types_group = click.Group("types", help="Job types (queues): pause, resume, limit, scope their dedupe windows.")
+types_group = click.Group(
+    "types", help="Job types (queues): pause, resume, limit, scope their dedupe windows, push their jobs to a URL."
+)
 # The bounds the API takes (queuelog/api/limits.py), repeated rather than imported: the API package is the
 # HTTP side; these are the same numbers for the same settings.
 MAX_LIMIT, MAX_WINDOW_SECONDS = 1_000_000, 86400
@@ -124,3 +136,67 @@ def limit_type_command(job_type, concurrency, rate, key_concurrency, clear):
 def unique_scope_command(job_type, scope):
     """Whose dedupe windows (unique_for) a type keeps: producer (each key its own, the default) or type (one)."""
     click.echo(_show_limits(_change_type(job_type, {"unique_scope": scope})))
+
+
+def _show_push(state: flow.TypeState) -> str:
+    """A type's push target as one line: where, how, within what time; or that workers pull its jobs."""
+    target = state.settings.push
+    if target is None:
+        return f"{state.type}: no push target (workers claim its jobs)"
+    return f"{state.type}: push to {target.url} ({target.mode}, timeout {target.timeout_seconds} s)"
+
+
+def _show_secret(secret: str, why: str) -> None:
+    """The secret alone on the last line of stdout (a script takes it with ``tail -n 1``); the warning on stderr,
+    so it reaches a person without landing in what the script keeps."""
+    click.echo(f"{why} It will not be shown again: store it where the target reads it now.", err=True)
+    click.echo(secret)
+
+
+@types_group.command("push")
+@click.argument("job_type")
+@click.argument("url", required=False)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    help=f"sync: the target's 2xx completes the job; async: a 2xx accepts it, the target finishes it later "
+    f"(default {DEFAULT_MODE}).",
+)
+@click.option(
+    "--timeout",
+    type=click.IntRange(MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS),
+    metavar="S",
+    help=f"Seconds a delivery waits for the target's answer, {MIN_TIMEOUT_SECONDS}-{MAX_TIMEOUT_SECONDS} "
+    f"(default {DEFAULT_TIMEOUT_SECONDS}).",
+)
+@click.option("--clear", is_flag=True, help="Remove the push target and forget its signing secrets.")
+@click.option("--rotate", is_flag=True, help="Issue a new signing secret; the old one signs beside it for 24 h.")
+def push_type_command(job_type, url, mode, timeout, clear, rotate):
+    """Push a type's jobs to URL (set as a whole, like PATCH's push: an option not given takes its default),
+    remove the target with --clear, or rotate its signing secret with --rotate.
+
+    The change that sets a first target prints its signing secret, once.
+    """
+    if sum((url is not None, clear, rotate)) != 1:
+        raise click.UsageError("give a URL, or --clear, or --rotate: exactly one of them")
+    if (mode is not None or timeout is not None) and url is None:
+        raise click.UsageError("--mode and --timeout go with a URL")
+    if rotate:
+        try:
+            state = flow.rotate_push_secret(job_type, _cli_actor())
+        except QueueError as error:
+            _fail(error)
+        click.echo(_show_push(state))
+        _show_secret(state.new_secret, "A new signing secret; the previous one keeps signing beside it for 24 h.")
+        return
+    target = None
+    if url is not None:
+        # The API's own check (SSRF: public addresses only unless QUEUELOG_PUSH_ALLOW_PRIVATE), before any change.
+        problem = url_problem(url, current_app.config["PUSH_ALLOW_PRIVATE"])
+        if problem:
+            raise click.BadParameter(problem, param_hint="URL")
+        target = PushTarget(url, mode or DEFAULT_MODE, timeout or DEFAULT_TIMEOUT_SECONDS)
+    state = _change_type(job_type, {"push": target})
+    click.echo(_show_push(state))
+    if state.new_secret:
+        _show_secret(state.new_secret, "Its signing secret (webhook-signature, Standard Webhooks).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flask import current_app
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
@@ -25,7 +26,9 @@ from ..core.error_groups import ERROR_GROUP_CHARS
 from ..core.patterns import PRIORITY_LABELS
 from ..core.payload_match import MAX_PATH_CHARS, PayloadMatch, parse_path, parse_value
 from ..models import Role
+from ..queue import push_targets
 from ..queue.flow import UNIQUE_SCOPES, RateLimit
+from ..queue.push_targets import PushTarget
 from ..states import STATUS_NAMES
 
 try:
@@ -260,6 +263,58 @@ class UniqueScopeForm(FlaskForm):
         ],
     )
     submit = SubmitField("Save")
+
+
+class PushTargetForm(FlaskForm):
+    """A type's push target, set as a whole (``PATCH /types``'s ``push``): the URL, checked by the API's own
+    ``url_problem``, the mode and the timeout (empty: the default)."""
+
+    url = StringField(
+        "URL the server POSTs each of the type's jobs to",
+        validators=[InputRequired("give the target's http:// or https:// URL"), Length(max=push_targets.MAX_URL_CHARS)],
+        filters=[lambda v: v.strip() if v else v],
+        render_kw={"inputmode": "url", "placeholder": "e.g. https://hooks.example.com/queuelog"},
+    )
+    mode = SelectField(
+        "Mode",
+        default=push_targets.DEFAULT_MODE,
+        choices=[
+            _choice(push_targets.MODES[0], "sync: the target's 2xx answer completes the job"),
+            _choice(push_targets.MODES[1], "async: a 2xx accepts it; the target completes or fails it later"),
+        ],
+    )
+    timeout_seconds = StringField(
+        f"Timeout: seconds a delivery waits for the answer ({push_targets.MIN_TIMEOUT_SECONDS} to "
+        f"{push_targets.MAX_TIMEOUT_SECONDS}; empty = {push_targets.DEFAULT_TIMEOUT_SECONDS})",
+        validators=[Optional(), Length(max=30)],
+        render_kw={"inputmode": "numeric", "placeholder": str(push_targets.DEFAULT_TIMEOUT_SECONDS)},
+    )
+    submit = SubmitField("Save push target")
+
+    def validate_url(self, field):
+        problem = push_targets.url_problem(field.data, current_app.config["PUSH_ALLOW_PRIVATE"])
+        if problem:
+            raise ValidationError(problem)
+
+    def validate_timeout_seconds(self, field):
+        text = (field.data or "").strip()
+        low, high = push_targets.MIN_TIMEOUT_SECONDS, push_targets.MAX_TIMEOUT_SECONDS
+        if text and not (re.fullmatch(r"[0-9]+", text) and low <= int(text) <= high):
+            raise ValidationError(f"must be a whole number of seconds from {low} to {high}, not {text!r}")
+
+    def target(self) -> PushTarget:
+        """The target as ``flow.update_type`` takes it (call after ``validate``)."""
+        text = (self.timeout_seconds.data or "").strip()
+        return PushTarget(self.url.data, self.mode.data, int(text) if text else push_targets.DEFAULT_TIMEOUT_SECONDS)
+
+    def show(self, target: PushTarget | None) -> None:
+        """Fill the fields with the type's current target (what a GET of its page shows)."""
+        if target is not None:
+            self.url.data, self.mode.data, self.timeout_seconds.data = (
+                target.url,
+                target.mode,
+                str(target.timeout_seconds),
+            )
 
 
 def _whole(data: str | None, high: int, message: str) -> None:

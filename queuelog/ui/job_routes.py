@@ -137,6 +137,13 @@ def retry_jobs():
     return redirect(back)
 
 
+def trace_id(traceparent: str | None) -> str | None:
+    """The trace a job was enqueued in: the second field of its W3C traceparent (version-trace_id-parent_id-flags),
+    what a tracing tool finds the producer's and the workers' spans by; None when the job carries none."""
+    fields = (traceparent or "").split("-")
+    return fields[1] if len(fields) > 1 and fields[1] else None
+
+
 def _abort_unless_storable(job_id: int) -> None:
     """An id the id column cannot hold names no job: 404, as the API answers, not a driver error (500)."""
     if job_id > max_job_id():
@@ -167,6 +174,7 @@ def job(job_id: int):
         progress=progress,
         reading=stats.job_now(job_id, now),
         unfinished=unfinished,
+        trace_id=trace_id(row.traceparent),
     )
 
 

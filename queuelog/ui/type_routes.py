@@ -1,8 +1,12 @@
-"""The Types page: each job type's pause and limits, its wait and run times over the last hour, and who
-changed its settings.
+"""The Types page: each job type's pause, limits and push target, its wait and run times over the last hour, and
+who changed its settings.
 
 Every change goes through ``flow.update_type``, the function ``PATCH /types/{type}`` calls, so a page's
 change is written to the type's history (as ``admin:<name>``) and wakes waiting claims exactly as the API's.
+
+A push target's signing secret is shown once, in the page that answers the change that issued it (setting a
+first target, or rotating): rendered into that response, never flashed, because a flash travels in the session
+cookie, which is signed but readable, and would come back with the next request.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from ..core.clock import utcnow
 from ..core.timing_buckets import RESOLUTION
 from ..queue import flow
+from ..queue.push_targets import ROTATION_OVERLAP
 from . import bp, rollup_stats
 from .auth import actor_name
-from .forms import ActionForm, TypeLimitsForm, UniqueScopeForm
+from .forms import ActionForm, PushTargetForm, TypeLimitsForm, UniqueScopeForm
 
 #: How a history entry names each setting.
 SETTING_LABELS = {
@@ -25,7 +30,12 @@ SETTING_LABELS = {
     "rate_limit": "rate limit",
     "key_concurrency_limit": "key concurrency limit",
     "unique_scope": "dedupe windows",
+    "push": "push target",
+    "push_secret": "push signing secret",
 }
+#: What a history entry may name, in the order the page lists it: the settings, then a secret's rotation (its
+#: entry says when the old secret retires, never a secret).
+HISTORY_FIELDS = (*flow.FIELDS, "push_secret")
 #: How the pages name each unique_scope.
 SCOPE_TEXT = {"producer": "per producer", "type": "shared by every producer"}
 #: The history a type's page shows; the API lists all of it.
@@ -47,6 +57,12 @@ def describe(field: str, value) -> str:
         return "paused" if value else "active"
     if field == "unique_scope":
         return SCOPE_TEXT.get(value, value)
+    if field == "push":
+        if value is None:
+            return "none (workers claim its jobs)"
+        return f"{value['url']} ({value['mode']}, timeout {value['timeout_seconds']:,} s)"
+    if field == "push_secret":
+        return {"issued": "new one issued"}.get(value, f"old one {value}")  # "retires <time>"
     if value is None:
         return "none"
     if isinstance(value, dict):
@@ -58,11 +74,11 @@ def change_lines(change: flow.Change) -> list[ChangeLine]:
     """The settings one history entry changed, in the order the API lists settings."""
     return [
         ChangeLine(
-            SETTING_LABELS[field],
+            SETTING_LABELS.get(field, field),
             describe(field, change.changes[field]["old"]),
             describe(field, change.changes[field]["new"]),
         )
-        for field in flow.FIELDS
+        for field in HISTORY_FIELDS
         if field in change.changes
     ]
 
@@ -74,11 +90,26 @@ def _state_or_404(job_type: str) -> flow.TypeState:
         abort(404, description=error.detail)
 
 
+def _limits_form(state: flow.TypeState) -> TypeLimitsForm:
+    form = TypeLimitsForm(formdata=None)
+    form.show(state.settings)
+    return form
+
+
 def _render_type(
-    state: flow.TypeState, form: TypeLimitsForm, status: int = 200, scope_form: UniqueScopeForm | None = None
+    state: flow.TypeState,
+    form: TypeLimitsForm,
+    status: int = 200,
+    scope_form: UniqueScopeForm | None = None,
+    push_form: PushTargetForm | None = None,
+    secret: str | None = None,
 ):
+    """The type's page; ``secret``: a push signing secret just issued, shown in this one answer."""
     entries = flow.history(state.type)
     scope_form = scope_form or UniqueScopeForm(formdata=None, unique_scope=state.settings.unique_scope)
+    if push_form is None:
+        push_form = PushTargetForm(formdata=None)
+        push_form.show(state.settings.push)
     found, freshness = rollup_stats.last_hour(utcnow(), state.type)
     timings = found.get(state.type) or rollup_stats.TypeTimings(state.type)
     return render_template(
@@ -94,6 +125,8 @@ def _render_type(
         history_count=len(entries),
         action_form=ActionForm(),
         scope_form=scope_form,
+        push_form=push_form,
+        secret=secret,
     ), status
 
 
@@ -126,9 +159,7 @@ def types():
 def job_type(job_type: str):
     """One type: its figures and limits, the form to change them, and its history of changes."""
     state = _state_or_404(job_type)
-    form = TypeLimitsForm(formdata=None)
-    form.show(state.settings)
-    return _render_type(state, form)
+    return _render_type(state, _limits_form(state))
 
 
 @bp.post("/admin/types/<job_type>/pause")
@@ -185,12 +216,65 @@ def scope_type(job_type: str):
     state = _state_or_404(job_type)
     form = UniqueScopeForm()
     if not form.validate_on_submit():
-        limits = TypeLimitsForm(formdata=None)
-        limits.show(state.settings)
-        return _render_type(state, limits, 400, scope_form=form)
+        return _render_type(state, _limits_form(state), 400, scope_form=form)
     state = flow.update_type(job_type, {"unique_scope": form.unique_scope.data}, actor_name())
     flash(f"Dedupe windows of {job_type}: {describe('unique_scope', state.settings.unique_scope)}.", "success")
     return _back(job_type)
+
+
+@bp.post("/admin/types/<job_type>/push")
+def push_type(job_type: str):
+    """Set the type's push target (URL, mode, timeout) as a whole; a first target's secret is shown in this
+    answer only."""
+    state = _state_or_404(job_type)
+    form = PushTargetForm()
+    if not form.validate_on_submit():
+        return _render_type(state, _limits_form(state), 400, push_form=form)
+    state = flow.update_type(job_type, {"push": form.target()}, actor_name())
+    target = describe("push", state.settings.value("push"))
+    if state.new_secret is None:
+        flash(f"Push target of {job_type} saved: {target}. Its signing secret is unchanged.", "success")
+        return _back(job_type)
+    flash(
+        f"Push target of {job_type} saved: {target}. Copy its signing secret now: it will not be shown again.",
+        "success",
+    )
+    return _render_type(state, _limits_form(state), secret=state.new_secret)
+
+
+@bp.post("/admin/types/<job_type>/push/clear")
+def clear_push(job_type: str):
+    """Remove the type's push target: workers claim its jobs again, and its signing secrets are forgotten."""
+    _state_or_404(job_type)
+    if ActionForm().validate_on_submit():
+        flow.update_type(job_type, {"push": None}, actor_name())
+        flash(
+            f"Removed the push target of {job_type}: workers claim its jobs again, and its signing secrets are "
+            "forgotten (a new target gets a new one).",
+            "success",
+        )
+    return _back(job_type)
+
+
+@bp.post("/admin/types/<job_type>/push/rotate")
+def rotate_push_secret(job_type: str):
+    """A new signing secret for the type's push target, shown in this answer only; the old one keeps signing
+    beside it for a while, so the target can move over unhurried."""
+    _state_or_404(job_type)
+    if not ActionForm().validate_on_submit():
+        return _back(job_type)
+    try:
+        state = flow.rotate_push_secret(job_type, actor_name())
+    except flow.NoPushTarget as error:
+        flash(error.detail[:1].upper() + error.detail[1:] + ".", "error")
+        return _back(job_type)
+    hours = int(ROTATION_OVERLAP.total_seconds() // 3600)
+    flash(
+        f"New signing secret for {job_type}: copy it now, it will not be shown again. The previous one keeps "
+        f"signing beside it for {hours} hours.",
+        "success",
+    )
+    return _render_type(state, _limits_form(state), secret=state.new_secret)
 
 
 def _limits_text(settings: flow.Settings) -> str:
