@@ -22,11 +22,10 @@ from email.utils import parsedate_to_datetime
 from flask import Flask, current_app
 
 from ..api.serialize import job_json
-from ..core.errors import QueueError
 from ..core.scrub import scrub_error
 from ..database.transactions import read_connection
-from ..queue import backoff_delay, push_outcomes
 from ..queue.push_access import push_caller
+from ..queue.push_outcomes import Answered, Decision
 from ..queue.push_targets import PushTarget, signing_secrets
 from ..reads.queries import parents_of
 from ..sql import JobRow
@@ -43,17 +42,18 @@ COME_BACK_STATUSES = frozenset({429, 503})
 USER_AGENT = "queuelog-push"
 
 
-def deliver(app: Flask, row: JobRow, target: PushTarget) -> None:
-    """Deliver ``row`` (claimed for ``target``) and record what came of it. Never raises."""
+def deliver(app: Flask, row: JobRow, target: PushTarget) -> Answered | None:
+    """Deliver ``row`` (claimed for ``target``): its answer and what it decides, for ``push_outcomes.record``. None
+    when the delivery broke off on our side (logged; the lease brings the job back). Never raises."""
     try:
-        _deliver(app, row, target)
-    except Exception:  # noqa: BLE001 - a delivery thread must survive anything; the lease brings the job back
+        return _deliver(app, row, target)
+    except Exception:  # noqa: BLE001 - a delivery thread must survive anything
         log.exception("push delivery of job %d (%s) to %s broke off", row.id, row.type, target.url)
+        return None
 
 
-def _deliver(app: Flask, row: JobRow, target: PushTarget) -> None:
-    caller = push_caller(row.type)
-    body, secrets, allow_private = with_turn(app, lambda: _prepared(row, caller))
+def _deliver(app: Flask, row: JobRow, target: PushTarget) -> Answered:
+    body, secrets, allow_private, max_error, max_result = with_turn(app, lambda: _prepared(row))
     message_id = f"{row.id}-{row.retry_count + 1}"
     headers = {
         "Content-Type": "application/json",
@@ -67,40 +67,29 @@ def _deliver(app: Flask, row: JobRow, target: PushTarget) -> None:
     try:
         answer = sending.post(target.url, body, headers, target.timeout_seconds, allow_private)
     except sending.SendFailed as failure:
-        status, error, answer = None, str(failure), None
-    else:
-        status = answer.status
-        error = None if 200 <= status < 300 else _answer_error(answer)
-    with_turn(app, lambda: _decide(row, caller, target, status, error, answer))
+        return Answered(row, None, scrub_error(str(failure), max_error), Decision.FAIL)
+    status = answer.status
+    if 200 <= status < 300:
+        if target.mode == "async":
+            return Answered(row, status, None, Decision.ACCEPTED)
+        return Answered(row, status, None, Decision.COMPLETE, result=_result(answer.body, max_result))
+    error = scrub_error(_answer_error(answer), max_error)
+    if status in COME_BACK_STATUSES:
+        delay = _retry_after(answer.headers.get("retry-after"))
+        return Answered(row, status, error, Decision.LATER, delay=delay)
+    return Answered(row, status, error, Decision.FAIL)
 
 
-def _prepared(row: JobRow, caller) -> tuple[bytes, list[str], bool]:
-    """The body (the job as a worker's claim shows it, with its parents' results), the signing secrets, and
-    whether private addresses are allowed."""
+def _prepared(row: JobRow) -> tuple[bytes, list[str], bool, int, int]:
+    """The body (the job as a worker's claim shows it, with its parents' results), the signing secrets, whether
+    private addresses are allowed, how long an error may be, and how large a result."""
     parents = parents_of([row.id]).get(row.id) if row.run_when is not None else None
-    shown = job_json(row, caller, claim_token=True, parents=parents)
+    shown = job_json(row, push_caller(row.type), claim_token=True, parents=parents)
     body = json.dumps(shown, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     with read_connection() as conn:
         secrets = signing_secrets(conn, row.type, datetime.now(UTC))
-    return body, secrets, current_app.config["PUSH_ALLOW_PRIVATE"]
-
-
-def _decide(row: JobRow, caller, target: PushTarget, status: int | None, error: str | None, answer) -> None:
-    error = scrub_error(error, current_app.config["MAX_ERROR_CHARS"])
-    push_outcomes.log_delivery(row, caller, status, error)
-    try:
-        if status is not None and 200 <= status < 300:
-            if target.mode == "sync":
-                push_outcomes.completed(row, caller, _result(answer.body))
-            return  # async: accepted; the target holds the job now, under its token
-        if status in COME_BACK_STATUSES:
-            delay = _retry_after(answer.headers.get("retry-after"), row)
-            push_outcomes.come_back_later(row, caller, delay, f"{error} (sent again in {delay.total_seconds():g} s)")
-            return
-        push_outcomes.failed(row, caller, error or "the delivery failed")
-    except QueueError as refused:
-        # The lease ran out and the job was reaped (or an admin moved it) while the delivery was out.
-        log.info("push delivery of job %d (%s): its answer was not applied: %s", row.id, row.type, refused.detail)
+    config = current_app.config
+    return body, secrets, config["PUSH_ALLOW_PRIVATE"], config["MAX_ERROR_CHARS"], config["MAX_PAYLOAD_BYTES"]
 
 
 def _answer_error(answer: sending.Answer) -> str:
@@ -108,9 +97,9 @@ def _answer_error(answer: sending.Answer) -> str:
     return f"HTTP {answer.status}" + (f": {text}" if text else "")
 
 
-def _result(body: bytes) -> dict | None:
+def _result(body: bytes, max_bytes: int) -> dict | None:
     """A 2xx body that is a JSON object (strict: no NaN or Infinity) within the size limit; else no result."""
-    if len(body) > min(sending.MAX_ANSWER_BYTES, current_app.config["MAX_PAYLOAD_BYTES"]):
+    if len(body) > min(sending.MAX_ANSWER_BYTES, max_bytes):
         return None
     try:
         value = json.loads(body, parse_constant=_refuse_constant)
@@ -123,9 +112,9 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def _retry_after(value: str | None, row: JobRow) -> timedelta:
-    """Retry-After as seconds or an HTTP date, at most MOST_RETRY_AFTER; without one, the backoff a failed
-    attempt would wait (counting nothing)."""
+def _retry_after(value: str | None) -> timedelta | None:
+    """Retry-After as seconds or an HTTP date, at most MOST_RETRY_AFTER; None without a valid one (the recorder
+    then waits the backoff a failed attempt would, counting nothing)."""
     if value is not None:
         value = value.strip()
         try:
@@ -134,7 +123,7 @@ def _retry_after(value: str | None, row: JobRow) -> timedelta:
             delay = None
         if delay is not None:
             return max(timedelta(0), min(delay, MOST_RETRY_AFTER))
-    return backoff_delay(row.retry_count)
+    return None
 
 
 def _now() -> datetime:

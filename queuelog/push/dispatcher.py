@@ -10,7 +10,8 @@ process, at most ``QUEUELOG_PUSH_CONCURRENCY`` deliveries are out at once; the d
 there are free delivery threads, so a claimed job never waits for one.
 
 When nothing was claimed it sleeps until jobs are announced (the wake-ups the long-polls use) or for
-``IDLE_SECONDS``, which also finds retries and scheduled jobs as they come due.
+``IDLE_SECONDS``, which also finds retries and scheduled jobs as they come due. A recorder thread writes the
+answers, every answer that came in meanwhile in one transaction (``push_outcomes.record``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask, current_app
@@ -26,6 +29,7 @@ from flask import Flask, current_app
 from ..database.transactions import read_connection
 from ..queue import claim
 from ..queue.push_access import push_caller
+from ..queue.push_outcomes import record
 from ..queue.push_targets import PushTarget, targets
 from ..waiting.wakeup import waker_for_current_app
 from .delivery import deliver
@@ -41,6 +45,8 @@ CLAIM_BATCH = 10
 #: A sync delivery's lease is its timeout and this much more, to write its answer; an async one's is its timeout
 #: and the usual lease (QUEUELOG_LEASE_SECONDS), which the target extends with heartbeats.
 SYNC_LEASE_MARGIN_SECONDS = 15
+#: At most this many answers written in one transaction.
+RECORD_BATCH = 100
 #: After an error (the database is down), the dispatcher waits this long, doubling up to the most.
 RETRY_SECONDS, MOST_RETRY_SECONDS = 0.5, 10.0
 
@@ -60,6 +66,7 @@ def start(app: Flask) -> _Dispatcher | None:
         dispatcher = _Dispatcher(app)
         _started[id(app)] = (os.getpid(), dispatcher)
     dispatcher.thread.start()
+    dispatcher.recorder.start()
     return dispatcher
 
 
@@ -72,6 +79,8 @@ class _Dispatcher:
         self.out = 0  # deliveries handed to the pool and not yet done
         self.room = threading.Condition()
         self.turns = itertools.count()  # which type claims first: each pass starts one further on
+        self.answers: queue.SimpleQueue = queue.SimpleQueue()  # answered deliveries, for the recorder
+        self.recorder = threading.Thread(target=self._record_forever, name=f"{THREAD_NAME}-recorder", daemon=True)
 
     def run(self) -> None:
         delay, failing = RETRY_SECONDS, False
@@ -102,6 +111,7 @@ class _Dispatcher:
         self.stopped.set()
         self.thread.join(timeout)
         self.pool.shutdown(wait=True)
+        self.recorder.join(timeout)
 
     def _claim_and_hand_out(self) -> int:
         """One pass over the pushed types: claim for each as many jobs as there are free threads."""
@@ -133,11 +143,49 @@ class _Dispatcher:
 
     def _deliver(self, row, target: PushTarget) -> None:
         try:
-            deliver(self.app, row, target)
+            answered = deliver(self.app, row, target)
+            if answered is not None:
+                self.answers.put(answered)
         finally:
             with self.room:
                 self.out -= 1
                 self.room.notify_all()
+
+    def _record_forever(self) -> None:
+        """Write the answers, every one that came in meanwhile in one batch (push_outcomes.record): a commit per
+        batch, not per job. Ends once stopped and every answer is written."""
+        while True:
+            try:
+                first = self.answers.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                if self.stopped.is_set() and self.out == 0:
+                    return
+                continue
+            batch = [first]
+            while len(batch) < RECORD_BATCH:
+                try:
+                    batch.append(self.answers.get_nowait())
+                except queue.Empty:
+                    break
+            self._record(batch)
+
+    def _record(self, batch: list) -> None:
+        delay = RETRY_SECONDS
+        while True:
+            try:
+                with_turn(self.app, lambda: record(batch))
+                return
+            except Exception as error:  # noqa: BLE001 - the answers must be written once the database is back
+                if delay >= MOST_RETRY_SECONDS:
+                    log.error(
+                        "push answers of jobs %s were not written (%s); their leases bring them back",
+                        [answer.row.id for answer in batch],
+                        error,
+                    )
+                    return
+                log.warning("push answers could not be written (%s: %s); retrying", error.__class__.__name__, error)
+                time.sleep(delay)
+                delay *= 2
 
     def _wait_for_room(self) -> None:
         """Claimed something: look again at once while threads are free, else once one comes free."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -186,11 +187,16 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
     return rows[0]
 
 
-def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> list[JobRow | QueueError]:
+def complete_many(
+    caller: Caller,
+    items: list[tuple[int, str, dict | None]],
+    first: Callable[[Connection], None] | None = None,
+) -> list[JobRow | QueueError]:
     """Complete several held jobs, (id, claim_token, result) each, in one transaction.
 
     Each item passes the same guard as ``complete``; a refused item (404/409) is answered with its
-    error in place of the row and does not undo the others.
+    error in place of the row and does not undo the others. ``first`` writes what must precede the
+    completions in the same transaction (the push deliveries they answer).
     """
     completions = [Completion(*item) for item in items]
     outcomes: dict[int, JobRow | QueueError] = {
@@ -201,6 +207,8 @@ def complete_many(caller: Caller, items: list[tuple[int, str, dict | None]]) -> 
     }
     now = utcnow()
     with write_transaction() as conn:
+        if first is not None:
+            first(conn)
         for batch in _completion_batches(completions, skip=outcomes.keys()):
             done = {row.id: row for row in _complete_held(conn, caller, batch.token, batch.results, now)}
             for index in batch.indexes:

@@ -89,7 +89,7 @@ class ScheduleCaller(Caller):
     @classmethod
     def of(cls, schedule_name: str, who: str | None = None) -> ScheduleCaller:
         name = f"schedule:{schedule_name}"
-        return cls(None, name, Role.ADMIN.value, Priority.CRITICAL.value, None, None, who or name)
+        return cls(None, name, Role.ADMIN.value, Priority.CRITICAL.value, None, None, who=who or name)
 
 
 # --- reading -----------------------------------------------------------------------------------------

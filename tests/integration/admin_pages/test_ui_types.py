@@ -128,6 +128,7 @@ def test_the_limits_form_sets_all_three_limits_as_the_api_shows_them(signed_in, 
         "rate_limit": {"jobs": 20, "per_seconds": 2},
         "key_concurrency_limit": 1,
         "unique_scope": "producer",
+        "push": None,
         "pending": 0,
         "running": 0,
     }
@@ -169,6 +170,7 @@ def test_remove_every_limit_clears_all_three_and_leaves_a_pause(signed_in, clien
         "rate_limit": None,
         "key_concurrency_limit": None,
         "unique_scope": "producer",
+        "push": None,
         "pending": 0,
         "running": 0,
     }
@@ -234,6 +236,7 @@ def test_a_bad_limit_is_a_readable_400_on_its_field_and_changes_nothing(
         "rate_limit": None,
         "key_concurrency_limit": None,
         "unique_scope": "producer",
+        "push": None,
         "pending": 0,
         "running": 0,
     }

@@ -191,6 +191,19 @@ def test_a_retry_after_answer_comes_back_later_without_counting_a_failure(
     assert events_of(client, admin, job["id"])[-1]["event"] == "released"
 
 
+def test_a_503_without_retry_after_comes_back_after_the_backoff_without_counting_a_failure(
+    client, admin, enqueue, target_for, delivering
+):
+    answers = iter([Reply(503, b"busy"), Reply(200)])
+    with push_target(lambda delivery: next(answers)) as target:
+        target_for(target)
+        job = enqueue()
+        first, second = target.wait_for(2)
+        done = wait_for_status(client, admin, job["id"], "completed")
+    assert done["retry_count"] == 0
+    assert first.webhook_id == second.webhook_id == f"{job['id']}-1", "the same attempt, delivered again"
+
+
 def test_no_answer_within_the_timeout_fails_the_attempt(client, admin, enqueue, target_for, delivering):
     with push_target(lambda delivery: Reply(200, delay=2.5)) as target:
         target_for(target, timeout_seconds=1)
