@@ -47,7 +47,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float, allow_p
         addresses = _resolve(host, port) if allow_private else public_addresses(host, port)
     except AddressRefused as refused:
         raise SendFailed(f"refused: {refused}") from None
-    except OSError as error:
+    except (OSError, UnicodeError) as error:
         raise SendFailed(f"cannot resolve {host!r}: {error}") from None
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     connection = _connection(host, port, https, addresses, deadline)

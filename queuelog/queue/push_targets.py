@@ -39,6 +39,9 @@ DEFAULT_MODE = "sync"
 MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS = 1, 900
 DEFAULT_TIMEOUT_SECONDS = 30
 MAX_URL_CHARS = 2048
+#: The shape of a target URL, for the API's document: http(s), a host with no user name, no #fragment. Whether
+#: the host is public only a lookup tells (``url_problem``).
+URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?][^#\s]*)?$"
 SECRET_PREFIX = "whsec_"
 #: How long a rotated secret keeps signing beside the new one, so a target can move to the new one unhurried.
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -120,6 +123,8 @@ def url_problem(url: str, allow_private: bool) -> str | None:
         public_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
     except AddressRefused as refused:
         return f"{refused}; the server delivers only to public addresses unless QUEUELOG_PUSH_ALLOW_PRIVATE=1"
+    except UnicodeError:  # the resolver's IDNA codec: an empty or over-long label
+        return f"names {parts.hostname!r}, which is not a valid host name"
     except OSError:
         return None  # a name that does not resolve now: each delivery resolves and checks it again
     return None

@@ -44,6 +44,9 @@ RULES_NO_SCHEMA_CAN_SAY: dict[str, dict[str, str]] = {
     "POST /jobs/{job_id}/heartbeat": {"/progress": "at most 4096 bytes as compact JSON"},
     "POST /schedules": _SCHEDULE,
     "PATCH /schedules/{name}": _SCHEDULE,
+    "PATCH /types/{job_type}": {
+        "/push/url": "a host that is, or resolves to, a public address, with a valid port: a lookup at the time decides"
+    },
 }
 
 

@@ -67,6 +67,7 @@ def push_target_request() -> Schema:
             "url": {
                 "type": "string",
                 "maxLength": push_targets.MAX_URL_CHARS,
+                "pattern": push_targets.URL_PATTERN,
                 "description": "An http(s) URL with no user name or password. A host that is, or resolves to, a "
                 "loopback, private or link-local address is refused (422, /push/url) unless the server runs with "
                 "QUEUELOG_PUSH_ALLOW_PRIVATE=1; the address is checked again at each delivery.",

@@ -115,7 +115,15 @@ def test_a_loopback_private_or_link_local_address_is_refused_at_push_url(client,
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://hooks.example.com/x", "hooks.example.com/x", "https:///nohost", "https://user:pw@hooks.example.com/x"],
+    [
+        "ftp://hooks.example.com/x",
+        "hooks.example.com/x",
+        "https:///nohost",
+        "https://user:pw@hooks.example.com/x",
+        "https://hooks.example.com:99999/x",
+        "https://" + "a" * 70 + ".example.com/x",
+    ],
+    ids=["ftp", "no-scheme", "no-host", "credentials", "bad-port", "label-too-long"],
 )
 def test_a_url_that_is_not_a_plain_http_url_is_refused_at_push_url(client, admin, url):
     assert pointers(set_push(client, admin, {"url": url})) == {"/push/url"}
