@@ -68,12 +68,14 @@ def create_app(config: dict | None = None) -> Flask:
         wakeup.watch_checkins(db.engine)
         if app.config["AUTO_MIGRATE"]:
             ensure_schema(app)
+    from .core import telemetry
     from .push import dispatcher
     from .schedules import ticker
 
     if ticker.serving_under_flask_run():
         ticker.start(app)
         dispatcher.start(app)
+        telemetry.enabled()  # opentelemetry (the otel extra) imported now, not in the first enqueue's answer
     return app
 
 

@@ -35,6 +35,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 from gunicorn.workers.sync import SyncWorker
 
+from .core import telemetry
 from .core.problems import PROBLEM_TYPE_BASE
 from .database import turns
 from .push import dispatcher
@@ -62,6 +63,7 @@ def adopt_worker(worker) -> None:
     if isinstance(worker.wsgi, Flask):
         ticker.start(worker.wsgi)
         dispatcher.start(worker.wsgi)
+    telemetry.enabled()  # opentelemetry (the otel extra) imported before the first request, not during it
     if type(worker) is ThreadWorker:
         worker.__class__ = HeadFirstThreadWorker
 

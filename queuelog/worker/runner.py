@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ..core import telemetry
 from ..core.patterns import JOB_TYPE
 from .acks import Acknowledger, Held, Journal
 from .client import Client
@@ -177,6 +178,9 @@ class _Runner(_Fetching, _Executing, _Heartbeats):
     def run(self) -> int:
         """Start the threads, watch for signals and the summary clock, return the exit status."""
         previous = self._install_signal_handlers()
+        # opentelemetry (the otel extra) is imported now, not inside the first handler's run: that run's time
+        # would carry the import, and prefetch is judged from the handlers' average run time.
+        telemetry.enabled()
         self.presence.start()  # before the first claim, which names the process
         for _ in range(self.concurrency):
             self._start_slot()

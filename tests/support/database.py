@@ -36,6 +36,8 @@ TABLES = [
     "type_rollups",
     "rollup_marks",
     "type_settings_version",
+    "push_secrets",
+    "push_status",
 ]
 
 
