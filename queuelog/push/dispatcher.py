@@ -1,7 +1,7 @@
 """The push dispatcher: a thread in every server process that claims jobs for the push targets and hands each
 to a delivery thread.
 
-Started like the schedule ticker (``serving.adopt_worker`` in gunicorn's workers, ``start_if_serving`` under
+Started like the schedule ticker (``serving.adopt_worker`` in gunicorn's workers, ``create_app`` under
 ``flask run``); ``QUEUELOG_PUSH=false`` keeps a process from delivering. Any number of dispatchers may run in
 any number of processes: each claim is the queue's atomic claim, so a job is delivered by one of them, and the
 type's flow control applies to it as to a worker's claim (paused: nothing is delivered; a concurrency limit

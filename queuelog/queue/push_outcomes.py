@@ -87,7 +87,8 @@ def _record_type(caller: Caller, answers: list[Answered]) -> None:
 
 
 def log_delivery(row: JobRow, caller: Caller, http_status: int | None, error: str | None) -> bool:
-    """One delivery's "delivered" event, alone: True if its claim still held the job (else nothing is logged)."""
+    """One delivery's "delivered" event, alone, with no decision: True if its claim still held the job (else
+    nothing is logged). The dispatcher writes batches (``record``); the tests use this to make a delivery."""
     answer = Answered(row, http_status, error, Decision.ACCEPTED)
     with write_transaction() as conn:
         logged = _log(conn, caller, [answer])

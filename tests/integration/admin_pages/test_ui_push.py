@@ -73,8 +73,7 @@ def delivered(make_job, read_job, http_status: int | None, error: str | None, jo
     """A job of a pushed type, held by its push delivery, whose delivery was answered (or not): its id."""
     caller = push_access.push_caller(job_type)
     job_id = make_job(type=job_type, status="running", worker_id=caller.name, claim_token="push-token")
-    push_outcomes.log_delivery(read_job(job_id), caller, http_status, error)
-    # Read back, not log_delivery's answer: on PostgreSQL its rowcount is -1 even when the event was written.
+    assert push_outcomes.log_delivery(read_job(job_id), caller, http_status, error)
     assert events_of(job_id)[-1].event == "delivered"
     return job_id
 
