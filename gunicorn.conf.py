@@ -13,6 +13,14 @@ in). The master reads this file before it loads the app or starts a worker, so h
 - tells prometheus-client when a worker exits (``child_exit``), the library's documented bookkeeping.
 Counts of a worker that died stay in the sum, as they should: its requests happened.
 
+The app is built once, in the master (``preload_app``), and every worker process starts as a fork of it.
+A worker then comes up without importing and building the app again, a server checks and upgrades the
+schema once rather than in all its workers at the same moment, and the workers share the master's memory.
+The master serves nothing: before each fork (``pre_fork``) it closes the database connections that building
+the app opened, so no connection is ever shared by two processes, and the threads a worker runs start in the
+worker, below. gunicorn's SIGHUP then restarts the workers on the code the master loaded: a new release
+needs a new master (a restart), not a SIGHUP.
+
 Every worker also hands itself to ``queuelog.serving.adopt_worker`` once it is ready (``post_worker_init``):
 long-polls learn how many threads it serves requests with, and cap how many of them may wait for a job; a
 threaded worker gives a thread a request only once the request's head has arrived (slow clients).
@@ -72,6 +80,16 @@ def _alive(pid: int) -> bool:
 
 
 _prepare_metrics_dir()
+
+preload_app = True
+
+
+def pre_fork(server, worker):
+    """The master is about to fork a worker: leave it no database connection of the master's."""
+    if server.cfg.preload_app:  # otherwise the master never built the app, and must not build it here
+        from queuelog import serving
+
+        serving.prepare_fork(server.app.wsgi())
 
 
 def child_exit(server, worker):

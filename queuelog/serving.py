@@ -1,4 +1,7 @@
-"""What queuelog needs from the gunicorn worker process serving it (called from gunicorn.conf.py).
+"""What queuelog needs from the gunicorn processes serving it (called from gunicorn.conf.py).
+
+``prepare_fork`` runs in the master, which builds the app once (``preload_app``), before each worker is forked
+from it: the master's database connections are closed, so no worker inherits one.
 
 ``adopt_worker`` runs once in every worker process, after the app is loaded and before the
 worker serves its first request (gunicorn's ``post_worker_init`` hook). It
@@ -38,6 +41,7 @@ from gunicorn.workers.sync import SyncWorker
 from .core import telemetry
 from .core.problems import PROBLEM_TYPE_BASE
 from .database import turns
+from .database.engine import close_connections
 from .push import dispatcher
 from .schedules import ticker
 from .waiting import waiting_places, wakeup
@@ -51,6 +55,15 @@ MAX_HEAD_BYTES = 64 * 1024
 #: at most 1 MiB): the app reads it on its thread, so this bounds how long a slow body holds one.
 BODY_TIMEOUT_SECONDS = 30.0
 _END_OF_HEAD = b"\r\n\r\n"
+
+
+def prepare_fork(app) -> None:
+    """In the gunicorn master, before a fork: close the app's pooled database connections (``preload_app``).
+
+    Building the app opened some (the schema check); a forked worker would inherit them, and two processes
+    writing on one socket corrupt each other's conversations with the database."""
+    if isinstance(app, Flask):
+        close_connections(app)
 
 
 def adopt_worker(worker) -> None:

@@ -33,6 +33,13 @@ def configure_engine(app: Flask) -> None:
         _ping_after_idle(engine, app.config["DATABASE_PING_AFTER_IDLE_SECONDS"])
 
 
+def close_connections(app: Flask) -> None:
+    """Close every pooled connection of the app's engines; the next use opens new ones."""
+    with app.app_context():
+        for engine in db.engines.values():
+            engine.dispose()
+
+
 def dialect_name() -> str:
     """The app's database dialect: "sqlite" or "postgresql"."""
     return db.engine.dialect.name
