@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from flask import Flask
+if TYPE_CHECKING:  # Flask is imported by create_app: the worker (queuelog.worker) runs without it
+    from flask import Flask
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the app: config, extensions, blueprints, error handlers, CLI; then make the schema current."""
+    from flask import Flask
+
     app = Flask(
         __name__,
         instance_path=str(ROOT / "instance"),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from queuelog.worker import ApiError, Client, PermanentError, ServerUnavailable, Worker
 from queuelog.worker.cli import main
+from tests.support.paths import REPO_ROOT
 from tests.support.pg_cluster import free_port
 
 TARGET = "tests.worker_apps.jobs:worker"
@@ -95,3 +99,20 @@ def test_client_needs_a_url_and_a_key(monkeypatch):
     with pytest.raises(ValueError, match="QUEUELOG_API_KEY"):
         Client("http://127.0.0.1:8000")
     assert issubclass(ApiError, Exception)
+
+
+def test_the_worker_command_loads_none_of_the_servers_packages():
+    # A worker host runs jobs over HTTP: it should not pay for importing (or need) the server's web and SQL stack.
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, queuelog.worker.cli; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'flask', 'werkzeug', 'jinja2', 'sqlalchemy', 'alembic', 'wtforms'}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    assert loaded.stdout.strip() == "[]"
