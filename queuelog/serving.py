@@ -61,8 +61,9 @@ def prepare_fork(app) -> None:
     """In the gunicorn master, before a fork: close the app's pooled database connections (``preload_app``).
 
     Building the app opened some (the schema check); a forked worker would inherit them, and two processes
-    writing on one socket corrupt each other's conversations with the database."""
-    if isinstance(app, Flask):
+    writing on one socket corrupt each other's conversations with the database. Another Flask app served with
+    this gunicorn.conf.py (the benchmark's bare ceiling) has no database to close."""
+    if isinstance(app, Flask) and "sqlalchemy" in app.extensions:
         close_connections(app)
 
 
