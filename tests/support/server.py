@@ -130,6 +130,10 @@ class ServerProcess:
         self.stop()
         self.start()
 
+    def worker_pids(self) -> list[int]:
+        """Pids of the live gunicorn workers (the master's process group, less the master)."""
+        return [pid for pid in _live_members(self.pid) if pid != self.pid]
+
     def log(self) -> str:
         """The server's output so far (all starts)."""
         try:

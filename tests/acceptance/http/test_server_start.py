@@ -18,7 +18,7 @@ from tests.support.server import REPO_ROOT, free_port, gunicorn_path, running_se
 
 def test_the_master_keeps_no_database_connection_for_its_workers_to_inherit(database_url):
     with running_server(server_env(database_url), workers=4) as server:
-        workers = all_workers(server.pid, 4)
+        workers = all_workers(server, 4)
         for _ in range(8):  # fresh connections: the readiness check reads the database in whichever worker
             with urllib.request.urlopen(server.url + "/readyz", timeout=30) as response:
                 assert response.status == 200
@@ -48,25 +48,13 @@ def test_a_bad_setting_stops_the_server_before_it_listens_and_says_so_once(tmp_p
     assert log.count("QUEUELOG_LEASE_SECONDS must be a whole number of at least 1, not 'soon'") == 1, log
 
 
-def all_workers(master: int, count: int) -> list[int]:
-    """The master's worker pids, once it has forked ``count`` (the first may answer before the last is born)."""
+def all_workers(server, count: int) -> list[int]:
+    """The server's worker pids, once it has forked ``count`` (the first may answer before the last is born)."""
     deadline = time.monotonic() + 30
-    while len(workers := child_pids(master)) < count and time.monotonic() < deadline:
+    while len(workers := server.worker_pids()) < count and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(workers) == count, workers
     return workers
-
-
-def child_pids(pid: int) -> list[int]:
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # state ppid …, after the command's name
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
-            children.append(int(stat.parent.name))
-    return children
 
 
 def database_connections(pid: int, database_url: str) -> list[str]:
