@@ -33,6 +33,7 @@ from queuelog.worker import Worker
 
 SHARD_TYPES = {"shard_a": ["alpha", "beta"], "shard_b": ["gamma", "delta"]}
 ALL_TYPES = [t for types in SHARD_TYPES.values() for t in types]
+ROLES = ("producer", "worker", "admin")
 
 #: The shipped worker's application: a no-op handler for every type (``queuelog-worker bench.shards:worker``).
 worker = Worker()
@@ -83,9 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["exactly_once"] for r in results.values()) and all(refusals.values()) else 1
 
 
-ROLES = ("producer", "worker", "admin")
-
-
 def server_env(url: str, types: list[str]) -> dict[str, str]:
     return {
         "QUEUELOG_DATABASE_URL": url,
@@ -95,8 +93,13 @@ def server_env(url: str, types: list[str]) -> dict[str, str]:
     }
 
 
+def connect(url: str, autocommit: bool = False) -> psycopg.Connection:
+    """A plain psycopg connection to a database the servers know by its SQLAlchemy URL."""
+    return psycopg.connect(url.replace("+psycopg", ""), autocommit=autocommit)
+
+
 def make_database(cluster_url: str, name: str) -> str:
-    with psycopg.connect(cluster_url.replace("+psycopg", ""), autocommit=True) as conn:
+    with connect(cluster_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     base, _, _ = cluster_url.rpartition("/")
     return f"{base}/{name}"
@@ -104,7 +107,7 @@ def make_database(cluster_url: str, name: str) -> str:
 
 def move_ids(url: str, last_id: int) -> None:
     """Shard b's jobs take ids above ``last_id``: the router reads a job's shard from its id."""
-    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+    with connect(url, autocommit=True) as conn:
         conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %s)", (last_id,))
 
 
@@ -179,7 +182,7 @@ def idle_pickups(url: str, keys: dict[str, str], databases: list[str], probes: i
         session.get(url + f"/jobs/{ids[-1]}?wait=10", headers=headers, timeout=30)  # answers once it is done
     pickups = []
     for database in databases:
-        with psycopg.connect(database.replace("+psycopg", "")) as conn:
+        with connect(database) as conn:
             rows = conn.execute(
                 "SELECT extract(epoch FROM max(at) FILTER (WHERE event = 'claimed')"
                 " - min(at) FILTER (WHERE event = 'enqueued')) FROM job_events WHERE job_id = ANY(%s) GROUP BY job_id",
@@ -192,7 +195,7 @@ def idle_pickups(url: str, keys: dict[str, str], databases: list[str], probes: i
 def completed(databases: list[str]) -> int:
     total = 0
     for url in databases:
-        with psycopg.connect(url.replace("+psycopg", "")) as conn:
+        with connect(url) as conn:
             total += conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()[0]
     return total
 
@@ -200,7 +203,7 @@ def completed(databases: list[str]) -> int:
 def completions_per_job(databases: list[str]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for url in databases:
-        with psycopg.connect(url.replace("+psycopg", "")) as conn:
+        with connect(url) as conn:
             rows = conn.execute("SELECT job_id, count(*) FROM job_events WHERE event = 'completed' GROUP BY job_id")
             counts.update({job_id: count for job_id, count in rows})
     return counts
