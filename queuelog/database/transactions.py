@@ -9,10 +9,13 @@ below are how a connection tells the engine's "begin" hook which kind it is.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 import weakref
 
 from flask import current_app
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from ..extensions import db
 from .group_commit import committer_for
@@ -138,3 +141,44 @@ def _writing(engine: Engine) -> Engine:
     if writing is None:
         writing = _writing_engines[engine] = engine.execution_options(**{WRITE: True})
     return writing
+
+
+#: How many times ``retried_when_moved`` runs its function in all.
+MOVED_ATTEMPTS = 5
+_retrying = threading.local()
+
+
+def retried_when_moved(function):
+    """Run ``function`` again when PostgreSQL refused one of its writes because a concurrent transaction moved
+    the row to another partition of ``jobs`` (a job that finished, or came back from history, under it).
+
+    Where a job's row stays in one table, PostgreSQL re-reads the row as the other transaction left it and
+    the statement's own conditions decide (a complete finds the job no longer held). A row that changed
+    table cannot be re-read that way: the statement fails with a serialization failure instead, and its
+    transaction is void. Run again, the function sees the row where it is now and decides as it would have.
+    Only the outermost such function retries: inside it, the transaction to run again is its.
+    """
+
+    @functools.wraps(function)
+    def retrying(*args, **kwargs):
+        if getattr(_retrying, "inside", False):
+            return function(*args, **kwargs)
+        _retrying.inside = True
+        try:
+            for attempt in range(1, MOVED_ATTEMPTS + 1):
+                try:
+                    return function(*args, **kwargs)
+                except DBAPIError as error:
+                    if attempt == MOVED_ATTEMPTS or not moved_concurrently(error):
+                        raise
+        finally:
+            _retrying.inside = False
+        raise AssertionError("unreachable")
+
+    return retrying
+
+
+def moved_concurrently(error: DBAPIError) -> bool:
+    """Is ``error`` PostgreSQL's refusal to update or lock a row another transaction moved between partitions?"""
+    cause = error.orig
+    return getattr(cause, "sqlstate", None) == "40001" and "moved to another partition" in str(cause)

@@ -1,4 +1,5 @@
 import logging
+import re
 from logging.config import fileConfig
 
 import sqlalchemy as sa
@@ -79,6 +80,25 @@ def skip_expression_indexes(obj, name, type_, reflected, compare_to):
     return all(isinstance(expression, sa.Column) for expression in model_index.expressions)
 
 
+#: PostgreSQL's layout of jobs and their events (migration d9f4b2c6a8e1, docs/storage.md): partitions, and
+#: tables whose indexes and keys live on their partitions rather than where the models declare them.
+_PARTITION = re.compile(r"^(jobs_(live|done|before)|jobs_done_\w+|job_events_\w+)$")
+_PARTITIONED = {"jobs", "job_events"}
+
+
+def skip_partitioned_layout(obj, name, type_, reflected, compare_to):
+    """Leave PostgreSQL's partitions of jobs and job_events out of autogenerate, with the keys and indexes that
+    the partitioned layout places differently: the models describe the tables as SQLite holds them."""
+    if type_ == "table":
+        return not (reflected and _PARTITION.match(name or ""))
+    table = getattr(obj, "table", None)
+    if type_ == "column" and table is not None and table.name == "job_events" and name == "bucket":
+        return False  # PostgreSQL's partition key of the events, which no query reads
+    if type_ in ("index", "unique_constraint") and table is not None and table.name in _PARTITIONED:
+        return False
+    return not (type_ == "foreign_key_constraint" and obj.referred_table.name == "jobs")
+
+
 def run_migrations_online():
     """Run migrations in 'online' mode.
 
@@ -105,8 +125,10 @@ def run_migrations_online():
 
     with connectable.connect() as connection:
         options = dict(conf_args)
-        if connection.dialect.name == "sqlite" and options.get("include_object") is None:
-            options["include_object"] = skip_expression_indexes
+        if options.get("include_object") is None:
+            options["include_object"] = (
+                skip_expression_indexes if connection.dialect.name == "sqlite" else skip_partitioned_layout
+            )
         context.configure(connection=connection, target_metadata=get_metadata(), **options)
 
         with context.begin_transaction():

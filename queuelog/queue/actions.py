@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import sql
 from ..core.clock import utcnow
-from ..database.transactions import write_transaction
+from ..database.transactions import retried_when_moved, write_transaction
 from ..ops import observe_deletions
 from ..sql import JobRow
 from ..states import JobStatus
@@ -12,6 +12,7 @@ from . import dependencies
 from .moves import CANCEL, RETRY, RUN_NOW, changed, event_row, refuse
 
 
+@retried_when_moved
 def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
     """waiting or pending → cancelled. ``owner_key_id`` limits a producer to its own jobs (others are 'not found').
 
@@ -31,6 +32,7 @@ def cancel(job_id: int, actor: str, owner_key_id: int | None = None) -> JobRow:
     return row
 
 
+@retried_when_moved
 def cancel_many(job_ids: list[int], actor: str) -> list[JobRow]:
     """Cancel every listed job that is waiting or pending (an admin's bulk action); others are left as they are.
 
@@ -48,6 +50,7 @@ def cancel_many(job_ids: list[int], actor: str) -> list[JobRow]:
     return sorted(cancelled, key=lambda row: row.id)
 
 
+@retried_when_moved
 def delete_many(job_ids: list[int], actor: str) -> list[JobRow]:
     """Delete every listed job that is completed, failed or cancelled, with its event log; others are left.
 
@@ -61,6 +64,7 @@ def delete_many(job_ids: list[int], actor: str) -> list[JobRow]:
     return sorted(rows, key=lambda row: row.id)
 
 
+@retried_when_moved
 def retry(job_id: int, actor: str) -> JobRow:
     """failed or cancelled → pending with a fresh retry budget (an admin's decision); the descendants its
     failure cancelled (dependency_failed) wait again."""
@@ -71,6 +75,7 @@ def retry(job_id: int, actor: str) -> JobRow:
     return rows[0]
 
 
+@retried_when_moved
 def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
     """Retry every listed job that is failed or cancelled; others are left as they are."""
     if not job_ids:
@@ -89,6 +94,7 @@ def retry_many(job_ids: list[int], actor: str) -> list[JobRow]:
     return sorted(rows, key=lambda row: row.id)
 
 
+@retried_when_moved
 def run_now(job_id: int, actor: str) -> JobRow:
     """pending → pending, due now: an admin's "Run now" for a job scheduled for later or waiting out a backoff."""
     now = utcnow()

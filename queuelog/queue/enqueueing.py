@@ -79,7 +79,7 @@ def _enqueue_retrying(caller: Caller, new_jobs: list[NewJob], batch: bool) -> li
     for attempt in range(3):
         try:
             return _insert_jobs(caller, new_jobs, batch)
-        except IntegrityError:
+        except (IntegrityError, _KeyTakenMeanwhile):
             # A concurrent request with the same idempotency key won the unique constraint;
             # a second pass finds its job and answers with it.
             if attempt == 2:
@@ -155,6 +155,8 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
         lone = inserts[0]
         floor = served_turns.floor(conn.engine, lone.type, lone.priority) if lone.fair_tag is None else 0
         made = sql.insert_jobs(conn, inserts, log, turn_floor=floor)
+        if keys and conn.dialect.name == "postgresql":
+            _check_keys_still_ours(conn, caller, made)
         changed(conn, ENQUEUE, made, log, notified=True)
         for row in made:
             window = taken.get((row.type, row.unique_key))
@@ -164,6 +166,20 @@ def enqueue_in(conn: Connection, caller: Caller, new_jobs: list[NewJob], batch: 
     if workflow and made:
         answers = _link(conn, new_jobs, steps, answers, now)
     return answers
+
+
+class _KeyTakenMeanwhile(Exception):
+    """Another job holds one of the idempotency keys just inserted (``_check_keys_still_ours``)."""
+
+
+def _check_keys_still_ours(conn: Connection, caller: Caller, made: list[JobRow]) -> None:
+    """On PostgreSQL the unique index on idempotency keys covers the live jobs only (docs/storage.md): a job
+    that held a key and finished between this enqueue's read of the keys and its insert is in history, where
+    the insert did not look. Read the keys again, now that the insert is in: any other job under one of them
+    means the insert must not stand (the retry answers with that job)."""
+    ours = {row.idempotency_key: row.id for row in made if row.idempotency_key}
+    if any(row.id != ours[row.idempotency_key] for row in sql.jobs_by_key(conn, caller.id, list(ours))):
+        raise _KeyTakenMeanwhile
 
 
 def _answers(steps: list, made: list[JobRow]) -> list[Enqueued]:

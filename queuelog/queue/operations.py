@@ -19,7 +19,13 @@ from ..auth.keys import Caller
 from ..core.clock import utcnow
 from ..core.errors import Forbidden, JobNotFound, QueueError
 from ..core.scrub import scrub_error
-from ..database.transactions import read_connection, single_statement_write, statements_commit_alone, write_transaction
+from ..database.transactions import (
+    read_connection,
+    retried_when_moved,
+    single_statement_write,
+    statements_commit_alone,
+    write_transaction,
+)
 from ..ops.metrics import count_refusals
 from ..reads.queries import max_job_id
 from ..sql import Claim, JobRow, Leave
@@ -54,6 +60,7 @@ class Completion(NamedTuple):
 # --- claim and the holding worker's moves ---------------------------------------------------------
 
 
+@retried_when_moved
 def claim(
     caller: Caller,
     types: list[str] | None = None,
@@ -167,6 +174,7 @@ def _count_refusals(types: tuple[str, ...] | None, now: datetime) -> None:
     count_refusals(refusals)
 
 
+@retried_when_moved
 def complete(caller: Caller, job_id: int, token: str, result: dict | None = None) -> JobRow:
     """running → completed, only for the worker holding the current claim."""
     now = utcnow()
@@ -187,6 +195,7 @@ def complete(caller: Caller, job_id: int, token: str, result: dict | None = None
     return rows[0]
 
 
+@retried_when_moved
 def complete_many(
     caller: Caller,
     items: list[tuple[int, str, dict | None]],
@@ -266,6 +275,7 @@ def _complete_held(
     return rows
 
 
+@retried_when_moved
 def fail(caller: Caller, job_id: int, token: str, error: str | None, retryable: bool = True) -> JobRow:
     """running → pending with backoff while retries remain, else → failed."""
     error = scrub_error(error, current_app.config["MAX_ERROR_CHARS"])
@@ -294,6 +304,7 @@ def backoff_delay(retry_count: int) -> timedelta:
     return timedelta(seconds=delay * random.uniform(0.5, 1.0))
 
 
+@retried_when_moved
 def heartbeat(
     caller: Caller, job_id: int, token: str, lease_seconds: int | None = None, progress: dict | None = None
 ) -> JobRow:
@@ -309,6 +320,7 @@ def heartbeat(
     return rows[0]
 
 
+@retried_when_moved
 def release(
     job_id: int,
     actor: str,
@@ -333,6 +345,7 @@ def release(
     return rows[0]
 
 
+@retried_when_moved
 def give_back_unanswered(rows: list[JobRow]) -> None:
     """running → pending, no failure counted: jobs claimed for a client that hung up before the answer.
 
@@ -352,6 +365,7 @@ def give_back_unanswered(rows: list[JobRow]) -> None:
             changed(conn, RELEASE, sql.take_back(conn, ids, token, leave, log), log)
 
 
+@retried_when_moved
 def deregister_process(caller: Caller, process_id: int) -> list[JobRow]:
     """A worker process's clean exit: it leaves the list, and the jobs still ``running`` under it go back to
     pending, no failure counted. A runner deregisters only once it has acknowledged or released every job it

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from ..auth.keys import Caller
 from ..core.clock import utcnow
 from ..core.errors import QueueError
-from ..database.transactions import write_transaction
+from ..database.transactions import retried_when_moved, write_transaction
 from ..models import Job, JobEvent, UTCDateTime
 from ..ops import observe_changes
 from ..sql import JobRow
@@ -54,6 +54,7 @@ class Answered:
     delay: timedelta | None = None  # LATER: how long the target asked to wait (None: the retry backoff)
 
 
+@retried_when_moved
 def record(answered: list[Answered]) -> None:
     """Write a batch of answers: per type, the deliveries and completions in one transaction, then the rest."""
     by_type: dict[str, list[Answered]] = {}
@@ -86,6 +87,7 @@ def _record_type(caller: Caller, answers: list[Answered]) -> None:
         _decide_alone(caller, answer)
 
 
+@retried_when_moved
 def log_delivery(row: JobRow, caller: Caller, http_status: int | None, error: str | None) -> bool:
     """One delivery's "delivered" event, alone, with no decision: True if its claim still held the job (else
     nothing is logged). The dispatcher writes batches (``record``); the tests use this to make a delivery."""

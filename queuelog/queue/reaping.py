@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from .. import sql
 from ..core.clock import utcnow
-from ..database.transactions import write_transaction
+from ..database.transactions import retried_when_moved, write_transaction
 from ..sql import JobRow, Leave
 from .moves import (
     EXPIRE,
@@ -57,6 +57,7 @@ class _Verdict(NamedTuple):
     leave: Leave
 
 
+@retried_when_moved
 def reap(
     older_than: int | None = None, dry_run: bool = False, now: datetime | None = None, actor: str = REAPER
 ) -> ReapReport:

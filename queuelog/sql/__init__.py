@@ -266,7 +266,16 @@ def cancel_many(conn: Connection, ids: Sequence[int], from_status: str, now: dat
 def delete(conn: Connection, ids: Sequence[int]) -> list[JobRow]:
     """DELETE_EVENTS then DELETE_JOBS: those of ``ids`` in a final status, gone with their events, as they were."""
     rowcount(conn, "DELETE_EVENTS", {"ids": ids})
-    return run(conn, "DELETE_JOBS", {"ids": ids})
+    deleted = run(conn, "DELETE_JOBS", {"ids": ids})
+    forget(conn, [row.id for row in deleted])
+    return deleted
+
+
+def forget(conn: Connection, ids: Sequence[int]) -> None:
+    """FORGET_EDGES and FORGET_SLOTS: what pointed at those of ``ids`` that are gone goes too."""
+    if ids:
+        rowcount(conn, "FORGET_EDGES", {"ids": ids})
+        rowcount(conn, "FORGET_SLOTS", {"ids": ids})
 
 
 def expirable(conn: Connection, now: datetime) -> list[JobRow]:
@@ -354,4 +363,5 @@ def purge(conn: Connection, ids: Sequence[int], status: str, cutoff: datetime) -
     """PURGE_EVENTS then PURGE_JOBS for ``ids``: (jobs deleted, events deleted)."""
     events = rowcount(conn, "PURGE_EVENTS", {"ids": ids})
     jobs = rowcount(conn, "PURGE_JOBS", {"ids": ids, "status": status, "cutoff": cutoff})
+    forget(conn, ids)
     return jobs, events

@@ -231,6 +231,18 @@ PURGE_EVENTS = "DELETE FROM job_events WHERE job_id IN (:ids)"
 
 PURGE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND status = :status AND updated_at < :cutoff AND {NEEDED}"
 
+#: After a delete or a purge: the workflow edges and dedupe slots of the jobs that went. On PostgreSQL no
+#: foreign key cascades to them (``jobs`` is partitioned there, docs/storage.md); on SQLite these find none.
+FORGET_EDGES = (
+    "DELETE FROM job_dependencies WHERE (child_id IN (:ids) OR parent_id IN (:ids))"
+    " AND NOT (EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_dependencies.child_id)"
+    " AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_dependencies.parent_id))"
+)
+FORGET_SLOTS = (
+    "DELETE FROM unique_slots WHERE job_id IN (:ids)"
+    " AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = unique_slots.job_id)"
+)
+
 #: An admin's delete, after the dialect's DELETE_EVENTS: the jobs, each re-checked.
 DELETE_JOBS = f"DELETE FROM jobs WHERE id IN (:ids) AND {status_in(DELETABLE)} AND {NEEDED} RETURNING {JOB_LIST}"
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 #: Each of the app's tables (``tables``: names resolved on the search path, as the app's own queries resolve
 #: them): its dead rows as the statistics last counted them (they arrive a moment after the write that made
-#: them), and its size on disk with its indexes and TOAST. pg_total_relation_size takes the table's ACCESS
-#: SHARE lock, as any read of it does: it waits only behind what would stop the claim too (VACUUM FULL, a
-#: migration's ALTER TABLE).
+#: them), and its size on disk with its indexes and TOAST. A partitioned table (``jobs``, its ``jobs_live``
+#: and ``jobs_done``, ``job_events``) counts the sum of its partitions, which hold its rows. pg_total_relation_size
+#: takes each table's ACCESS SHARE lock, as any read of it does: it waits only behind what would stop the
+#: claim too (VACUUM FULL, a migration's ALTER TABLE).
 TABLE_HEALTH = (
-    "SELECT s.relname, s.n_dead_tup, pg_total_relation_size(s.relid) FROM pg_stat_user_tables s"
-    " WHERE s.relid IN (SELECT to_regclass(t.name)::oid FROM unnest(%(tables)s::text[]) AS t(name))"
-    " ORDER BY s.relname"
+    "SELECT t.name, sum(s.n_dead_tup)::bigint, sum(pg_total_relation_size(s.relid))::bigint"
+    " FROM unnest(%(tables)s::text[]) AS t(name)"
+    " CROSS JOIN LATERAL (SELECT to_regclass(t.name) UNION"
+    " SELECT relid FROM pg_partition_tree(to_regclass(t.name)) WHERE isleaf) AS p(relid)"
+    " JOIN pg_stat_user_tables s ON s.relid = p.relid GROUP BY t.name ORDER BY t.name"
 )
 
 #: The transaction of the app's database that has been open longest while holding a snapshot or a

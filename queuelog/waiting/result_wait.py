@@ -16,7 +16,7 @@ import time
 
 from .. import sql
 from ..core.errors import JobNotFound
-from ..database.transactions import read_connection, write_transaction
+from ..database.transactions import read_connection, retried_when_moved, write_transaction
 from ..states import FINAL, names
 from .waiting_places import client_gone, waiting_place
 from .wakeup import shutting_down, waker_for_current_app
@@ -30,8 +30,7 @@ def wait_for_end(row, seconds: float):
         waker = waker_for_current_app().finished
         deadline = time.monotonic() + seconds
         seen = waker.generation
-        with write_transaction() as conn:
-            row = sql.watch(conn, row.id)
+        row = _watched(row.id)
         while row is not None and row.status not in _FINAL_NAMES and not shutting_down():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -45,3 +44,10 @@ def wait_for_end(row, seconds: float):
     if row is None:  # purged while we waited
         raise JobNotFound("the job does not exist")
     return row
+
+
+@retried_when_moved
+def _watched(job_id: int):
+    """Mark the job watched (its end wakes this process's waiters); the job as it is now, or None."""
+    with write_transaction() as conn:
+        return sql.watch(conn, job_id)

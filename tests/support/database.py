@@ -113,7 +113,13 @@ def _wipe_postgres(url: str) -> None:
     """
     with _wiping_engine(url).begin() as conn:
         present = set(
-            conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")).scalars()
+            # Partitions are emptied through their table (jobs, job_events: docs/storage.md).
+            conn.execute(
+                text(
+                    "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+                    " AND relkind IN ('r', 'p') AND NOT relispartition"
+                )
+            ).scalars()
         )
         present.discard("alembic_version")
         # Children before parents: the models' foreign keys give the order.

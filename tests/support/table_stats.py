@@ -17,8 +17,18 @@ _APP_SESSIONS = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
     " AND application_name = '' AND backend_type = 'client backend'"
 )
-_UPDATES = text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = :table")
-_ENTRIES_READ = text("SELECT sum(idx_tup_read) FROM pg_stat_user_indexes WHERE relname = :table")
+# A partitioned table (jobs, job_events: docs/storage.md) counts what its partitions counted.
+_TABLE_AND_PARTITIONS = (
+    "relid IN (SELECT to_regclass(:table) UNION SELECT relid FROM pg_partition_tree(to_regclass(:table)))"
+)
+_UPDATES = text(
+    f"SELECT sum(n_tup_upd)::bigint, sum(n_tup_hot_upd)::bigint FROM pg_stat_user_tables WHERE {_TABLE_AND_PARTITIONS}"
+)
+_WRITES = text(
+    "SELECT sum(n_tup_ins)::bigint, sum(n_tup_upd)::bigint, sum(n_tup_del)::bigint"
+    f" FROM pg_stat_user_tables WHERE {_TABLE_AND_PARTITIONS}"
+)
+_ENTRIES_READ = text(f"SELECT sum(idx_tup_read) FROM pg_stat_user_indexes WHERE {_TABLE_AND_PARTITIONS}")
 
 
 def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> tuple[int, int]:
@@ -27,6 +37,11 @@ def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -
     The caller ends what holds a connection of ``app_engine`` first (an ORM session); the pool's are closed here.
     """
     return tuple(_once_reported(app_engine, _UPDATES, table, timeout))
+
+
+def writes_of(app_engine: Engine, table: str, timeout: float = 30.0) -> tuple[int, int, int]:
+    """(rows inserted, updated, deleted) in ``table`` since the server started, with every write the app made so far."""
+    return tuple(_once_reported(app_engine, _WRITES, table, timeout))
 
 
 def index_entries_read(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> int:

@@ -54,11 +54,40 @@ def _schema(url: str) -> dict:
     try:
         inspector = inspect(engine)
         return {
-            table: sorted(index["name"] for index in inspector.get_indexes(table))
+            table: sorted(index["name"] for index in _indexes(engine, inspector, table))
             for table in inspector.get_table_names()
+            if table not in _partitions(engine)
         }
     finally:
         engine.dispose()
+
+
+def _partitions(engine) -> set[str]:
+    """The partitions of PostgreSQL's partitioned tables (docs/storage.md): parts of a table, not tables."""
+    if engine.dialect.name != "postgresql":
+        return set()
+    with engine.connect() as conn:
+        return set(conn.execute(text(_PARTITIONS)).scalars())
+
+
+_PARTITIONS = "SELECT relname FROM pg_class WHERE relispartition AND relkind IN ('r', 'p')"
+#: Indexes made on a partitioned table's partitions alone (the live jobs' claim indexes), primary keys aside.
+_PARTITIONS_OWN_INDEXES = (
+    "SELECT i.relname FROM pg_partition_tree(to_regclass(:table)) t"
+    " JOIN pg_index x ON x.indrelid = t.relid JOIN pg_class i ON i.oid = x.indexrelid"
+    " WHERE t.level = 1 AND NOT i.relispartition AND NOT x.indisprimary"
+)
+
+
+def _indexes(engine, inspector, table: str) -> list[dict]:
+    """A table's indexes; a partitioned table's also those made on its partitions alone."""
+    found = list(inspector.get_indexes(table))
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            found += [
+                {"name": name} for name in conn.execute(text(_PARTITIONS_OWN_INDEXES), {"table": table}).scalars()
+            ]
+    return found
 
 
 def _version(url: str) -> list[str]:
