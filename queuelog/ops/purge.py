@@ -34,6 +34,7 @@ class PurgeReport:
 
     jobs: int = 0
     events: int = 0
+    more: bool = False  # stopped at its most batches with jobs left to purge
 
 
 def parse_duration(text: str | None) -> timedelta:
@@ -60,8 +61,10 @@ def purge(
     statuses: tuple[str, ...] = FINISHED,
     batch_size: int = DEFAULT_BATCH,
     now: datetime | None = None,
+    most_batches: int | None = None,
 ) -> PurgeReport:
-    """Delete jobs in ``statuses`` unchanged for longer than ``older_than``, and their events, batch by batch."""
+    """Delete jobs in ``statuses`` unchanged for longer than ``older_than``, and their events, batch by batch
+    (at most ``most_batches`` of each status: then ``more`` says whether any were left)."""
     refused = set(statuses) - set(FINISHED)
     if refused:
         raise ValueError(f"cannot purge {sorted(refused)[0]!r} jobs")
@@ -71,12 +74,17 @@ def purge(
     cutoff = (now or utcnow()) - older_than
     report = PurgeReport()
     for status in statuses:
+        batches = 0
         while True:
             started = time.monotonic()
             selected, purged_jobs, purged_events = _purge_batch(status, cutoff, batch_size)
             report.jobs += purged_jobs
             report.events += purged_events
+            batches += 1
             if selected < batch_size:
+                break
+            if most_batches is not None and batches >= most_batches:
+                report.more = True
                 break
             # Step aside as long as the batch took, so the server's writers (on SQLite: the one write lock)
             # get their turn between batches.

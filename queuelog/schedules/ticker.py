@@ -72,12 +72,13 @@ def serving_under_flask_run() -> bool:
 def _tick_forever(app: Flask, stop: threading.Event) -> None:
     from ..core.clock import utcnow
     from ..database import turns
+    from ..ops import retention
     from ..queue import rollups
     from .firing import due_at, fire_batch
 
     delay = RETRY_SECONDS
     failing = False
-    roll_at = utcnow()  # when the next rollup step is due: at once on start, to catch up
+    roll_at = retain_at = utcnow()  # when the next rollup and retention steps are due: at once on start
     while not stop.is_set():
         try:
             began = time.monotonic()
@@ -93,6 +94,10 @@ def _tick_forever(app: Flask, stop: threading.Event) -> None:
                 if ours and (now := utcnow()) >= roll_at:
                     with app.app_context():
                         roll_at = _roll_up(now, rollups)
+            with turns.turn(timeout=TURN_WAIT_SECONDS) as ours:
+                if ours and (now := utcnow()) >= retain_at:
+                    with app.app_context():
+                        retain_at = _retain(now, retention)
             if failing:
                 log.info("schedules are ticking again")
             failing, delay = False, RETRY_SECONDS
@@ -117,6 +122,17 @@ def _roll_up(now, rollups):
         )
         return now + timedelta(minutes=1)
     return _next_roll(now, rolled, rollups)
+
+
+def _retain(now, retention):
+    """Run a retention step (ops/retention.py); when to run the next. A failing step is retried a minute later
+    and, as the rollups, never holds up the schedules."""
+    try:
+        done = retention.step(now)
+    except Exception as error:  # noqa: BLE001 - the schedules must tick whatever retention's trouble
+        log.warning("retention could not run (%s: %s); retrying in a minute", error.__class__.__name__, error)
+        return now + timedelta(minutes=1)
+    return retention.next_step(now, done)
 
 
 def _next_roll(now, rolled, rollups):
