@@ -67,7 +67,8 @@ def _columns_to_vary(insp, table: str, template: dict, types: dict) -> set[str]:
 def _select_list(engine: Engine, template: dict) -> tuple[list[str], list[str]]:
     """Column names and per-row SQL expressions copying the template row."""
     insp = inspect(engine)
-    pk = set(insp.get_pk_constraint(JOBS_TABLE)["constrained_columns"])
+    # A partitioned jobs (PostgreSQL, docs/storage.md) has its keys on its partitions: its id is the key.
+    pk = set(insp.get_pk_constraint(JOBS_TABLE)["constrained_columns"]) or {"id"}
     columns = insp.get_columns(JOBS_TABLE)
     vary = _columns_to_vary(insp, JOBS_TABLE, template, {c["name"]: c["type"] for c in columns})
     series = "CAST(s.i AS TEXT)"  # spelled the same in SQLite and PostgreSQL

@@ -6,9 +6,9 @@ On a database of its own, under the README's production server of the checkout m
 an empty history. Then ``--history`` finished jobs, each with the three events a job's life writes, are copied in
 straight by SQL from one job made through the API, their times spread evenly over the last ``DAYS`` days, and
 vacuumed as autovacuum would; the same enqueues and claims are timed again. Last, one day of it (the oldest) is
-removed by queuelog's own retention (``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process of
-the checkout, and the rows it deleted from or updated in ``jobs`` are read from the statistics: the live table's
-dead rows.
+removed by queuelog's own retention (whole days where the checkout keeps history in days, else
+``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process of the checkout, and the rows it deleted
+from or updated in the live table are read from the statistics: its dead rows.
 """
 
 from __future__ import annotations
@@ -30,16 +30,42 @@ from bench.targets import create_key
 DAYS = 10
 WARM_UP = 40
 _TIME_COLUMNS = ("run_at", "created_at", "updated_at", "claimed_at", "heartbeat_at", "completed_at")
-_TABLE_WRITES = text("SELECT n_tup_del + n_tup_upd FROM pg_stat_user_tables WHERE relname = 'jobs'")
-_PURGE_A_DAY = """
+#: The table the live work reads and writes: ``jobs_live`` where history is apart (docs/storage.md), else ``jobs``.
+_LIVE_TABLE = "coalesce(to_regclass('jobs_live')::text, 'jobs')"
+_TABLE_WRITES = text(f"SELECT n_tup_del + n_tup_upd FROM pg_stat_user_tables WHERE relname = {_LIVE_TABLE}")
+#: Removing the oldest day, as the checkout's own retention does it: whole days where it keeps history in days
+#: (ops/retention.py), else row by row (``queuelog.ops.purge``, what ``flask purge`` runs).
+_REMOVE_A_DAY = """
 import json, sys, time
 from datetime import timedelta
 from app import app
-from queuelog.ops import purge
+from queuelog.core.clock import utcnow
 with app.app_context():
     started = time.perf_counter()
-    report = purge.purge(timedelta(hours=int(sys.argv[1])))
+    try:
+        from queuelog.ops import retention
+    except ImportError:
+        from queuelog.ops import purge
+        report = purge.purge(timedelta(hours=int(sys.argv[1])))
+    else:
+        midnight = utcnow().replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
+        report = retention.drop_days_before(midnight - timedelta(days=int(sys.argv[2]) - 1))
     print(json.dumps({"seconds": time.perf_counter() - started, "jobs": report.jobs, "events": report.events}))
+"""
+#: Where history is kept in days, the days the fill's times fall in are made first, as retention makes each day.
+_MAKE_PAST_DAYS = """
+import sys
+from datetime import timedelta
+from app import app
+from queuelog.core.clock import utcnow
+from queuelog.database.transactions import write_transaction
+from queuelog.sql import partitions
+with app.app_context():
+    midnight = utcnow().replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
+    for back in range(int(sys.argv[1]) + 1, 0, -1):
+        for table in (partitions.JOBS, partitions.EVENTS):
+            with write_transaction() as conn:
+                partitions.make_day(conn, table, midnight - timedelta(days=back), midnight - timedelta(days=back - 1))
 """
 
 
@@ -63,6 +89,8 @@ def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, l
         empty = _live_work(producer, worker, samples)
         print(f"  empty history: {_summary(empty)}", flush=True)
         started = time.monotonic()
+        if (tree / "queuelog" / "sql" / "partitions.py").exists():
+            _in_checkout(tree, env, _MAKE_PAST_DAYS, str(DAYS))
         _fill(db_url, producer, worker, size)
         print(f"  {size:,} finished jobs filled in {time.monotonic() - started:.0f} s", flush=True)
         full = _live_work(producer, worker, samples)
@@ -120,11 +148,20 @@ def _fill(db_url: str, producer, worker, size: int) -> None:
                 ),
                 {"n": size, "id": template["id"]},
             )
+            # Where events are kept in days (by ``bucket``), each goes in the day it happened on.
+            bucket = conn.execute(
+                text(
+                    "SELECT count(*) FROM information_schema.columns"
+                    " WHERE table_name = 'job_events' AND column_name = 'bucket'"
+                )
+            ).scalar_one()
             conn.execute(
                 text(
-                    "INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at)"
-                    " SELECT j.id, e.event, e.from_status, e.to_status, e.actor, e.attempt, e.error, j.updated_at"
-                    " FROM jobs j CROSS JOIN (SELECT * FROM job_events WHERE job_id = :id) e WHERE j.id > :first"
+                    "INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at"
+                    + (", bucket" if bucket else "")
+                    + ") SELECT j.id, e.event, e.from_status, e.to_status, e.actor, e.attempt, e.error, j.updated_at"
+                    + (", j.updated_at" if bucket else "")
+                    + " FROM jobs j CROSS JOIN (SELECT * FROM job_events WHERE job_id = :id) e WHERE j.id > :first"
                 ),
                 {"id": template["id"], "first": first},
             )
@@ -140,24 +177,30 @@ def _remove_a_day(tree: Path, env: dict[str, str], db_url: str) -> dict:
     try:
         with engine.connect() as conn:
             written_before = conn.execute(_TABLE_WRITES).scalar_one()
-        done = subprocess.run(
-            # The oldest day is DAYS days back; the next, DAYS - 1: half a day between them.
-            [sys.executable, "-c", _PURGE_A_DAY, str(DAYS * 24 - 12)],
-            cwd=tree,
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"purge failed: {done.stderr[-1000:]}")
-        removed = json.loads(done.stdout.strip().splitlines()[-1])
+        # The oldest day is DAYS days back; the next, DAYS - 1: half a day between them (row by row), or the
+        # day before DAYS - 1 days back (in days).
+        removed = json.loads(_in_checkout(tree, env, _REMOVE_A_DAY, str(DAYS * 24 - 12), str(DAYS)).splitlines()[-1])
         time.sleep(1.0)  # the purging process reported its counts as it ended; the statistics take them in
         with engine.connect() as conn:
             removed["jobs_rows_written"] = conn.execute(_TABLE_WRITES).scalar_one() - written_before
     finally:
         engine.dispose()
     return removed
+
+
+def _in_checkout(tree: Path, env: dict[str, str], script: str, *args: str) -> str:
+    """Run ``script`` with the checkout's own code; its standard output."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=tree,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"a step in {tree} failed: {done.stderr[-1000:]}")
+    return done.stdout.strip()
 
 
 def _summary(figures: dict[str, list[float]]) -> str:

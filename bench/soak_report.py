@@ -44,7 +44,7 @@ def print_window(w: Window) -> None:
     p50, p99 = w.p(0.5), w.p(0.99)
     print(
         f"{w.end:>6.0f} s  {w.phase:<8} claim p50 {_ms(p50):>7} p99 {_ms(p99):>7}  {w.completed_per_s:>6.1f} jobs/s"
-        f"  backlog {w.backlog:>6}  dead rows {w.dead_rows:>8}  jobs {w.table_bytes / 2**20:>6.1f} MiB",
+        f"  backlog {w.backlog:>6}  dead rows {w.dead_rows:>8}  live table {w.table_bytes / 2**20:>6.1f} MiB",
         flush=True,
     )
 
@@ -110,7 +110,7 @@ def markdown_timeline(timelines: dict[str, list[Window]]) -> str:
     """The runs' windows side by side, one row per window: each figure as ``vs / this`` when both ran."""
     labels = list(timelines)
     rows = [
-        "| s | phase | claim p50 ms | claim p99 ms | jobs/s | backlog | dead rows | jobs + indexes MiB |",
+        "| s | phase | claim p50 ms | claim p99 ms | jobs/s | backlog | dead rows | live table + indexes MiB |",
         "|---:|---|---|---|---|---|---|---|",
     ]
     for windows in zip(*(timelines[label] for label in labels), strict=True):
