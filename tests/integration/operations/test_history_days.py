@@ -16,7 +16,7 @@ from queuelog.extensions import db
 from queuelog.ops import retention
 from queuelog.sql import partitions
 from tests.support.database import test_db_kind
-from tests.support.table_stats import index_entries_read, writes_of
+from tests.support.table_stats import writes_of
 
 pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="partitioned history: PostgreSQL's layout")
 
@@ -140,39 +140,6 @@ def test_an_admin_retry_brings_a_failed_job_back_from_history(client, admin, wor
     assert retried.status_code == 200, retried.get_json()
     assert retried.get_json()["status"] == "pending"
     assert _table_of(job_id) == "jobs_live"
-
-
-HISTORY = 20_000  # finished jobs put in history between the two rounds: a size CI runs in a second
-ROUND = 20  # jobs enqueued, claimed and completed in each measured round
-
-
-def _fill_history(count: int) -> None:
-    """``count`` completed jobs finished a minute ago (today's day), straight by SQL."""
-    with db.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, run_at, created_at,"
-                " updated_at, completed_at, result)"
-                " SELECT 'email', '{}', 0, 'completed', 0, 3, t, t, t, t, '{}'"
-                " FROM (SELECT (now() AT TIME ZONE 'utc') - interval '1 minute' AS t) AS m, generate_series(1, :n)"
-            ),
-            {"n": count},
-        )
-        conn.execute(text("ANALYZE jobs"))
-
-
-def test_the_live_work_reads_no_more_index_entries_with_a_history_than_without(run_to_the_end):
-    def entries_read_by_a_round() -> int:
-        db.session.remove()
-        before = index_entries_read(db.engine)
-        for _ in range(ROUND):
-            run_to_the_end()
-        db.session.remove()
-        return index_entries_read(db.engine) - before
-
-    without = entries_read_by_a_round()
-    _fill_history(HISTORY)
-    assert entries_read_by_a_round() <= without + ROUND
 
 
 def test_a_heartbeat_waiting_on_a_job_that_finishes_meanwhile_is_answered_409_not_500(
