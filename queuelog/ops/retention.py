@@ -114,7 +114,7 @@ def drop_days_before(cutoff: datetime) -> Retained:
     dropped: list[tuple[int, int]] = []
     _locked_out(_drop, job_days, event_days, into=dropped)
     if not dropped:
-        return Retained(more=False)
+        return Retained()
     jobs, events = dropped[0]
     log.info("retention dropped %d days of history: %d jobs, %d events", len(job_days), jobs, events)
     return Retained(jobs, events)

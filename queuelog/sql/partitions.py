@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Connection
 
+from . import common
+
 LOCK_TIMEOUT = "200ms"
 DAY = timedelta(days=1)
 
@@ -138,6 +140,8 @@ def drop_days(conn: Connection, job_days: list[Day], event_days: list[Day]) -> t
 
 
 class Purged(NamedTuple):
+    """What ``purge_default`` deleted."""
+
     jobs: int
     events: int
 
@@ -145,12 +149,13 @@ class Purged(NamedTuple):
 def purge_default(conn: Connection, cutoff: datetime, limit: int) -> Purged:
     """Up to ``limit`` finished jobs of the default partition that finished before ``cutoff``, with their events,
     edges and slots: deleted, row by row (they are in no day to drop). A parent that a live job still depends on
-    stays, as ``flask purge`` leaves it."""
+    stays (NEEDED), as ``flask purge`` leaves it."""
+    from . import forget  # the package's calls by name; it imports nothing of this module
+
     ids = list(
         conn.exec_driver_sql(
-            "SELECT j.id FROM jobs_done_default j WHERE j.updated_at < %(cutoff)s AND NOT (j.has_dependents AND EXISTS"
-            " (SELECT 1 FROM job_dependencies d JOIN jobs_live c ON c.id = d.child_id WHERE d.parent_id = j.id))"
-            " ORDER BY j.updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED",
+            f"SELECT jobs.id FROM jobs_done_default jobs WHERE jobs.updated_at < %(cutoff)s AND {common.NEEDED}"
+            " ORDER BY jobs.updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED",
             {"cutoff": cutoff, "limit": limit},
         ).scalars()
     )
@@ -159,10 +164,7 @@ def purge_default(conn: Connection, cutoff: datetime, limit: int) -> Purged:
     values = {"ids": ids}
     events = conn.exec_driver_sql("DELETE FROM job_events WHERE job_id = ANY(%(ids)s)", values).rowcount
     jobs = conn.exec_driver_sql("DELETE FROM jobs_done_default WHERE id = ANY(%(ids)s)", values).rowcount
-    conn.exec_driver_sql(
-        "DELETE FROM job_dependencies WHERE child_id = ANY(%(ids)s) OR parent_id = ANY(%(ids)s)", values
-    )
-    conn.exec_driver_sql("DELETE FROM unique_slots WHERE job_id = ANY(%(ids)s)", values)
+    forget(conn, ids)
     return Purged(jobs, events)
 
 
