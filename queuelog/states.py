@@ -73,6 +73,9 @@ W, P, R, C, F, X = (
 
 #: Statuses a job never leaves by itself: only people act on them (or purging removes them).
 FINAL = frozenset({C, F, X})
+#: Statuses of a job still in flight: the claim, the heartbeat and the finish act on these alone. On PostgreSQL
+#: they are the rows of the live table, apart from history (docs/storage.md).
+LIVE = frozenset(JobStatus) - FINAL
 #: Statuses an admin's retry takes a job out of.
 RETRYABLE = frozenset({F, X})
 #: The one status in which a worker holds a job (claim token, lease).

@@ -117,7 +117,11 @@ RECORD_CLAIMS = "INSERT INTO type_claims (type, jobs, expires_at) VALUES (:type,
 FORGET_CLAIMS = "DELETE FROM type_claims WHERE type = :type AND expires_at <= :now"
 
 #: The holding worker's every move: complete, fail (requeue or failed), release, and the heartbeat.
-FINISH = f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY} {{ends_alone}}\nRETURNING {JOB_LIST}"
+#: ``{in_flight}`` is the dialect's IN_FLIGHT (the runner always fills it).
+FINISH = (
+    f"UPDATE jobs SET {LEAVE_RUNNING}\n WHERE id IN (:ids) AND {HELD_BY} {{in_flight}} {{ends_alone}}"
+    f"\nRETURNING {JOB_LIST}"
+)
 
 #: Failed or cancelled jobs back to pending with a clean record. Run once per from-status
 #: (:from_status), so each event row says where its job came from.

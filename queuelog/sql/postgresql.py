@@ -15,7 +15,7 @@ How to read them:
 from __future__ import annotations
 
 from ..database.channels import CHANNEL
-from ..states import BY_ACTION, DELETABLE, HELD
+from ..states import BY_ACTION, DELETABLE, HELD, LIVE
 from . import common
 from .common import for_postgresql
 from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in
@@ -58,6 +58,12 @@ LEAVE_PARTS = {
     # A batch whose jobs each have their own result, in one statement: the value under the job's id.
     "completes_each": "result = %(results)s::jsonb ->> jobs.id::text, completed_at = %(now)s",
 }
+
+#: A statement that can only act on jobs in flight says so in a form the planner prunes by: it then plans
+#: and reads the live table alone, not every day of history beside it (docs/storage.md), so its cost does not
+#: grow with the days kept. It also checks nothing: every job it names by id and status is in flight anyway.
+#: Differs: SQLite keeps one table (empty there).
+IN_FLIGHT = f"AND {status_in(LIVE)}"
 
 # --- flow control: what a claim may take of each type --------------------------------------------
 
@@ -223,7 +229,7 @@ UPDATE jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE NOT {_common.SETTINGS_CHANGED} AND {only_status(_CLAIMED_FROM)} {{process_runs}}
+ WHERE NOT {_common.SETTINGS_CHANGED} AND {only_status(_CLAIMED_FROM)} {IN_FLIGHT} {{process_runs}}
    AND id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {JOB_LIST}"""
 
@@ -242,6 +248,11 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     next turn and the head of the type's queue (or, with nothing pending, the newest job's id), the head read
     from ``floor`` up (queue/served_turns.py). One seek each.
 
+    Differs, so that the enqueue reads the live table alone (IN_FLIGHT says why): the newest id is the id
+    sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight.
+    A key whose jobs have all finished thus joins at the head of the queue, as a new key does, even where a
+    turn it took before (in another type's queue) lay further on; SQLite reads that turn among all its jobs.
+
     Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
     in both places."""
     job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
@@ -250,9 +261,9 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     COALESCE(
         (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
             AND fair_tag >= {floor}),
-        (SELECT max(id) FROM jobs),
+        (SELECT last_value FROM jobs_id_seq WHERE is_called),
         0),
-    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority}))"""
+    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}))"""
 
 
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
@@ -277,7 +288,7 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s
 #: claim is current).
 #: Differs: the NULL token is cast, so psycopg's untyped NULL has a type.
 TAKE_BACK = (
-    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)}"
+    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)} {IN_FLIGHT}"
     f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}"
 )
 

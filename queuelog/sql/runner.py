@@ -44,6 +44,9 @@ _OPTIONAL = {
     "ends_alone": ("limited", "ENDS_ALONE"),
     "stale": ("version", "STALE"),
 }
+#: Pieces every statement that holds their slot gets: {slot} → the dialect module's piece. A dialect without
+#: the piece leaves the slot empty (SQLite has no IN_FLIGHT: one table holds every job there).
+_ALWAYS = {"in_flight": "IN_FLIGHT"}
 #: What becomes of the claim in a move out of running: the piece of LEAVE_RUNNING that says it.
 _CLAIM_PIECES = {Claim.KEEP: "CLAIM_KEPT", Claim.END: "CLAIM_ENDED", Claim.DROP: "CLAIM_DROPPED"}
 _FAIR_TAG = NewJobRow._fields.index("fair_tag")
@@ -226,6 +229,8 @@ def _text(dialect: str, name: str, lists: tuple, filled: tuple, logged: bool, sh
         )
     for slot, (_value, piece) in _OPTIONAL.items():
         sql = sql.replace("{" + slot + "}", statement(dialect, piece) if slot in filled else "")
+    for slot, piece in _ALWAYS.items():
+        sql = sql.replace("{" + slot + "}", getattr(module, piece, ""))
     for item in filled:
         if isinstance(item, tuple):  # an inlined whole number, ("=limit", 10)
             sql = sql.replace("{" + item[0][1:] + "}", str(item[1]))

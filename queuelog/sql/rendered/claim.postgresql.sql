@@ -33,6 +33,7 @@ WITH changed AS
                          WHERE id = 1), 0) <> %(version)s
      AND (status) IS NOT DISTINCT
      FROM ('pending')
+     AND status IN ('waiting', 'pending', 'running')
      AND EXISTS
        (SELECT 1
         FROM worker_processes
@@ -201,6 +202,7 @@ WITH changed AS
                          WHERE id = 1), 0) <> %(version)s
      AND (status) IS NOT DISTINCT
      FROM ('pending')
+     AND status IN ('waiting', 'pending', 'running')
      AND EXISTS
        (SELECT 1
         FROM worker_processes
