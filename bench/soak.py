@@ -43,7 +43,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from bench import fill, soak_history, tasks
+from bench import fill, history_pages, soak_history, tasks
 from bench.run import create_database, make_pg_durable
 from bench.servers import PRODUCTION_THREADS, REPO_ROOT, GunicornServer, postgres_cluster
 from bench.soak_report import Shape, Window, markdown_timeline, print_verdicts, print_window, verdicts
@@ -284,6 +284,7 @@ def _history_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_di
         figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir)
     for label, tree in trees:
         soak_history.print_verdicts(f"{label} ({_commit_of(tree)})", figures[label], size)
+    history_pages.print_comparison(figures)
     return 0
 
 

@@ -1,11 +1,13 @@
 """The history shape of ``python -m bench.soak --shape history``: what a large history of finished jobs costs the
 live work, and what removing one day of it costs.
 
-On a database of its own, under the README's production server of the checkout measured, one client times
-``--samples`` enqueues (``POST /jobs``) and claims (``POST /jobs/claim``, each then completed) one at a time with
-an empty history. Then ``--history`` finished jobs, each with the three events a job's life writes, are copied in
-straight by SQL from one job made through the API, their times spread evenly over the last ``DAYS`` days, and
-vacuumed as autovacuum would; the same enqueues and claims are timed again. Last, one day of it (the oldest) is
+Two databases of its own, each under its own README production server of the checkout measured: one keeps an
+empty history; into the other ``--history`` finished jobs, each with the three events a job's life writes, are
+copied straight by SQL from one job made through the API, their times spread evenly over the last ``DAYS``
+days, vacuumed as autovacuum would and checkpointed (a history that grew over months is long on disk). Then one
+client times ``--samples`` enqueues (``POST /jobs``) and claims (``POST /jobs/claim``, each then completed) one
+at a time on each, taking turns sample by sample, so that the machine's swings fall on both alike. Last, one day
+of the full one's history (the oldest) is
 removed by queuelog's own retention (whole days where the checkout keeps history in days, else
 ``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process of the checkout, and the rows it deleted
 from or updated in the live table are read from the statistics: its dead rows.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from bench import tasks
+from bench import history_pages, tasks
 from bench.run import create_database
 from bench.servers import PRODUCTION_THREADS, GunicornServer
 from bench.targets import create_key
@@ -73,37 +75,58 @@ def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, l
     """The figures of the history shape for the checkout in ``tree``."""
     from queuelog.worker import Client
 
-    db_url = create_database(cluster_url, f"history_{label}")
-    env = {
-        "QUEUELOG_DATABASE_URL": db_url,
-        "QUEUELOG_JOB_TYPES": tasks.JOB_TYPE,
-        "QUEUELOG_LOG_FORMAT": "text",
-        "PYTHONPATH": str(tree),
-    }
-    server = GunicornServer("app:app", env, log_dir / f"gunicorn-history-{label}.log", PRODUCTION_THREADS, cwd=tree)
-    server.start()
+    servers, clients, env_full = [], {}, {}
     try:
-        producer = Client(server.url, create_key(tree, env, "history-producer", "producer"))
-        worker = Client(server.url, create_key(tree, env, "history-worker", "worker"))
-        _live_work(producer, worker, WARM_UP)  # every server process has served a few, untimed
-        empty = _live_work(producer, worker, samples)
-        print(f"  empty history: {_summary(empty)}", flush=True)
-        started = time.monotonic()
-        if (tree / "queuelog" / "sql" / "partitions.py").exists():
-            _in_checkout(tree, env, _MAKE_PAST_DAYS, str(DAYS))
-        _fill(db_url, producer, worker, size)
-        print(f"  {size:,} finished jobs filled in {time.monotonic() - started:.0f} s", flush=True)
-        full = _live_work(producer, worker, samples)
-        print(f"  {size:,} in history: {_summary(full)}", flush=True)
+        for side in ("empty", "full"):
+            db_url = create_database(cluster_url, f"history_{label}_{side}")
+            env = {
+                "QUEUELOG_DATABASE_URL": db_url,
+                "QUEUELOG_JOB_TYPES": tasks.JOB_TYPE,
+                "QUEUELOG_LOG_FORMAT": "text",
+                "PYTHONPATH": str(tree),
+            }
+            log = log_dir / f"gunicorn-history-{label}-{side}.log"
+            server = GunicornServer("app:app", env, log, PRODUCTION_THREADS, cwd=tree)
+            servers.append(server)
+            server.start()
+            producer = Client(server.url, create_key(tree, env, "history-producer", "producer"))
+            worker = Client(server.url, create_key(tree, env, "history-worker", "worker"))
+            clients[side] = (producer, worker)
+            if side == "full":
+                env_full = env
+                started = time.monotonic()
+                if (tree / "queuelog" / "sql" / "partitions.py").exists():
+                    _in_checkout(tree, env, _MAKE_PAST_DAYS, str(DAYS))
+                _fill(db_url, producer, worker, size)
+                print(f"  {size:,} finished jobs filled in {time.monotonic() - started:.0f} s", flush=True)
+        for side in clients:
+            _live_work(*clients[side], WARM_UP)  # every server process has served a few, untimed
+        figures = _side_by_side(clients, samples)
+        for side, label_of in (("empty", "empty history"), ("full", f"{size:,} in history")):
+            print(f"  {label_of}: {_summary(figures[side])}", flush=True)
+        figures["pages"] = history_pages.measure(tree, env_full, servers[-1].url, _a_failed_job(env_full))
+        for name, ms in figures["pages"].items():
+            print(f"  {name}: {ms:.1f} ms", flush=True)
     finally:
-        server.stop()  # its sessions end and report their counts: the purge's are then all that move them
-    removed = _remove_a_day(tree, env, db_url)
+        for server in servers:
+            server.stop()  # its sessions end and report their counts: the purge's are then all that move them
+    removed = _remove_a_day(tree, env_full, env_full["QUEUELOG_DATABASE_URL"])
     print(
         f"  a day removed: {removed['jobs']:,} jobs, {removed['events']:,} events in {removed['seconds']:.2f} s;"
         f" rows deleted or updated in jobs: {removed['jobs_rows_written']:,}",
         flush=True,
     )
-    return {"empty": empty, "full": full, "removed": removed}
+    return {**figures, "removed": removed}
+
+
+def _side_by_side(clients: dict, samples: int) -> dict[str, dict[str, list[float]]]:
+    """``samples`` of each side's live work, one sample of each side in turn."""
+    figures: dict[str, dict[str, list[float]]] = {side: {"enqueue": [], "claim": []} for side in clients}
+    for _ in range(samples):
+        for side, (producer, worker) in clients.items():
+            for name, values in _live_work(producer, worker, 1).items():
+                figures[side][name].extend(values)
+    return figures
 
 
 def _live_work(producer, worker, samples: int) -> dict[str, list[float]]:
@@ -140,7 +163,16 @@ def _fill(db_url: str, producer, worker, size: int) -> None:
             first = conn.execute(text("SELECT max(id) FROM jobs")).scalar_one()
             # Day k of DAYS back (k = 1 … DAYS), spread evenly; the oldest day is the one removed later.
             shift = f"(((s.i % {DAYS}) + 1) * interval '1 day')"
-            values = [f"t.{c} - {shift}" if c in _TIME_COLUMNS else f"t.{c}" for c in columns]
+            # One job in ten failed, with one of a few causes; every payload names a customer (bench/history_pages.py).
+            failed = "s.i % 10 = 0"
+            made = {
+                "status": f"CASE WHEN {failed} THEN 'failed' ELSE t.status END",
+                "error": f"CASE WHEN {failed} THEN {history_pages.error_of('s.i')} END",
+                "error_group": f"CASE WHEN {failed} THEN {history_pages.error_of('s.i')} END",
+                "result": f"CASE WHEN {failed} THEN NULL ELSE t.result END",
+                "payload": "'{\"customer_id\": ' || (s.i % 1000) || '}'",
+            }
+            values = [made.get(c, f"t.{c} - {shift}" if c in _TIME_COLUMNS else f"t.{c}") for c in columns]
             conn.execute(
                 text(
                     f"INSERT INTO jobs ({', '.join(columns)}) SELECT {', '.join(values)}"
@@ -168,6 +200,16 @@ def _fill(db_url: str, producer, worker, size: int) -> None:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE jobs"))
             conn.execute(text("VACUUM ANALYZE job_events"))
+            conn.execute(text("CHECKPOINT"))
+    finally:
+        engine.dispose()
+
+
+def _a_failed_job(env: dict[str, str]) -> int:
+    engine = create_engine(env["QUEUELOG_DATABASE_URL"])
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT max(id) FROM jobs WHERE status = 'failed'")).scalar_one()
     finally:
         engine.dispose()
 
