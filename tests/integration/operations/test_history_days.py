@@ -15,6 +15,7 @@ from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
 from queuelog.ops import retention
 from queuelog.sql import partitions
+from tests.support import plans
 from tests.support.database import test_db_kind
 from tests.support.table_stats import writes_of
 
@@ -169,3 +170,21 @@ def test_a_heartbeat_waiting_on_a_job_that_finishes_meanwhile_is_answered_409_no
         other.commit()
     beating.join(timeout=30)
     assert answers[0].status_code == 409, answers[0].get_json()
+
+
+def test_the_enqueue_claim_heartbeat_and_completion_plan_no_day_of_history(
+    client, worker, enqueue, claim, run_to_the_end
+):
+    run_to_the_end()  # today's day of history holds a job
+
+    def live_work():
+        enqueue()
+        held = claim()
+        token = {"claim_token": held["claim_token"]}
+        assert client.post(f"/jobs/{held['id']}/heartbeat", json=token, headers=worker).status_code == 200
+        assert client.post(f"/jobs/{held['id']}/complete", json=token, headers=worker).status_code == 200
+
+    sent, _took = plans.capture(live_work, lambda sql, way: way == "send" and "jobs" in sql)
+    assert len(sent) >= 4, sent
+    for statement, parameters in sent:
+        assert "jobs_done" not in plans.explain(statement, parameters), statement
