@@ -3,7 +3,7 @@ when the history is large (the Top errors page, the job search, a finished job's
 checkout's production server as a signed-in admin sees them.
 
 The history's fill (bench/soak_history.py) makes one job in ten failed, with one of ``CAUSES`` errors, and gives
-every job a payload ``{"customer_id": i % 1000}``, so that each search below has something to find or not.
+every job a payload ``{"customer_id": …}`` (one of 1,000), so that each search below has something to find or not.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ PAGES = (
 def error_of(row: str) -> str:
     """SQL for the error text of a failed row numbered ``row`` of the fill: one of CAUSES causes, without digits
     (error grouping masks numbers, so each cause is its own group)."""
-    return f"'the upstream refused the request: cause ' || chr(65 + ({row} / 10) % {CAUSES})"
+    return f"'the upstream refused the request: cause ' || chr(65 + abs(hashint4({row} + 1)) % {CAUSES})"
 
 
 def measure(tree: Path, env: dict[str, str], base_url: str, job_id: int) -> dict[str, float]:

@@ -83,6 +83,9 @@ def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, l
                 "QUEUELOG_DATABASE_URL": db_url,
                 "QUEUELOG_JOB_TYPES": tasks.JOB_TYPE,
                 "QUEUELOG_LOG_FORMAT": "text",
+                # The server's own retention (where it has one) keeps every day filled: the day removed is this
+                # shape's to time, and the history stays the size asked for.
+                "QUEUELOG_RETENTION": f"{DAYS + 5}d",
                 "PYTHONPATH": str(tree),
             }
             log = log_dir / f"gunicorn-history-{label}-{side}.log"
@@ -164,13 +167,15 @@ def _fill(db_url: str, producer, worker, size: int) -> None:
             # Day k of DAYS back (k = 1 … DAYS), spread evenly; the oldest day is the one removed later.
             shift = f"(((s.i % {DAYS}) + 1) * interval '1 day')"
             # One job in ten failed, with one of a few causes; every payload names a customer (bench/history_pages.py).
-            failed = "s.i % 10 = 0"
+            # Each drawn by a hash of the row's number: spread over every day (the day is s.i % DAYS) and every page
+            # alike, in one table or in days, as failures and customers come in a queue.
+            failed = "abs(hashint4(s.i)) % 10 = 0"
             made = {
                 "status": f"CASE WHEN {failed} THEN 'failed' ELSE t.status END",
                 "error": f"CASE WHEN {failed} THEN {history_pages.error_of('s.i')} END",
                 "error_group": f"CASE WHEN {failed} THEN {history_pages.error_of('s.i')} END",
                 "result": f"CASE WHEN {failed} THEN NULL ELSE t.result END",
-                "payload": "'{\"customer_id\": ' || (s.i % 1000) || '}'",
+                "payload": "'{\"customer_id\": ' || (abs(hashint8(s.i)) % 1000) || '}'",
             }
             values = [made.get(c, f"t.{c} - {shift}" if c in _TIME_COLUMNS else f"t.{c}") for c in columns]
             conn.execute(
