@@ -77,7 +77,7 @@ def changed(conn: Connection, transition: Transition, rows: list[JobRow], log: L
         return
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
     if transition.to_status is JobStatus.PENDING:
-        wakeup.jobs_ready(conn, notified)
+        wakeup.jobs_ready(conn, notified, min(row.fair_tag for row in rows))
     else:
         flow.slots_freed(conn, rows, log.from_status)
     if transition.to_status in FINAL:

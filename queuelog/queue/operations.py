@@ -29,6 +29,7 @@ from ..database.transactions import (
 from ..ops.metrics import count_refusals
 from ..reads.queries import max_job_id
 from ..sql import Claim, JobRow, Leave
+from ..waiting import wakeup
 from . import flow, served_turns, worker_processes
 from .moves import (
     CLAIM,
@@ -146,6 +147,7 @@ def _claim_shaped_by(
             log=log,
             process=process,
             key_id=caller.id,
+            floor=wakeup.claim_floor(conn.engine),
         )
         if rows is None:
             return None

@@ -136,6 +136,7 @@ def claim(
     log: Log,
     process: int | None = None,
     key_id: int | None = None,
+    floor: int = 0,
 ) -> list[JobRow] | None:
     """CLAIM: up to ``limit`` claimable jobs (of ``types``; None: any) marked running for ``worker``; with
     ``process``, only while that worker process of key ``key_id`` is told to run, and written on the jobs.
@@ -145,6 +146,7 @@ def claim(
     nothing if one is after all. With ``flow``: nothing of a paused type, nothing past a limit, and a
     limited type only when it is among ``locked_types`` (FLOW_LOCK, earlier in this transaction).
     None, having taken nothing: the settings are no longer at ``version`` (read them again, claim anew).
+    ``floor`` (PostgreSQL): no claimable job's turn is below it (waiting/claim_floor.py); 0: none.
     """
     values = {
         "now": now,
@@ -158,6 +160,7 @@ def claim(
         "flow": True if flow else None,
         "locked_types": list(locked_types),
         "version": version,
+        "floor": floor if floor > 0 and conn.dialect.name == "postgresql" else None,
     }
     if conn.dialect.name == "sqlite":
         return _claim_on_sqlite(conn, values, log)

@@ -15,9 +15,10 @@ How to read them:
 from __future__ import annotations
 
 from ..database.channels import CHANNEL
-from ..states import BY_ACTION, DELETABLE, HELD, LIVE
+from ..states import BY_ACTION, DELETABLE, HELD
 from . import common
 from .common import for_postgresql
+from .postgresql_turns import FAIR_TAGS, FLOOR, IN_FLIGHT, LOWEST_TURN, turn  # noqa: F401  (found here)
 from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in
 
 #: The statements and pieces both dialects spell alike (common.py), in this module's spelling.
@@ -58,12 +59,6 @@ LEAVE_PARTS = {
     # A batch whose jobs each have their own result, in one statement: the value under the job's id.
     "completes_each": "result = %(results)s::jsonb ->> jobs.id::text, completed_at = %(now)s",
 }
-
-#: A statement that can only act on jobs in flight says so in a form the planner prunes by: it then plans
-#: and reads the live table alone, not every day of history beside it (docs/storage.md), so its cost does not
-#: grow with the days kept. It also checks nothing: every job it names by id and status is in flight anyway.
-#: Differs: SQLite keeps one table (empty there).
-IN_FLIGHT = f"AND {status_in(LIVE)}"
 
 # --- flow control: what a claim may take of each type --------------------------------------------
 
@@ -220,7 +215,7 @@ CLAIM = f"""
 WITH RECURSIVE {{flow}}
 picked AS MATERIALIZED (
     SELECT id FROM (SELECT id FROM jobs
-                     WHERE {_common.CLAIMABLE} AND {_NONE_CONTROLLED_OR_CHANGED} {{walk_off}}
+                     WHERE {_common.CLAIMABLE} AND {_NONE_CONTROLLED_OR_CHANGED} {{walk_off}} {{floor}}
                      ORDER BY priority DESC, fair_tag, id
                      LIMIT {{limit}}
                        FOR UPDATE SKIP LOCKED) walked
@@ -242,40 +237,6 @@ FLOW_LOCK = (
     f" FROM type_settings WHERE {_common.LIMITED} {{types}} ORDER BY type FOR UPDATE"
 )
 
-
-def turn(job_type: str, key: str, priority: str, floor: str) -> str:
-    """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
-    next turn and the head of the type's queue (or, with nothing pending, the newest job's id), the head read
-    from ``floor`` up (queue/served_turns.py). One seek each.
-
-    Differs, so that the enqueue reads the live table alone (IN_FLIGHT says why): the newest id is the id
-    sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight.
-    A key whose jobs have all finished thus joins at the head of the queue, as a new key does, even where a
-    turn it took before (in another type's queue) lay further on; SQLite reads that turn among all its jobs.
-
-    Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
-    in both places."""
-    job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
-    floor = f"({floor})::bigint"
-    return f"""GREATEST(
-    COALESCE(
-        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
-            AND fair_tag >= {floor}),
-        (SELECT last_value FROM jobs_id_seq WHERE is_called),
-        0),
-    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}))"""
-
-
-#: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
-#: [type, key, priority, floor]), in the order asked.
-#: Differs: jsonb_array_elements and casts (SQLite: json_each).
-FAIR_TAGS = f"""
-WITH asked AS (
-    SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority,
-           (item->>3)::bigint AS floor
-      FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
-SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")}
-  FROM asked a ORDER BY a.n"""
 
 #: FINISH's optional piece: only a job whose move needs nothing after it (no children to decide, no producer
 #: waiting for it, not of a limited type whose waiting claims its freed slot must wake), so that the move can
@@ -320,9 +281,11 @@ _LOGGING = (
 LOGGED = f"{_LOGGING} SELECT {JOB_LIST} FROM changed {{stale}}"
 #: LOGGED for new jobs, which also wakes the waiting claims of every server process: the NOTIFY that
 #: ``wakeup.jobs_ready`` would send as a statement of its own, without its round trip. Like NOTIFY it is
-#: delivered at commit. It is sent once the jobs exist (no row to join, no notification).
+#: delivered at commit. It is sent once the jobs exist (no row to join, no notification). Its payload is the
+#: lowest turn of the new jobs: each process's claim floor drops to it (waiting/claim_floor.py).
 LOGGED_AND_ANNOUNCED = (
-    f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}', '')) SELECT {JOB_LIST} FROM changed CROSS JOIN announced"
+    f"{_LOGGING}, announced AS (SELECT pg_notify('{CHANNEL}', (SELECT min(fair_tag) FROM changed)::text))"
+    f" SELECT {JOB_LIST} FROM changed CROSS JOIN announced"
 )
 
 # --- workflows (queue/dependencies.py): waiting jobs and their parents, in postgresql_workflows.py ------

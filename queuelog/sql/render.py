@@ -45,8 +45,9 @@ def _readable(sql: str) -> str:
     return sqlparse.format(sql, reindent=True, wrap_after=_WIDTH - 10).strip() + ";\n"
 
 
-#: The claim's values: two types asked for, a named worker process, a limit of 10. Without types the
-#: claim drops ``{types}``; without a worker process, ``{process_runs}``.
+#: The claim's values: two types asked for, a named worker process, a limit of 10, a claim floor (PostgreSQL,
+#: waiting/claim_floor.py). Without types the claim drops ``{types}``; without a worker process,
+#: ``{process_runs}``; without a floor, ``{floor}``.
 _CLAIM = {
     "now": "now",
     "lease_until": "lease_until",
@@ -59,6 +60,8 @@ _CLAIM = {
     "locked_types": ["a"],
     "version": 1,
 }
+#: A claim floor, which only PostgreSQL's claim has.
+_FLOOR = {"postgresql": {"floor": 1}, "sqlite": {}}
 _IDS = {"ids": [1, 2], "worker": "w", "token": "t"}
 _COMPLETE = Leave(JobStatus.COMPLETED, Claim.END, "now", completes=True, result="{}")
 _HEARTBEAT = Leave(JobStatus.RUNNING, Claim.KEEP, "now", lease_until="lease_until", progress="{}")
@@ -68,7 +71,7 @@ _STALLED = Leave(JobStatus.PENDING, Claim.DROP, "now", run_at="run_at", spends_r
 def _claim(dialect: str) -> list[tuple[str, str]]:
     shapes = []
     for flow in (False, True):
-        values = {**_CLAIM, "flow": True if flow else None}
+        values = {**_CLAIM, **_FLOOR[dialect], "flow": True if flow else None}
         how = "with flow control (a type of the claim is paused or limited)" if flow else "without flow control"
         if dialect == "postgresql":
             if flow:

@@ -38,6 +38,7 @@ _OPTIONAL = {
     "flow": ("flow", "FLOW"),
     "flow_pick": ("flow", "FLOW_PICK"),
     "walk_off": ("flow", "WALK_OFF"),
+    "floor": ("floor", "FLOOR"),
     "types": ("types", "TYPES"),
     "claimed_before": ("claimed_before", "CLAIMED_BEFORE"),
     "process_runs": ("process", "PROCESS_RUNS"),

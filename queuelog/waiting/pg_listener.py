@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 from typing import Protocol
 
 from sqlalchemy.engine import Engine
 
+from ..core.clock import utcnow
 from ..database.channels import CHANNEL, FINISHED_CHANNEL
+from ..sql.postgresql import LOWEST_TURN
+from . import claim_floor
 
 log = logging.getLogger("queuelog.wakeup")
 
@@ -25,6 +29,7 @@ class Waker(Protocol):
 
     listening: bool
     finished: Waker
+    floor: claim_floor.Floor
 
     def signal(self) -> None: ...
 
@@ -55,14 +60,27 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
                 waker.signal()
                 waker.finished.signal()
                 while True:
-                    for notify in conn.notifies(timeout=30.0):
-                        (waker.finished if notify.channel == FINISHED_CHANNEL else waker).signal()
-                    conn.execute("SELECT 1")  # a quiet half-open connection raises here
+                    _read_floor(conn, waker.floor)  # also: a quiet half-open connection raises here
+                    for notify in conn.notifies(timeout=claim_floor.REFRESH_SECONDS):
+                        if notify.channel == FINISHED_CHANNEL:
+                            waker.finished.signal()
+                        else:
+                            waker.floor.lower(claim_floor.turn_of(notify.payload))  # before the waiters wake
+                            waker.signal()
         except Exception as exc:  # noqa: BLE001 - whatever broke, the listener must come back
             if waker.listening:
                 log.warning("LISTEN connection lost (%s); waiting claims poll until it is back", exc.__class__.__name__)
         waker.listening = waker.finished.listening = False
+        waker.floor.forget()
         waker.signal()
         waker.finished.signal()
         time.sleep(delay)
         delay = min(delay * 2, 10.0)
+
+
+def _read_floor(conn, floor: claim_floor.Floor) -> None:
+    """Read the claim floor again (claim_floor.py): the lowest turn of the pending jobs due within the horizon."""
+    horizon = utcnow().replace(tzinfo=None) + timedelta(seconds=claim_floor.HORIZON_SECONDS)
+    floor.begin_refresh()
+    (lowest,) = conn.execute(LOWEST_TURN, {"horizon": horizon}).fetchone()
+    floor.refreshed(lowest)

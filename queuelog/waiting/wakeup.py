@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from ..database.channels import CHANNEL, FINISHED_CHANNEL
 from ..extensions import db
 from . import pg_listener, wake_signal
+from .claim_floor import Floor
 
 log = logging.getLogger("queuelog.wakeup")
 
@@ -60,6 +61,8 @@ class Waker:
         self.listening = False  # can other processes wake it? (PostgreSQL: LISTEN is up; SQLite: a wake socket)
         #: The claims' waker carries a second one, for producers waiting on a job's end (``jobs_finished``).
         self.finished = finished
+        #: Where the claims' walk may start (PostgreSQL): claim_floor.py; the listener reads it, announcements lower it.
+        self.floor = Floor()
 
     @property
     def generation(self) -> int:
@@ -86,14 +89,17 @@ class Waker:
 # --- announcing ----------------------------------------------------------------------------------
 
 
-def jobs_ready(conn: Connection, notified: bool = False) -> None:
+def jobs_ready(conn: Connection, notified: bool = False, lowest_turn: int = 0) -> None:
     """Announce, from inside a write transaction, that it makes jobs claimable once it commits.
 
-    ``notified``: the statement that made them sent PostgreSQL's NOTIFY itself (an enqueue does).
+    ``notified``: the statement that made them sent PostgreSQL's NOTIFY itself (an enqueue does, with the
+    lowest turn of its jobs). ``lowest_turn``: the lowest turn (fair_tag) among the jobs, which every process's
+    claim floor drops to (claim_floor.py); 0 when the caller does not know it (no floor until the next read).
     """
+    turn = max(0, int(lowest_turn))
     if conn.dialect.name == "postgresql" and not notified:
-        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
-    conn.info[_READY_MARK] = True
+        conn.exec_driver_sql(f"NOTIFY {CHANNEL}, '{turn}'")
+    conn.info[_READY_MARK] = min(turn, conn.info.get(_READY_MARK, turn))
 
 
 def jobs_finished(conn: Connection) -> None:
@@ -126,9 +132,11 @@ def watch_checkins(engine: Engine) -> None:
     def after_checkin(_dbapi_connection, record) -> None:
         if record is None:
             return
-        if record.info.pop(_READY_MARK, False):
+        turn = record.info.pop(_READY_MARK, None)
+        if turn is not None:
             waker = _wakers.get(key)
             if waker is not None:
+                waker.floor.lower(turn)  # before the waiters wake: they claim from it
                 waker.signal()
             if sqlite_file is not None:
                 wake_signal.announce(sqlite_file)  # PostgreSQL's NOTIFY went with the commit
@@ -184,6 +192,14 @@ def waker_for(engine: Engine) -> Waker:
         waker.listening = waker.finished.listening = wake_signal.listen(sqlite_file, waker.signal)
         wake_signal.listen(sqlite_file, waker.finished.signal, wake_signal.JOBS_FINISHED)
     return waker
+
+
+def claim_floor(engine: Engine) -> int:
+    """Where this process's claims of ``engine``'s database may start their walk (claim_floor.py); 0: at the head."""
+    if engine.dialect.name != "postgresql":
+        return 0
+    waker = waker_for(engine)
+    return waker.floor.current(waker.listening)
 
 
 def _key_for_url(url) -> str:

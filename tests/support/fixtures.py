@@ -15,6 +15,7 @@ from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.models import Job, JobEvent
 from queuelog.queue import flow
+from queuelog.waiting import wakeup
 from tests.support.api import bearer
 from tests.support.database import app_config
 from tests.support.strict_json import StrictJSONAnswers
@@ -93,7 +94,8 @@ def admin(make_key):
 
 @pytest.fixture
 def make_job(app):
-    """Build a job row straight in the database, in any state: make_job(status='running', ...)."""
+    """Build a job row straight in the database, in any state: make_job(status='running', ...). A pending one
+    is announced as the queue announces its own."""
 
     def _make(**fields) -> int:
         now = utcnow()
@@ -126,6 +128,10 @@ def make_job(app):
                     job_id=job_id, event="enqueued", to_status=status, actor="test", attempt=0, at=now
                 )
             )
+            if status == "pending":
+                # Announced, as the queue announces the jobs it makes pending: waiting claims wake, and on
+                # PostgreSQL the claims' floor takes in a turn written by hand (waiting/claim_floor.py).
+                wakeup.jobs_ready(conn)
         return job_id
 
     return _make

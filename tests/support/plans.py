@@ -12,6 +12,7 @@ from sqlalchemy import text
 from queuelog.database.engine import dialect_name
 from queuelog.extensions import db
 from queuelog.sql import runner
+from queuelog.waiting import wakeup
 
 _FILL = {
     # Pending jobs of four types and four priorities, plus finished ones the partial index leaves out.
@@ -39,8 +40,10 @@ PICK = "ORDER BY priority DESC, fair_tag, id"
 
 
 def fill_jobs(conn, total: int, finished: int) -> None:
-    """``total`` jobs due a minute ago, of four types and four priorities; the first ``finished`` completed."""
+    """``total`` jobs due a minute ago, of four types and four priorities; the first ``finished`` completed.
+    Announced as the queue announces the jobs it makes pending (waiting/claim_floor.py)."""
     conn.execute(text(_FILL[dialect_name()]), {"total": total, "finished": finished})
+    wakeup.jobs_ready(conn)
 
 
 def capture(run: Callable[[], object], keep: Callable[[str, str], bool]) -> tuple[list[tuple[str, object]], float]:

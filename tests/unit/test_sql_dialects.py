@@ -18,7 +18,16 @@ SQL = Path(common.__file__).resolve().parent
 #: has a catalog to ask about the database's health (dead rows, sizes, a transaction holding vacuum back).
 ONLY_IN = {
     "sqlite": {"CLAIM_PICK", "CLAIMED", "LOG_EVENTS"},
-    "postgresql": {"LOGGED", "LOGGED_AND_ANNOUNCED", "QUOTA_TURN", "TABLE_HEALTH", "OLDEST_TRANSACTION", "IN_FLIGHT"},
+    "postgresql": {
+        "LOGGED",
+        "LOGGED_AND_ANNOUNCED",
+        "QUOTA_TURN",
+        "TABLE_HEALTH",
+        "OLDEST_TRANSACTION",
+        "IN_FLIGHT",
+        "FLOOR",
+        "LOWEST_TURN",
+    },
 }
 
 

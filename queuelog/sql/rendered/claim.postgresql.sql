@@ -21,6 +21,7 @@ WITH changed AS
                           OR key_concurrency_limit IS NOT NULL))
                      OR s.updated_at > %(now)s)
                 AND type = ANY(%(types)s))
+           AND fair_tag >= %(floor)s
          ORDER BY priority DESC, fair_tag, id
          LIMIT 10
          FOR UPDATE SKIP LOCKED) walked) UPDATE jobs
@@ -188,6 +189,7 @@ WITH changed AS
                      OR s.updated_at > %(now)s)
                 AND type = ANY(%(types)s))
            AND false
+           AND fair_tag >= %(floor)s
          ORDER BY priority DESC, fair_tag, id
          LIMIT 10
          FOR UPDATE SKIP LOCKED) walked

@@ -1,0 +1,69 @@
+"""PostgreSQL's statements about turns (``fair_tag``) and the live table, a part of postgresql.py (which imports
+them, and where the runner finds them): the turn a new job takes, where a claim's walk of the turns may start,
+and the filter that keeps a statement on the live table.
+"""
+
+from __future__ import annotations
+
+from ..core.patterns import Priority
+from ..states import LIVE
+from .values import status_in
+
+#: A statement that can only act on jobs in flight says so in a form the planner prunes by: it then plans
+#: and reads the live table alone, not every day of history beside it (docs/storage.md), so its cost does not
+#: grow with the days kept. It also checks nothing: every job it names by id and status is in flight anyway.
+#: Differs: SQLite keeps one table (empty there).
+IN_FLIGHT = f"AND {status_in(LIVE)}"
+
+
+def turn(job_type: str, key: str, priority: str, floor: str) -> str:
+    """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
+    next turn and the head of the type's queue (or, with nothing pending, the newest job's id), the head read
+    from ``floor`` up (queue/served_turns.py). One seek each.
+
+    Differs, so that the enqueue reads the live table alone (IN_FLIGHT says why): the newest id is the id
+    sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight.
+    A key whose jobs have all finished thus joins at the head of the queue, as a new key does, even where a
+    turn it took before (in another type's queue) lay further on; SQLite reads that turn among all its jobs.
+
+    Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
+    in both places."""
+    job_type, key, priority = f"({job_type})::varchar", f"({key})::varchar", f"({priority})::integer"
+    floor = f"({floor})::bigint"
+    return f"""GREATEST(
+    COALESCE(
+        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
+            AND fair_tag >= {floor}),
+        (SELECT last_value FROM jobs_id_seq WHERE is_called),
+        0),
+    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}))"""
+
+
+#: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
+#: [type, key, priority, floor]), in the order asked.
+#: Differs: jsonb_array_elements and casts (SQLite: json_each).
+FAIR_TAGS = f"""
+WITH asked AS (
+    SELECT n, item->>0 AS type, item->>1 AS concurrency_key, (item->>2)::integer AS priority,
+           (item->>3)::bigint AS floor
+      FROM jsonb_array_elements(%(groups)s::jsonb) WITH ORDINALITY AS g(item, n))
+SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")}
+  FROM asked a ORDER BY a.n"""
+
+
+#: CLAIM's optional ``{floor}``: the walk starts at this process's claim floor (waiting/claim_floor.py), no
+#: claimable job's turn being below it. A condition on the index's own column: the walk passes over the entries
+#: below it, those a held snapshot keeps of jobs claimed since, without reading their rows.
+#: Differs: only PostgreSQL keeps such entries (SQLite has no floor).
+FLOOR = "AND fair_tag >= %(floor)s"
+
+#: The claim floor's read (claim_floor.py): the lowest turn of the pending jobs due before ``%(horizon)s``, at any
+#: priority (for each priority one walk of ix_jobs_claim_order to its first such job), and never above the newest
+#: id: a job enqueued after this read takes at least that turn (``turn``) when no other is pending before it, so
+#: it is above the floor even before its announcement reaches this process. NULL: no job was ever made.
+_LEVELS = ", ".join(f"({int(priority)})" for priority in Priority)
+LOWEST_TURN = f"""SELECT LEAST(
+  (SELECT min(first.fair_tag) FROM (VALUES {_LEVELS}) AS level(priority)
+     CROSS JOIN LATERAL (SELECT fair_tag FROM jobs WHERE status = 'pending' AND priority = level.priority
+                           AND run_at <= %(horizon)s ORDER BY fair_tag LIMIT 1) AS first),
+  (SELECT last_value FROM jobs_id_seq WHERE is_called))"""

@@ -1,0 +1,101 @@
+"""The claim floor (PostgreSQL, queuelog/waiting/claim_floor.py): a claim's walk of the pending jobs starts at a
+turn no claimable job is below, so that it passes over what a held snapshot keeps of the jobs claimed since
+without reading their rows; and no job is left behind by it.
+
+The floor is read again about once a second, so a test that needs it read after what it did waits for that.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import text
+
+from queuelog.core.clock import utcnow
+from queuelog.extensions import db
+from queuelog.waiting import claim_floor, wakeup
+from tests.support.database import test_db_kind
+from tests.support.table_stats import index_entries_read
+
+pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="the claim floor is PostgreSQL's")
+
+CLAIMS = 10  # claims measured in each round
+BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under the held snapshot
+
+
+def _floor_read_again() -> None:
+    time.sleep(claim_floor.REFRESH_SECONDS * 3)
+
+
+@pytest.fixture
+def run_jobs(client, worker, enqueue, claim):
+    """run_jobs(n): n jobs enqueued, claimed and completed, one by one."""
+
+    def _run(count: int) -> None:
+        for _ in range(count):
+            enqueue()
+            job = claim()
+            done = client.post(f"/jobs/{job['id']}/complete", json={"claim_token": job["claim_token"]}, headers=worker)
+            assert done.status_code == 200, done.get_json()
+
+    return _run
+
+
+def _entries_read_by_claims(enqueue, claim) -> int:
+    for _ in range(CLAIMS):
+        enqueue()
+    db.session.remove()
+    before = index_entries_read(db.engine)
+    for _ in range(CLAIMS):
+        claim()
+    db.session.remove()
+    return index_entries_read(db.engine) - before
+
+
+def test_a_claim_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+    enqueue, claim, run_jobs, hold_snapshot
+):
+    hold_snapshot()
+    run_jobs(10)
+    _floor_read_again()
+    early = _entries_read_by_claims(enqueue, claim)
+    run_jobs(BETWEEN_ROUNDS)
+    _floor_read_again()
+    late = _entries_read_by_claims(enqueue, claim)
+    # A walk from the head would read one more entry per claim for each job run in between (1,500 here).
+    assert late <= early + CLAIMS, (early, late, f"floor now: {wakeup.claim_floor(db.engine)}")
+
+
+def test_a_released_job_is_claimed_again_at_once_though_later_jobs_ran_since(client, worker, enqueue, claim, run_jobs):
+    first = enqueue()
+    held = claim()
+    assert held["id"] == first["id"]
+    run_jobs(20)
+    _floor_read_again()
+    released = client.post(f"/jobs/{held['id']}/release", json={"claim_token": held["claim_token"]}, headers=worker)
+    assert released.status_code == 200, released.get_json()
+    assert claim()["id"] == first["id"]
+
+
+def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_once_the_floor_is_read_again(
+    client, worker, run_jobs
+):
+    run_jobs(20)
+    _floor_read_again()
+    now = utcnow().replace(tzinfo=None)
+    with db.engine.begin() as conn:
+        job_id = conn.execute(
+            text(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,"
+                " run_at, created_at, updated_at, fair_tag)"
+                " VALUES ('email', '{}', 0, 'pending', 0, 3, 0, :now, :now, :now, 0) RETURNING id"
+            ),
+            {"now": now},
+        ).scalar_one()
+    deadline = time.monotonic() + claim_floor.STALE_SECONDS + claim_floor.REFRESH_SECONDS
+    claimed = None
+    while claimed is None and time.monotonic() < deadline:
+        response = client.post("/jobs/claim", headers=worker)
+        claimed = response.get_json()["id"] if response.status_code == 200 else time.sleep(0.1)
+    assert claimed == job_id
