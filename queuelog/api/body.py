@@ -51,7 +51,9 @@ def _whole_body() -> bytes:
 def json_body(required: bool = True) -> dict:
     """The request body as a JSON object; an empty body counts as {} where that is allowed."""
     raw = _whole_body()
-    if not raw.strip():
+    # JSON's own whitespace only: bytes.strip() would also take a form feed or a vertical tab for nothing,
+    # and a body of those is not JSON.
+    if not raw.strip(b" \t\n\r"):
         if required:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
         # Nothing to interpret, so no Content-Type is needed: `curl -X POST …/claim` sends none.
