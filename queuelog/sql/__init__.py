@@ -160,7 +160,7 @@ def claim(
         "flow": True if flow else None,
         "locked_types": list(locked_types),
         "version": version,
-        "floor": floor if floor > 0 and conn.dialect.name == "postgresql" else None,
+        "floor": _floor(conn, floor),
     }
     if conn.dialect.name == "sqlite":
         return _claim_on_sqlite(conn, values, log)
@@ -328,9 +328,16 @@ def watch(conn: Connection, job_id: int) -> JobRow | None:
     return rows[0] if rows else None
 
 
-def something_due(conn: Connection, now: datetime, types: Sequence[str] | None) -> bool:
-    """SOMETHING_DUE: is any job of ``types`` (None: any) claimable at ``now``, flow control considered?"""
-    return bool(scalar(conn, "SOMETHING_DUE", {"now": now, "types": types, "limit": 1}))
+def something_due(conn: Connection, now: datetime, types: Sequence[str] | None, floor: int = 0) -> bool:
+    """SOMETHING_DUE: is any job of ``types`` (None: any) claimable at ``now``, flow control considered, at or
+    above ``floor`` (PostgreSQL, as ``claim``)?"""
+    values = {"now": now, "types": types, "limit": 1, "floor": _floor(conn, floor)}
+    return bool(scalar(conn, "SOMETHING_DUE", values))
+
+
+def _floor(conn: Connection, floor: int) -> int | None:
+    """The claim floor as a statement's value: PostgreSQL's only, and none at 0."""
+    return floor if floor > 0 and conn.dialect.name == "postgresql" else None
 
 
 def job(conn: Connection, job_id: int) -> JobRow | None:

@@ -94,9 +94,9 @@ def _rooms(held: bool) -> str:
     unheld = f"coalesce({limited('s')} AND NOT q.type = ANY(%(locked_types)s), false)" if held else "false"
     changed = f"coalesce({_CHANGED_SINCE}, false)" if held else "false"
     return f"""queues(type) AS (
-    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' {{types}})
+    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' {{types}} {{floor}})
     UNION ALL
-    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' AND type > queues.type {{types}})
+    SELECT (SELECT min(type) FROM jobs WHERE status = 'pending' AND type > queues.type {{types}} {{floor}})
       FROM queues WHERE queues.type IS NOT NULL),
 limits AS (
     SELECT q.type, coalesce(s.paused, false) AS paused, {unheld} AS unheld, {changed} AS changed,
@@ -135,7 +135,7 @@ def _first_due(queue: str, with_room: bool) -> str:
     key = f" AND {_KEY_HAS_ROOM.replace('f.blocked', queue + '.blocked')}" if with_room else ""
     return (
         f"(SELECT true FROM jobs p WHERE p.type = {queue}.type AND p.status = 'pending'"
-        f" AND p.run_at <= %(now)s AND {not_expired('p')}{key}"
+        f" AND p.run_at <= %(now)s AND {not_expired('p')}{key} {{floor}}"
         " ORDER BY p.priority DESC, p.fair_tag, p.id LIMIT 1)"
     )
 
@@ -152,7 +152,7 @@ by_type AS (
       FROM rooms f CROSS JOIN LATERAL (
            SELECT p.id, p.type, p.concurrency_key, p.priority, p.fair_tag FROM jobs p
             WHERE p.type = f.type AND p.status = 'pending' AND p.run_at <= %(now)s AND {not_expired("p")}
-              AND {_KEY_HAS_ROOM}
+              AND {_KEY_HAS_ROOM} {{floor}}
             ORDER BY p.priority DESC, p.fair_tag, p.id
             LIMIT {{limit}}
               FOR UPDATE OF p SKIP LOCKED) j),
@@ -299,14 +299,15 @@ from .postgresql_workflows import (  # noqa: E402,F401  (the runner finds a dial
 
 # --- the reads the operations decide by ---------------------------------------------------------------
 
-#: Is anything claimable? Asked by a waiting claim before it runs the claim. Under flow control a job is
+#: Is anything claimable (at or above the claim floor, ``{floor}``, as the claim would take it)? Asked by a
+#: waiting claim before it runs the claim. Under flow control a job is
 #: claimable only where its type has room and its key too, so a waiting claim sleeps through a pause or a
 #: full limit instead of claiming nothing every second. (Always with the flow part: this read is not on a
 #: hot path, and it needs no copy of the settings to be right.)
 #: Differs: scalar subqueries with a LIMIT for PostgreSQL's planner (SQLite: CASE and INDEXED BY).
 SOMETHING_DUE = f"""
 WITH RECURSIVE {_rooms(held=False)}
-SELECT EXISTS (SELECT 1 FROM jobs WHERE {_common.CLAIMABLE} AND {_NONE_CONTROLLED})
+SELECT EXISTS (SELECT 1 FROM jobs WHERE {_common.CLAIMABLE} AND {_NONE_CONTROLLED} {{floor}})
     OR EXISTS (SELECT 1 FROM rooms f WHERE {_first_due("f", with_room=True)})"""
 
 #: After a claim that came back short: each type of the claim with due jobs that flow control held back,

@@ -51,9 +51,10 @@ SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")}
   FROM asked a ORDER BY a.n"""
 
 
-#: CLAIM's optional ``{floor}``: the walk starts at this process's claim floor (waiting/claim_floor.py), no
-#: claimable job's turn being below it. A condition on the index's own column: the walk passes over the entries
-#: below it, those a held snapshot keeps of jobs claimed since, without reading their rows.
+#: The optional ``{floor}`` of CLAIM, its flow-controlled pick (FLOW) and SOMETHING_DUE: the walks of the
+#: pending jobs start at this process's claim floor (waiting/claim_floor.py), no claimable job's turn being
+#: below it. A condition on the index's own column: the walk passes over the entries below it, those a held
+#: snapshot keeps of jobs claimed since, without reading their rows.
 #: Differs: only PostgreSQL keeps such entries (SQLite has no floor).
 FLOOR = "AND fair_tag >= %(floor)s"
 

@@ -35,7 +35,7 @@ from ..core.errors import LongPollsFull
 from ..core.patterns import Priority
 from ..database.transactions import single_statement_read
 from .waiting_places import client_gone, place_if_free, retry_after_seconds, waiting_limit
-from .wakeup import Waker, shutting_down, waker_for_current_app
+from .wakeup import Waker, claim_floor, shutting_down, waker_for_current_app
 
 log = logging.getLogger("queuelog.longpoll")
 
@@ -142,7 +142,7 @@ def _something_due(types: Sequence[str] | None, waker: Waker) -> bool:
     generation, asked_at = waker.generation, time.monotonic()
     # One SELECT outside any transaction: a waiter's recheck never leaves a session idle in one.
     with single_statement_read() as conn:
-        due = sql.something_due(conn, utcnow(), types)
+        due = sql.something_due(conn, utcnow(), types, claim_floor(conn.engine))
     if not due:
         _nothing_due.note(types, generation, asked_at)
     return due

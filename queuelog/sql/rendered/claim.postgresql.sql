@@ -87,13 +87,15 @@ WITH changed AS
         (SELECT min(type)
          FROM jobs
          WHERE status = 'pending'
-           AND type = ANY(%(types)s))
+           AND type = ANY(%(types)s)
+           AND fair_tag >= %(floor)s)
       UNION ALL SELECT
         (SELECT min(type)
          FROM jobs
          WHERE status = 'pending'
            AND type > queues.type
-           AND type = ANY(%(types)s))
+           AND type = ANY(%(types)s)
+           AND fair_tag >= %(floor)s)
       FROM queues
       WHERE queues.type IS NOT NULL),
                   limits AS
@@ -153,6 +155,7 @@ WITH changed AS
            AND (p.expires_at IS NULL
                 OR p.expires_at > %(now)s)
            AND NOT (p.concurrency_key || '') = ANY(f.blocked)
+           AND fair_tag >= %(floor)s
          ORDER BY p.priority DESC, p.fair_tag, p.id
          LIMIT 10
          FOR UPDATE OF p SKIP LOCKED) j),
