@@ -14,7 +14,8 @@ at the head of the other pending jobs, behind that one rather than beside it: fa
 nothing is skipped (a claim reads from the start).
 
 Per process, from its own claims only: another process's claims move the head on without telling this one,
-whose read then starts further back and passes over more entries, as every read did before.
+whose read then starts further back and passes over more entries, as every read did before; on PostgreSQL the
+claims' floor, which every process reads, starts it no lower than the lowest claimable turn.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from sqlalchemy.engine import Engine
 
 from ..sql.values import JobRow
+from ..waiting import wakeup
 
 _served: weakref.WeakKeyDictionary[Engine, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -44,7 +46,9 @@ def note(engine: Engine, claimed: Iterable[JobRow]) -> None:
 
 
 def floor(engine: Engine, job_type: str, priority: int) -> int:
-    """Where the read for the head of (``job_type``, ``priority``)'s queue may start: 0 when no claim of this
-    process has served that queue yet."""
+    """Where the read for the head of (``job_type``, ``priority``)'s queue may start: the later of the turn this
+    process's claims served there and the claims' floor (PostgreSQL, waiting/claim_floor.py: no claimable job's
+    turn is below it); 0 when neither is known."""
     with _lock:
-        return _served.get(engine, {}).get((job_type, priority), 0)
+        served = _served.get(engine, {}).get((job_type, priority), 0)
+    return max(served, wakeup.claim_floor(engine))

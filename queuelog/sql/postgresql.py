@@ -18,7 +18,7 @@ from ..database.channels import CHANNEL
 from ..states import BY_ACTION, DELETABLE, HELD
 from . import common
 from .common import for_postgresql
-from .postgresql_turns import FAIR_TAGS, FLOOR, IN_FLIGHT, LOWEST_TURN, turn  # noqa: F401  (found here)
+from .postgresql_turns import FAIR_TAGS, FLOOR, IN_FLIGHT, LIVE_TABLE, LOWEST_TURN, turn  # noqa: F401  (found here)
 from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in
 
 #: The statements and pieces both dialects spell alike (common.py), in this module's spelling.
@@ -220,11 +220,11 @@ picked AS MATERIALIZED (
                      LIMIT {{limit}}
                        FOR UPDATE SKIP LOCKED) walked
     {{flow_pick}})
-UPDATE jobs
+UPDATE {LIVE_TABLE} AS jobs
    SET status = '{_CLAIM.to_status}', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s,
        heartbeat_at = %(now)s, process_id = %(process)s, timeout_at = {TIMEOUT_AT},
        lease_expires_at = LEAST(%(lease_until)s, {TIMEOUT_AT}), updated_at = %(now)s
- WHERE NOT {_common.SETTINGS_CHANGED} AND {only_status(_CLAIMED_FROM)} {IN_FLIGHT} {{process_runs}}
+ WHERE NOT {_common.SETTINGS_CHANGED} AND {only_status(_CLAIMED_FROM)} {{process_runs}}
    AND id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {JOB_LIST}"""
 
@@ -249,7 +249,7 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s
 #: claim is current).
 #: Differs: the NULL token is cast, so psycopg's untyped NULL has a type.
 TAKE_BACK = (
-    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)} {IN_FLIGHT}"
+    f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)}"
     f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}"
 )
 

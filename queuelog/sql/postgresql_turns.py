@@ -15,6 +15,12 @@ from .values import status_in
 #: Differs: SQLite keeps one table (empty there).
 IN_FLIGHT = f"AND {status_in(LIVE)}"
 
+#: The live table itself, for the claim's update, whose jobs stay in it (pending to running). Named, not
+#: filtered by IN_FLIGHT: beside ids it cannot count (those the claim picked), a plain filter on status lets the
+#: planner read an index under status instead of the primary key, and a held snapshot fills those indexes with
+#: dead entries (values.only_status). A move out of the live table (FINISH, TAKE_BACK) updates ``jobs``.
+LIVE_TABLE = "jobs_live"
+
 
 def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     """The turn a new job of (``job_type``, concurrency ``key``, ``priority``) takes: the later of the key's
@@ -25,6 +31,9 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight.
     A key whose jobs have all finished thus joins at the head of the queue, as a new key does, even where a
     turn it took before (in another type's queue) lay further on; SQLite reads that turn among all its jobs.
+    The key's last turn is read from ``floor`` up, like the head: below it, it could not be the later of the
+    two (the head, or the newest id, is at or above ``floor``), and a held snapshot leaves the dead entries of
+    the key's finished jobs there, which a walk down from its newest turn would read one by one.
 
     Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
     in both places."""
@@ -36,7 +45,8 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
             AND fair_tag >= {floor}),
         (SELECT last_value FROM jobs_id_seq WHERE is_called),
         0),
-    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}))"""
+    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}
+        AND fair_tag >= {floor}))"""
 
 
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of

@@ -27,6 +27,7 @@ ONLY_IN = {
         "IN_FLIGHT",
         "FLOOR",
         "LOWEST_TURN",
+        "LIVE_TABLE",
     },
 }
 

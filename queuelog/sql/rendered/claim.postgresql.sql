@@ -24,7 +24,7 @@ WITH changed AS
            AND fair_tag >= %(floor)s
          ORDER BY priority DESC, fair_tag, id
          LIMIT 10
-         FOR UPDATE SKIP LOCKED) walked) UPDATE jobs
+         FOR UPDATE SKIP LOCKED) walked) UPDATE jobs_live AS jobs
    SET status = 'running', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s, heartbeat_at = %(now)s,
        process_id = %(process)s, timeout_at = %(now)s + timeout_seconds * interval '1 second',
        lease_expires_at = LEAST(%(lease_until)s, %(now)s + timeout_seconds * interval '1 second'), updated_at = %(now)s
@@ -34,7 +34,6 @@ WITH changed AS
                          WHERE id = 1), 0) <> %(version)s
      AND (status) IS NOT DISTINCT
      FROM ('pending')
-     AND status IN ('waiting', 'pending', 'running')
      AND EXISTS
        (SELECT 1
         FROM worker_processes
@@ -197,7 +196,7 @@ WITH changed AS
          LIMIT 10
          FOR UPDATE SKIP LOCKED) walked
       UNION ALL SELECT id
-      FROM taken) UPDATE jobs
+      FROM taken) UPDATE jobs_live AS jobs
    SET status = 'running', worker_id = %(worker)s, claim_token = %(token)s, claimed_at = %(now)s, heartbeat_at = %(now)s,
        process_id = %(process)s, timeout_at = %(now)s + timeout_seconds * interval '1 second',
        lease_expires_at = LEAST(%(lease_until)s, %(now)s + timeout_seconds * interval '1 second'), updated_at = %(now)s
@@ -207,7 +206,6 @@ WITH changed AS
                          WHERE id = 1), 0) <> %(version)s
      AND (status) IS NOT DISTINCT
      FROM ('pending')
-     AND status IN ('waiting', 'pending', 'running')
      AND EXISTS
        (SELECT 1
         FROM worker_processes

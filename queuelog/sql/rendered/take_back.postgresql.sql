@@ -8,7 +8,6 @@ WITH changed AS
    WHERE id = ANY(%(ids)s)
      AND (status) IS NOT DISTINCT
      FROM ('running')
-     AND status IN ('waiting', 'pending', 'running')
      AND (%(token)s::text IS NULL
           OR claim_token = %(token)s) RETURNING id, type, payload, priority, status, retry_count, max_retries,
                                                 stall_count, idempotency_key, request_digest, producer_key_id, producer, run_at,
