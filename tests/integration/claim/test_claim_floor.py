@@ -53,7 +53,7 @@ def _entries_read_by_a_claim(enqueue, claim, run) -> int:
     return read
 
 
-def test_a_claim_reads_no_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+def test_a_claim_reads_at_most_two_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
     enqueue, claim, run, run_jobs, hold_snapshot
 ):
     hold_snapshot()
