@@ -113,30 +113,77 @@ def drop_days(conn: Connection, job_days: list[Day], event_days: list[Day]) -> t
     and dedupe slots of the jobs that go are deleted, as the foreign keys' cascade did. The days are locked first
     (SHARE: reads go on, nobody writes them), so no job comes back from them (an admin's retry) between the
     check and the drop.
+
+    Each of these steps reads by index what it changes, never a whole day: a day can hold millions of rows, and
+    every claim that needs a lock on ``jobs`` waits for this transaction.
     """
     _set_lock_timeout(conn)
     for day in [*job_days, *event_days]:
         conn.exec_driver_sql(f"LOCK TABLE {day.name} IN SHARE MODE")
-    going = " UNION ALL ".join(f"SELECT id FROM {day.name}" for day in job_days)
-    jobs = sum(conn.exec_driver_sql(f"SELECT count(*) FROM {day.name}").scalar() for day in job_days)
-    not_going = "".join(f" AND NOT EXISTS (SELECT 1 FROM {day.name} g WHERE g.id = e.job_id)" for day in job_days)
-    events = 0
-    kept_from = max(day.upper for day in event_days) if event_days else None
-    for day in event_days:
-        events += conn.exec_driver_sql(f"SELECT count(*) FROM {day.name}").scalar()
-        # Through the parent, so that the new bucket moves the row: past every day that goes (today, when retention
-        # is as long as it should be).
-        events -= conn.exec_driver_sql(
-            f"UPDATE job_events SET bucket = greatest(now() AT TIME ZONE 'utc', {_literal(kept_from)}) WHERE id IN ("
-            f"SELECT e.id FROM {day.name} e WHERE true{not_going}"
-            " AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = e.job_id))"
-        ).rowcount
-    if job_days:
-        conn.exec_driver_sql(f"DELETE FROM job_dependencies WHERE child_id IN ({going}) OR parent_id IN ({going})")
-        conn.exec_driver_sql(f"DELETE FROM unique_slots WHERE job_id IN ({going})")
+    jobs = sum(_count(conn, day) for day in job_days)
+    events = sum(_count(conn, day) for day in event_days)
+    if event_days:
+        events -= _keep_events_of_kept_jobs(conn, job_days, event_days)
+    for day in job_days:
+        _forget_links(conn, day)
     for day in [*job_days, *event_days]:
         conn.exec_driver_sql(f"DROP TABLE {day.name}")
     return jobs, events
+
+
+def _count(conn: Connection, day: Day) -> int:
+    return conn.exec_driver_sql(f"SELECT count(*) FROM {day.name}").scalar()
+
+
+def _keep_events_of_kept_jobs(conn: Connection, job_days: list[Day], event_days: list[Day]) -> int:
+    """Move the events of ``event_days`` whose job stays out of them; how many moved.
+
+    A job that stays and has an event in these days was made before the newest job these days name, so its id is
+    at most that one's: each table of jobs that stays is read by its key up to it, a few rows at the low end of
+    a later day, and the events of those jobs by ``ix_job_events_job_id``.
+    """
+    newest = max(
+        conn.exec_driver_sql(f"SELECT coalesce(max(job_id), 0) FROM {day.name}").scalar() for day in event_days
+    )
+    going = {day.name for day in job_days}
+    staying = [
+        name
+        for (name,) in conn.exec_driver_sql("SELECT relid::text FROM pg_partition_tree('jobs') WHERE isleaf").all()
+        if name not in going
+    ]
+    if not staying:
+        return 0
+    kept = " UNION ALL ".join(f"SELECT id FROM {name} WHERE id <= %(newest)s" for name in staying)
+    kept_from = max(day.upper for day in event_days)
+    moved = 0
+    for day in event_days:
+        # Through the parent, so that the new bucket moves the row: past every day that goes (today, when retention
+        # is as long as it should be).
+        moved += conn.exec_driver_sql(
+            f"UPDATE job_events SET bucket = greatest(now() AT TIME ZONE 'utc', {_literal(kept_from)}) WHERE id IN ("
+            f"SELECT e.id FROM {day.name} e WHERE e.job_id IN ({kept}))",
+            {"newest": newest},
+        ).rowcount
+    return moved
+
+
+def _forget_links(conn: Connection, day: Day) -> None:
+    """Delete the workflow edges and dedupe slots of the jobs of ``day``, read by their indexes within the day's
+    range of ids."""
+    lowest, highest = conn.exec_driver_sql(f"SELECT min(id), max(id) FROM {day.name}").one()
+    if lowest is None:
+        return
+    values = {"lowest": lowest, "highest": highest}
+    for table, column in (
+        ("job_dependencies", "child_id"),
+        ("job_dependencies", "parent_id"),
+        ("unique_slots", "job_id"),
+    ):
+        conn.exec_driver_sql(
+            f"DELETE FROM {table} t WHERE t.{column} BETWEEN %(lowest)s AND %(highest)s"
+            f" AND EXISTS (SELECT 1 FROM {day.name} g WHERE g.id = t.{column})",
+            values,
+        )
 
 
 class Purged(NamedTuple):

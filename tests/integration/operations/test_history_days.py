@@ -92,6 +92,29 @@ def test_retention_keeps_a_live_job_and_its_whole_event_log(client, admin, enque
     assert client.get(f"/jobs/{held}/events", headers=admin).get_json() == events_before
 
 
+def test_a_job_finished_after_a_dropped_day_keeps_the_events_it_had_in_that_day(client, admin, run_to_the_end):
+    finished = run_to_the_end()
+    gone = run_to_the_end()
+    midnight = utcnow().replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
+    with write_transaction() as conn:
+        partitions.make_day(conn, partitions.EVENTS, midnight - 2 * partitions.DAY, midnight - partitions.DAY)
+        partitions.make_day(conn, partitions.JOBS, midnight - 2 * partitions.DAY, midnight - partitions.DAY)
+        # Both jobs were enqueued the day before yesterday: the first finished today, the second that day.
+        conn.exec_driver_sql(
+            "UPDATE job_events SET bucket = %(then)s WHERE job_id IN (%(finished)s, %(gone)s) AND event = 'enqueued'",
+            {"then": midnight - 2 * partitions.DAY + timedelta(hours=1), "finished": finished, "gone": gone},
+        )
+        conn.exec_driver_sql(
+            "UPDATE jobs SET updated_at = %(then)s WHERE id = %(gone)s",
+            {"then": midnight - 2 * partitions.DAY + timedelta(hours=2), "gone": gone},
+        )
+    events_before = client.get(f"/jobs/{finished}/events", headers=admin).get_json()
+    dropped = retention.drop_days_before(midnight - partitions.DAY)
+    assert dropped.jobs == 1
+    assert client.get(f"/jobs/{gone}", headers=admin).status_code == 404
+    assert client.get(f"/jobs/{finished}/events", headers=admin).get_json() == events_before
+
+
 def test_dropping_a_day_of_history_writes_nothing_to_the_live_table(enqueue, run_to_the_end):
     for _ in range(5):
         run_to_the_end()
