@@ -164,10 +164,11 @@ def _fill(db_url: str, producer, worker, size: int) -> None:
                 )
             ]
             first = conn.execute(text("SELECT max(id) FROM jobs")).scalar_one()
-            # Day k of DAYS back (k = 1 … DAYS), spread evenly; the oldest day is the one removed later.
-            shift = f"(((s.i % {DAYS}) + 1) * interval '1 day')"
+            # Day k of DAYS back (k = 1 … DAYS), spread evenly; the oldest day is the one removed later. The ids
+            # grow with time, as the id sequence gives them: the first n / DAYS rows are the oldest day's.
+            shift = f"(({DAYS} - ((s.i - 1) * {DAYS}) / CAST(:n AS integer)) * interval '1 day')"
             # One job in ten failed, with one of a few causes; every payload names a customer (bench/history_pages.py).
-            # Each drawn by a hash of the row's number: spread over every day (the day is s.i % DAYS) and every page
+            # Each drawn by a hash of the row's number: spread over every day and every page
             # alike, in one table or in days, as failures and customers come in a queue.
             failed = "abs(hashint4(s.i)) % 10 = 0"
             made = {
