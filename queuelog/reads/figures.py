@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, select
+from sqlalchemy import Row, and_, case, select
 from sqlalchemy.engine import Connection
 
 from ..models import Job
@@ -108,14 +108,17 @@ class JobNow:
     due_since: datetime
 
 
-def job_now(conn: Connection, job_id: int, now: datetime) -> JobNow | None:
-    """The job's page's reading of the figures' conditions (the database decides, as for the dashboard)."""
-    row = conn.execute(
-        select(
-            case((stalled(now), 1), else_=0),
-            case((due(now), 1), else_=0),
-            case((not_due(now), 1), else_=0),
-            due_since,
-        ).where(jobs.c.id == job_id)
-    ).first()
-    return None if row is None else JobNow(bool(row[0]), bool(row[1]), bool(row[2]), row[3])
+def job_now_columns(now: datetime) -> tuple:
+    """The job's page's reading of the figures' conditions (the database decides, as for the dashboard), as
+    columns read with the job's own row: its page then reads the job once (``job_now`` takes them back)."""
+    return (
+        case((stalled(now), 1), else_=0).label("now_stalled"),
+        case((due(now), 1), else_=0).label("now_due"),
+        case((not_due(now), 1), else_=0).label("now_not_due"),
+        due_since.label("now_due_since"),
+    )
+
+
+def job_now(row: Row) -> JobNow:
+    """The reading of a row read with ``job_now_columns``."""
+    return JobNow(bool(row.now_stalled), bool(row.now_due), bool(row.now_not_due), row.now_due_since)

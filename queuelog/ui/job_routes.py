@@ -12,7 +12,7 @@ from ..core.errors import InvalidRequest, JobNotFound, QueueError
 from ..models import Priority
 from ..reads.queries import links, max_job_id
 from ..states import FINAL, RETRYABLE, spell
-from . import bp, stats
+from . import bp
 from .auth import actor_name
 from .explain import why_not_retried
 from .forms import ActionForm, BulkRetryForm, JobFilterForm
@@ -154,11 +154,11 @@ def _abort_unless_storable(job_id: int) -> None:
 def job(job_id: int):
     """Everything about one job: fields, payload, result, last error, full event log, fitting actions."""
     _abort_unless_storable(job_id)
+    now = utcnow()
     try:
-        row, history = load_job(job_id)
+        row, history, reading = load_job(job_id, now)
     except JobNotFound as error:
         abort(404, description=error.detail)
-    now = utcnow()
     graph = links(None, [job_id])[job_id]
     progress = json.loads(row.progress) if row.progress is not None else None
     unfinished = [parent for parent in graph.parents if parent.status not in FINAL]
@@ -172,7 +172,7 @@ def job(job_id: int):
         now=now,
         graph=graph,
         progress=progress,
-        reading=stats.job_now(job_id, now),
+        reading=reading,
         unfinished=unfinished,
         trace_id=trace_id(row.traceparent),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Row, func, select
 
@@ -11,6 +12,7 @@ from ..core.errors import JobNotFound
 from ..core.payload_match import PayloadMatch
 from ..database.transactions import read_connection
 from ..models import ApiKey, Job, JobEvent
+from ..reads import figures
 from ..reads.queries import decode_cursor, encode_cursor
 from ..states import RETRYABLE, JobStatus, names
 
@@ -172,11 +174,12 @@ def newest_job_id() -> int:
         return conn.execute(select(func.max(jobs.c.id))).scalar() or 0
 
 
-def load_job(job_id: int) -> tuple[Row, list[Row]]:
-    """A job and its whole event log, oldest event first; JobNotFound if there is no such job."""
+def load_job(job_id: int, now: datetime) -> tuple[Row, list[Row], figures.JobNow]:
+    """A job, its whole event log (oldest event first) and its reading by the dashboard's conditions at ``now``;
+    JobNotFound if there is no such job."""
     with read_connection() as conn:
-        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+        row = conn.execute(select(jobs, *figures.job_now_columns(now)).where(jobs.c.id == job_id)).first()
         if row is None:
             raise JobNotFound(f"job {job_id} does not exist")
         history = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
-    return row, history
+    return row, history, figures.job_now(row)

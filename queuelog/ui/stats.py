@@ -127,12 +127,6 @@ def oldest_due(now: datetime, counts: Counts) -> figures.OldestDue | None:
         return figures.oldest_of_all(figures.oldest_due(conn, now, counts.pending_groups))
 
 
-def job_now(job_id: int, now: datetime) -> figures.JobNow | None:
-    """One job read by the dashboard's conditions: stalled, due or not yet, due since when."""
-    with read_connection() as conn:
-        return figures.job_now(conn, job_id, now)
-
-
 def stalled_jobs(now: datetime, limit: int = 10) -> tuple[int, list[Row]]:
     """Running jobs whose lease has run out (their worker has probably died): how many, and the longest-stalled."""
     stalled = figures.stalled(now)
