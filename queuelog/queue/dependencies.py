@@ -97,6 +97,6 @@ def _moved(conn: Connection, transition: Transition, rows: list[JobRow], log: Lo
         return
     observe_changes([(row, log.from_status, log.event, log.actor, log.error) for row in rows])
     if transition.to_status is JobStatus.PENDING:
-        wakeup.jobs_ready(conn)
+        wakeup.jobs_ready(conn, lowest_turn=min(row.fair_tag for row in rows))
     elif transition.to_status in FINAL and any(row.watched for row in rows):
         wakeup.jobs_finished(conn)

@@ -286,7 +286,7 @@ def _write_change(job_type: str, wanted: dict[str, Any], actor: str) -> str | No
             )
         )
         if _frees_room(old, new) or old.push != new.push:  # the push dispatchers look again too
-            wakeup.jobs_ready(conn)
+            wakeup.room_freed(conn)
         if old.push is not None and new.push is None:
             push_targets.forget_secrets(conn, job_type)
         if old.push is None and new.push is not None:

@@ -136,4 +136,4 @@ def slots_freed(conn: Connection, rows, from_status: str | None) -> None:
         return
     limited = controlled(conn).limited
     if limited and any(row.type in limited and row.status not in HELD for row in rows):
-        wakeup.jobs_ready(conn)
+        wakeup.room_freed(conn)

@@ -13,7 +13,8 @@ How it stays at or below the turn of every job a claim may take:
   before it (LOWEST_TURN in sql/postgresql_turns.py);
 - ``lower``: whatever makes jobs pending announces the lowest turn it made claimable (wakeup.jobs_ready):
   the listener hears it from every process, the pool's check-in from this one, and the floor drops to it before
-  the waiting claims wake. An announcement that does not know its turns says 0: no floor until the next read;
+  the waiting claims wake. An announcement that made no job pending (room under a limit) names NO_NEW_TURN, and
+  the floor stays; one that does not know its turns says 0: no floor until the next read;
 - a read counts what was announced while it ran (``begin_refresh``);
 - ``current`` is 0 (no floor: the walk starts at the head) until a first read, while the listener is not
   listening (what other processes announce is not heard), and when the last read is older than STALE_SECONDS.
@@ -35,6 +36,9 @@ HORIZON_SECONDS = 10.0
 STALE_SECONDS = 5.0
 #: What a read in progress has been told so far, before any announcement: nothing.
 _NOTHING_YET = 2**62
+#: The turn an announcement names when it made no job pending (wakeup.room_freed): above every turn, so the
+#: floor, the lower of what it was and this, stays.
+NO_NEW_TURN = _NOTHING_YET
 
 
 class Floor:

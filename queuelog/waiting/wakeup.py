@@ -35,7 +35,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from ..database.channels import CHANNEL, FINISHED_CHANNEL
 from ..extensions import db
 from . import pg_listener, wake_signal
-from .claim_floor import Floor
+from .claim_floor import NO_NEW_TURN, Floor
 
 log = logging.getLogger("queuelog.wakeup")
 
@@ -100,6 +100,17 @@ def jobs_ready(conn: Connection, notified: bool = False, lowest_turn: int = 0) -
     if conn.dialect.name == "postgresql" and not notified:
         conn.exec_driver_sql(f"NOTIFY {CHANNEL}, '{turn}'")
     conn.info[_READY_MARK] = min(turn, conn.info.get(_READY_MARK, turn))
+
+
+def room_freed(conn: Connection) -> None:
+    """Announce, from inside a write transaction, that jobs already pending may be claimable once it commits: a
+    limited type's job stopped running, or a type was resumed or given more room.
+
+    The waiting claims wake as for ``jobs_ready``, but the claim floor stays where it is: no job became pending,
+    and the floor counts every pending job whatever its type's limits (claim_floor.py). Telling it 0 would send
+    every claim back to the head of the walk until the next read, each time a limited type's job finished.
+    """
+    jobs_ready(conn, lowest_turn=NO_NEW_TURN)
 
 
 def jobs_finished(conn: Connection) -> None:
