@@ -27,13 +27,13 @@ _READ_IN_THIS_TRANSACTION = text(
 BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under the held snapshot
 
 
-def _turns_past_what_earlier_tests_left() -> None:
-    """Start this test's ids, and so its turns, past every job an earlier test made. Between tests the suite
-    deletes the rows and restarts the id sequence (tests/support/database.py); the index entries of the deleted
-    rows stay until vacuum, under the same turns this test's jobs would take. A database in use never gives an
-    id twice, so there the old entries lie below the floor."""
-    with db.engine.begin() as conn:
-        conn.exec_driver_sql("SELECT setval('jobs_id_seq', 1000000)")
+def _no_index_entries_left_by_earlier_tests() -> None:
+    """Vacuum the live table's indexes of what earlier tests left. Between tests the suite deletes the rows and
+    restarts the id sequence (tests/support/database.py); the index entries of the deleted rows stay until vacuum,
+    under the turns this test's jobs take again (a batch of an earlier test: hundreds under one turn), and the
+    first claim to walk past them reads them all. A database in use never gives an id twice."""
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM (INDEX_CLEANUP ON) jobs_live")
 
 
 def _floor_read_again() -> None:
@@ -46,10 +46,11 @@ def run_jobs(enqueue, run):
     return lambda count: [run(enqueue()["id"]) for _ in range(count)]
 
 
-def _entries_read_by_a_claim(enqueue, claim, run) -> int:
+def _entries_read_by_a_claim(enqueue, claim, run) -> tuple[int, str]:
     """Index entries of the live table one claim reads: the claim the app sends is captured as a job is claimed,
     then sent once more in a transaction of its own (rolled back), whose own counts are read: no other session's
-    reads (the listener's, another test's) count. The second job, which that claim found, is then run."""
+    reads (the listener's, another test's) count. The second job, which that claim found, is then run. With the
+    count, what a failure should show: the floor the claim was sent with and its plan."""
     enqueue()
     second = enqueue()
     sent, _took = plans.capture(claim, lambda sql, way: way == "send" and plans.PICK in sql)
@@ -58,23 +59,26 @@ def _entries_read_by_a_claim(enqueue, claim, run) -> int:
         conn.exec_driver_sql(statement, parameters).all()
         read = conn.execute(_READ_IN_THIS_TRANSACTION).scalar_one()
         transaction.rollback()
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters).scalars().all()
+        transaction.rollback()
     run(second["id"])
-    return read
+    return read, f"sent with floor {parameters.get('floor')}:\n" + "\n".join(plan)
 
 
 def test_a_claim_reads_at_most_two_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
     enqueue, claim, run, run_jobs, hold_snapshot
 ):
-    _turns_past_what_earlier_tests_left()
+    _no_index_entries_left_by_earlier_tests()
     hold_snapshot()
     run_jobs(10)
     _floor_read_again()
-    early = _entries_read_by_a_claim(enqueue, claim, run)
+    early, _ = _entries_read_by_a_claim(enqueue, claim, run)
     run_jobs(BETWEEN_ROUNDS)
     _floor_read_again()
-    late = _entries_read_by_a_claim(enqueue, claim, run)
+    late, how = _entries_read_by_a_claim(enqueue, claim, run)
     # A walk from the head would read one more entry for each job run in between (150 here).
-    assert late <= early + 2, (early, late, f"floor now: {wakeup.claim_floor(db.engine)}")
+    assert late <= early + 2, f"{early} entries read, then {late}; the late claim {how}"
 
 
 def test_a_released_job_is_claimed_again_at_once_though_later_jobs_ran_since(client, worker, enqueue, claim, run_jobs):
@@ -109,3 +113,14 @@ def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_once_the_f
         response = client.post("/jobs/claim", headers=worker)
         claimed = response.get_json()["id"] if response.status_code == 200 else time.sleep(0.1)
     assert claimed == job_id
+
+
+def test_a_job_of_a_limited_type_finishing_leaves_the_claim_floor_where_it_was(client, admin, enqueue, run_jobs):
+    limited = client.patch("/types/email", json={"concurrency_limit": 5}, headers=admin)
+    assert limited.status_code == 200, limited.get_json()
+    run_jobs(20)
+    _floor_read_again()
+    floor = wakeup.claim_floor(db.engine)
+    assert floor > 0
+    run_jobs(1)  # its completion frees a slot of the limit, and wakes the waiting claims
+    assert wakeup.claim_floor(db.engine) >= floor
