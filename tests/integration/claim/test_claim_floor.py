@@ -110,7 +110,7 @@ def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_once_the_f
     assert claimed == job_id
 
 
-def test_a_job_of_a_limited_type_finishing_leaves_the_claim_floor_where_it_was(client, admin, enqueue, run_jobs):
+def test_a_job_of_a_limited_type_finishing_does_not_lower_the_claim_floor(client, admin, enqueue, run_jobs):
     limited = client.patch("/types/email", json={"concurrency_limit": 5}, headers=admin)
     assert limited.status_code == 200, limited.get_json()
     run_jobs(20)
