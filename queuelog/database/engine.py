@@ -19,7 +19,7 @@ from sqlalchemy.exc import DisconnectionError
 
 from ..extensions import db
 from .driver import execute_plain
-from .transactions import SINGLE_STATEMENT_READ, WRITE
+from .transactions import PREPARED, SINGLE_STATEMENT_READ, WRITE
 
 
 def configure_engine(app: Flask) -> None:
@@ -92,6 +92,9 @@ def _input_waiting(dbapi_connection) -> bool:
 
 
 _IDLE_SINCE = "queuelog_idle_since"
+#: psycopg's count of uses before it prepares a statement unasked: never reached. (None would also refuse a
+#: statement that asks.)
+_ONLY_WHEN_ASKED = 2**62
 
 
 def _configure_postgresql(engine: Engine) -> None:
@@ -103,6 +106,17 @@ def _configure_postgresql(engine: Engine) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute("SET enable_partitionwise_aggregate = on")
         dbapi_connection.commit()
+        # psycopg prepares a statement once it has been sent a few times on a connection, and PostgreSQL then
+        # plans a prepared statement once for every value (a generic plan) after a few uses. The claim's and the
+        # enqueue's plans are chosen for the values of each call, so only the reads that ask are prepared.
+        dbapi_connection.prepare_threshold = _ONLY_WHEN_ASKED
+
+    @event.listens_for(engine, "do_execute")
+    def _prepare_if_asked(cursor, statement, parameters, context):
+        if not context.execution_options.get(PREPARED):
+            return None
+        cursor.execute(statement, parameters, prepare=True)
+        return True
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:

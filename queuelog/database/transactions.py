@@ -14,6 +14,7 @@ import threading
 import weakref
 
 from flask import current_app
+from sqlalchemy import literal
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -26,13 +27,34 @@ WRITE = "queuelog_write"
 # A read made of one statement needs no BEGIN and ROLLBACK around it: a single SELECT is atomic on
 # its own. On a hot path (the API-key lookup of every request) the pair costs more than the SELECT.
 SINGLE_STATEMENT_READ = "queuelog_single_statement_read"
+#: Execution option of a read whose statements are prepared on PostgreSQL (``read_connection``, engine.py).
+PREPARED = "queuelog_prepared"
 
 
 @contextlib.contextmanager
-def read_connection():
-    """A connection for reads that need no lock."""
+def read_connection(*, prepared: bool = False):
+    """A connection for reads that need no lock.
+
+    ``prepared``: on PostgreSQL each statement is prepared on the connection and planned once there, instead of
+    at every use. For reads whose best plan is the same whatever values they are given (a job by id, the newest
+    jobs of a status): over history's table a day, planning them costs more than running them (docs/storage.md).
+    A search by text is planned for its text, so it does not ask.
+    """
     with db.engine.connect() as conn:
+        if prepared:
+            conn.execution_options(**{PREPARED: True})
         yield conn
+        if conn.dialect.name == "postgresql":
+            # The same as a rollback, for reads; but psycopg forgets every statement prepared on the connection
+            # at a rollback, and would prepare them again at the next use.
+            conn.commit()
+
+
+def inline(value, type_=None):
+    """``value`` written into the statement rather than sent as a parameter, for a ``prepared`` read: PostgreSQL
+    plans a prepared statement once for all its uses only when it knows what no parameter could change (a LIMIT,
+    a status the code fixes)."""
+    return literal(value, type_, literal_execute=True)
 
 
 @contextlib.contextmanager

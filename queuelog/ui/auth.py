@@ -41,8 +41,10 @@ def load_user(user_id: str) -> User | None:
     if user is not None:
         db.session.expunge(user)
     # End the read at once: on SQLite (WAL) an open read keeps this request on a snapshot taken now,
-    # and a page that writes and then lists (a new API key) would not see its own write.
-    db.session.rollback()
+    # and a page that writes and then lists (a new API key) would not see its own write. A commit, which ends a
+    # read as a rollback would: on PostgreSQL a rollback also makes psycopg forget the connection's prepared
+    # statements (database/transactions.py, read_connection).
+    db.session.commit()
     return user
 
 

@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Integer, Row, func, select
 
 from ..core.errors import JobNotFound
 from ..core.payload_match import PayloadMatch
-from ..database.transactions import read_connection
+from ..database.transactions import inline, read_connection
 from ..models import ApiKey, Job, JobEvent
 from ..reads import figures
 from ..reads.queries import decode_cursor, encode_cursor
@@ -60,6 +60,11 @@ class JobSearch:
             where.append(self.payload.condition(conn.dialect.name))
         return where
 
+    def plans_alike(self) -> bool:
+        """Is the best plan the same whatever the values? So when it filters on a status at most: each status's
+        jobs come in id order from one index (ix_jobs_status_id). Such a search reads with prepared statements."""
+        return self == JobSearch(status=self.status)
+
     def retry_statuses(self) -> tuple[str, ...]:
         """Which jobs "retry all matching" takes: the filtered status if it is retryable, else failed ones.
 
@@ -100,8 +105,10 @@ def _ids_for(conn, q: str) -> list[int]:
 
 def find_jobs(search: JobSearch, limit: int, cursor: str | None) -> tuple[list[Row], str | None]:
     """A page of matching jobs, newest first, keyset-paginated on id (deep pages cost as much as the first)."""
-    with read_connection() as conn:
-        query = select(jobs).where(*search.conditions(conn)).order_by(jobs.c.id.desc()).limit(limit + 1)
+    with read_connection(prepared=search.plans_alike()) as conn:
+        query = (
+            select(jobs).where(*search.conditions(conn)).order_by(jobs.c.id.desc()).limit(inline(limit + 1, Integer))
+        )
         if cursor:
             query = query.where(jobs.c.id < decode_cursor(cursor))
         rows = conn.execute(query).all()
@@ -123,11 +130,12 @@ def count_matching(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to
     """How many matching jobs in ``statuses`` (with ``id <= up_to_id``) there are, counting no further than ``cap``."""
     if not statuses:
         return 0
-    with read_connection() as conn:
-        inner = select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_(statuses))
+    with read_connection(prepared=search.plans_alike()) as conn:
+        # The statuses are the code's (retry_statuses), never the operator's text.
+        inner = select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_([inline(s) for s in statuses]))
         if up_to_id is not None:
             inner = inner.where(jobs.c.id <= up_to_id)
-        return conn.execute(select(func.count()).select_from(inner.limit(cap).subquery())).scalar_one()
+        return conn.execute(select(func.count()).select_from(inner.limit(inline(cap, Integer)).subquery())).scalar_one()
 
 
 def count_others(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to_id: int) -> dict[str, int]:
@@ -177,7 +185,7 @@ def newest_job_id() -> int:
 def load_job(job_id: int, now: datetime) -> tuple[Row, list[Row], figures.JobNow]:
     """A job, its whole event log (oldest event first) and its reading by the dashboard's conditions at ``now``;
     JobNotFound if there is no such job."""
-    with read_connection() as conn:
+    with read_connection(prepared=True) as conn:
         row = conn.execute(select(jobs, *figures.job_now_columns(now)).where(jobs.c.id == job_id)).first()
         if row is None:
             raise JobNotFound(f"job {job_id} does not exist")

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
-from ..database.transactions import read_connection
+from ..database.transactions import inline, read_connection
 from ..models import Job
 from ..states import JobStatus
 
@@ -51,7 +51,7 @@ class _Tally:
 def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
     """The ``limit`` causes with the most failed jobs, largest first."""
     failed = JobStatus.FAILED.value
-    with read_connection() as conn:
+    with read_connection(prepared=True) as conn:
         # "error_group IS NOT NULL" is what makes SQLite take the partial index (it must say what the index says).
         has_group = jobs.c.error_group.is_not(None)
         # One pass over the index, in its own order: counts and times per (cause, type), summed per cause
@@ -61,7 +61,7 @@ def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
             select(
                 jobs.c.error_group, jobs.c.type, func.count(), func.min(jobs.c.updated_at), func.max(jobs.c.updated_at)
             )
-            .where(jobs.c.status == failed, has_group)
+            .where(jobs.c.status == inline(failed), has_group)
             .group_by(jobs.c.error_group, jobs.c.type)
         ).all()
         causes: dict[str, _Tally] = {}
