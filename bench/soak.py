@@ -281,7 +281,7 @@ def _history_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_di
     figures = {}
     for label, tree in trees:
         print(f"\n== {label}: {tree} at {_commit_of(tree)}, {size:,} finished jobs, {samples} samples")
-        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir)
+        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir, quick=args.quick)
     for label, tree in trees:
         soak_history.print_verdicts(f"{label} ({_commit_of(tree)})", figures[label], size)
     history_pages.print_comparison(figures)

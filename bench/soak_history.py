@@ -71,8 +71,10 @@ with app.app_context():
 """
 
 
-def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path) -> dict:
-    """The figures of the history shape for the checkout in ``tree``."""
+def measure(
+    label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path, quick: bool = False
+) -> dict:
+    """The figures of the history shape for the checkout in ``tree``; ``quick``: the pages visited a few times only."""
     from queuelog.worker import Client
 
     servers, clients, env_full = [], {}, {}
@@ -107,7 +109,8 @@ def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, l
         figures = _side_by_side(clients, samples)
         for side, label_of in (("empty", "empty history"), ("full", f"{size:,} in history")):
             print(f"  {label_of}: {_summary(figures[side])}", flush=True)
-        figures["pages"] = history_pages.measure(tree, env_full, servers[-1].url, _a_failed_job(env_full))
+        visits = {"warm_visits": 1, "rounds": 3} if quick else {}
+        figures["pages"] = history_pages.measure(tree, env_full, servers[-1].url, _a_failed_job(env_full), **visits)
         for name, ms in figures["pages"].items():
             print(f"  {name}: {ms:.1f} ms", flush=True)
     finally:
