@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -44,23 +45,37 @@ def error_of(row: str) -> str:
     return f"'the upstream refused the request: cause ' || chr(65 + abs(hashint4({row} + 1)) % {CAUSES})"
 
 
+@dataclass(frozen=True)
+class Site:
+    """One checkout's server over its full history, and a failed job of that history."""
+
+    tree: Path
+    env: dict[str, str]
+    base_url: str
+    job_id: int
+
+
 def measure(
-    tree: Path, env: dict[str, str], base_url: str, job_id: int, warm_visits: int = WARM_VISITS, rounds: int = ROUNDS
-) -> dict[str, float]:
-    """Median milliseconds of each of PAGES over ``rounds`` visits after ``warm_visits`` untimed ones, as a
-    signed-in admin."""
-    session = _signed_in(tree, env, base_url)
-    figures = {}
+    sites: dict[str, Site], warm_visits: int = WARM_VISITS, rounds: int = ROUNDS
+) -> dict[str, dict[str, float]]:
+    """Median milliseconds of each of PAGES on each site, over ``rounds`` visits after ``warm_visits`` untimed
+    ones, as a signed-in admin. The sites take turns visit by visit, so that the machine's swings fall on all
+    alike (a page's difference between checkouts is a millisecond or two: less than a minute's drift)."""
+    sessions = {label: _signed_in(site.tree, site.env, site.base_url) for label, site in sites.items()}
+    figures: dict[str, dict[str, float]] = {label: {} for label in sites}
     for name, path in PAGES:
-        url = base_url + path.format(job=job_id)
+        urls = {label: site.base_url + path.format(job=site.job_id) for label, site in sites.items()}
         for _ in range(warm_visits):
-            _visit(session, url)
-        times = []
+            for label, url in urls.items():
+                _visit(sessions[label], url)
+        times: dict[str, list[float]] = {label: [] for label in sites}
         for _ in range(rounds):
-            began = time.perf_counter()
-            _visit(session, url)
-            times.append((time.perf_counter() - began) * 1000)
-        figures[name] = statistics.median(times)
+            for label, url in urls.items():
+                began = time.perf_counter()
+                _visit(sessions[label], url)
+                times[label].append((time.perf_counter() - began) * 1000)
+        for label in sites:
+            figures[label][name] = statistics.median(times[label])
     return figures
 
 

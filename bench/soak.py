@@ -278,10 +278,21 @@ def _held_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_dir: 
 
 def _history_shape(args, trees: list[tuple[str, Path]], cluster_url: str, log_dir: Path) -> int:
     size, samples = (2_000, 30) if args.quick else (args.history or 1_000_000, args.samples)
+    measured: dict[str, soak_history.Measured] = {}
+    try:
+        for label, tree in trees:
+            print(f"\n== {label}: {tree} at {_commit_of(tree)}, {size:,} finished jobs, {samples} samples")
+            measured[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir)
+        print("\n== the admin pages, the checkouts taking turns visit by visit", flush=True)
+        visits = {"warm_visits": 1, "rounds": 3} if args.quick else {}
+        pages = history_pages.measure({label: m.site for label, m in measured.items()}, **visits)
+    finally:
+        for each in measured.values():
+            each.server.stop()
     figures = {}
-    for label, tree in trees:
-        print(f"\n== {label}: {tree} at {_commit_of(tree)}, {size:,} finished jobs, {samples} samples")
-        figures[label] = soak_history.measure(label, tree, cluster_url, size, samples, log_dir, quick=args.quick)
+    for label in measured:
+        print(f"\n== {label}: removing the oldest day", flush=True)
+        figures[label] = {**soak_history.finish(measured[label]), "pages": pages[label]}
     for label, tree in trees:
         soak_history.print_verdicts(f"{label} ({_commit_of(tree)})", figures[label], size)
     history_pages.print_comparison(figures)

@@ -6,9 +6,9 @@ empty history; into the other ``--history`` finished jobs, each with the three e
 copied straight by SQL from one job made through the API, their times spread evenly over the last ``DAYS``
 days, vacuumed as autovacuum would and checkpointed (a history that grew over months is long on disk). Then one
 client times ``--samples`` enqueues (``POST /jobs``) and claims (``POST /jobs/claim``, each then completed) one
-at a time on each, taking turns sample by sample, so that the machine's swings fall on both alike. Last, one day
-of the full one's history (the oldest) is
-removed by queuelog's own retention (whole days where the checkout keeps history in days, else
+at a time on each, taking turns sample by sample, so that the machine's swings fall on both alike. The full
+one's server then stays up while the admin pages are timed on every checkout's in turns (bench/history_pages.py).
+Last, one day of the full one's history (the oldest) is removed by queuelog's own retention (whole days where the checkout keeps history in days, else
 ``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process of the checkout, and the rows it deleted
 from or updated in the live table are read from the statistics: its dead rows.
 """
@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -71,10 +72,18 @@ with app.app_context():
 """
 
 
-def measure(
-    label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path, quick: bool = False
-) -> dict:
-    """The figures of the history shape for the checkout in ``tree``; ``quick``: the pages visited a few times only."""
+@dataclass(frozen=True)
+class Measured:
+    """A checkout's live work timed beside its empty and full histories; its full history's server still serves,
+    so that the pages are timed beside another checkout's (history_pages.measure), then ``finish``."""
+
+    figures: dict[str, dict[str, list[float]]]
+    site: history_pages.Site
+    server: GunicornServer
+
+
+def measure(label: str, tree: Path, cluster_url: str, size: int, samples: int, log_dir: Path) -> Measured:
+    """The live work of the history shape for the checkout in ``tree``."""
     from queuelog.worker import Client
 
     servers, clients, env_full = [], {}, {}
@@ -109,20 +118,27 @@ def measure(
         figures = _side_by_side(clients, samples)
         for side, label_of in (("empty", "empty history"), ("full", f"{size:,} in history")):
             print(f"  {label_of}: {_summary(figures[side])}", flush=True)
-        visits = {"warm_visits": 1, "rounds": 3} if quick else {}
-        figures["pages"] = history_pages.measure(tree, env_full, servers[-1].url, _a_failed_job(env_full), **visits)
-        for name, ms in figures["pages"].items():
-            print(f"  {name}: {ms:.1f} ms", flush=True)
-    finally:
+        site = history_pages.Site(tree, env_full, servers[-1].url, _a_failed_job(env_full))
+    except BaseException:
         for server in servers:
-            server.stop()  # its sessions end and report their counts: the purge's are then all that move them
-    removed = _remove_a_day(tree, env_full, env_full["QUEUELOG_DATABASE_URL"])
+            server.stop()
+        raise
+    servers[0].stop()
+    return Measured(figures, site, servers[-1])
+
+
+def finish(measured: Measured) -> dict:
+    """Stop the full history's server, then remove its oldest day: the figures, with the removal's."""
+    # Stopped first: its sessions end and report their counts, so that the removal's are then all that move them.
+    measured.server.stop()
+    site = measured.site
+    removed = _remove_a_day(site.tree, site.env, site.env["QUEUELOG_DATABASE_URL"])
     print(
         f"  a day removed: {removed['jobs']:,} jobs, {removed['events']:,} events in {removed['seconds']:.2f} s;"
         f" rows deleted or updated in jobs: {removed['jobs_rows_written']:,}",
         flush=True,
     )
-    return {**figures, "removed": removed}
+    return {**measured.figures, "removed": removed}
 
 
 def _side_by_side(clients: dict, samples: int) -> dict[str, dict[str, list[float]]]:

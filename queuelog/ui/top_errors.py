@@ -73,7 +73,7 @@ def top_errors(limit: int = TOP_GROUPS) -> list[ErrorGroup]:
             dict(
                 conn.execute(
                     select(jobs.c.error_group, func.count())
-                    .where(jobs.c.status == JobStatus.PENDING.value, has_group, jobs.c.error_group.in_(groups))
+                    .where(jobs.c.status == inline(JobStatus.PENDING.value), has_group, jobs.c.error_group.in_(groups))
                     .group_by(jobs.c.error_group)
                 ).all()
             )
