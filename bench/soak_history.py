@@ -8,9 +8,10 @@ days, vacuumed as autovacuum would and checkpointed (a history that grew over mo
 client times ``--samples`` enqueues (``POST /jobs``) and claims (``POST /jobs/claim``, each then completed) one
 at a time on each, taking turns sample by sample, so that the machine's swings fall on both alike. The full
 one's server then stays up while the admin pages are timed on every checkout's in turns (bench/history_pages.py).
-Last, one day of the full one's history (the oldest) is removed by queuelog's own retention (whole days where the checkout keeps history in days, else
-``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process of the checkout, and the rows it deleted
-from or updated in the live table are read from the statistics: its dead rows.
+Last, one day of the full one's history (the oldest) is removed by queuelog's own retention (whole days where
+the checkout keeps history in days, else ``queuelog.ops.purge``, what ``flask purge`` runs), timed in a process
+of the checkout, and the rows it deleted from or updated in the live table are read from the statistics: its
+dead rows.
 """
 
 from __future__ import annotations
