@@ -28,7 +28,7 @@ def configure_engine(app: Flask) -> None:
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, app.config["SQLITE_BUSY_TIMEOUT_MS"], app.config["SQLITE_SYNCHRONOUS"])
     else:
-        _configure_postgresql(engine)
+        _configure_postgresql(engine, app.config["DATABASE_PREPARED_READS"])
     if engine.dialect.name != "sqlite" and not app.config["SQLALCHEMY_ENGINE_OPTIONS"].get("pool_pre_ping"):
         # A SQLite file cannot go away under an open connection; a database server can restart
         # (unless the deployment asked SQLAlchemy to test every checkout itself).
@@ -97,7 +97,7 @@ _IDLE_SINCE = "queuelog_idle_since"
 _ONLY_WHEN_ASKED = 2**62
 
 
-def _configure_postgresql(engine: Engine) -> None:
+def _configure_postgresql(engine: Engine, prepared_reads: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
         # History is a table a day (docs/storage.md). A grouping of finished jobs (the Top errors page) then
@@ -110,6 +110,9 @@ def _configure_postgresql(engine: Engine) -> None:
         # plans a prepared statement once for every value (a generic plan) after a few uses. The claim's and the
         # enqueue's plans are chosen for the values of each call, so only the reads that ask are prepared.
         dbapi_connection.prepare_threshold = _ONLY_WHEN_ASKED
+
+    if not prepared_reads:
+        return
 
     @event.listens_for(engine, "do_execute")
     def _prepare_if_asked(cursor, statement, parameters, context):

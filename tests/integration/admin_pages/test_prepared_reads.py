@@ -77,3 +77,12 @@ def test_the_pages_still_answer_after_a_read_failed_on_their_connection(app, sig
         conn.exec_driver_sql("SELECT 1 / 0")
     for _ in range(VISITS):
         assert signed_in.get(f"/admin/jobs/{job}").status_code == 200
+
+
+@pytest.mark.parametrize("config_overrides", [{"DATABASE_PREPARED_READS": False}])
+def test_with_prepared_reads_off_the_pages_prepare_nothing(app, signed_in, make_job):
+    job = make_job(status="failed", error="boom", error_group="boom")
+    for path in (f"/admin/jobs/{job}", "/admin/jobs", "/admin/errors"):
+        for _ in range(VISITS):
+            assert signed_in.get(path).status_code == 200
+    assert _prepared(app, "jobs") == []
