@@ -236,10 +236,10 @@ DEFAULTS: dict[str, Setting] = {
     # Connections in constant use skip the test, a round trip on every request otherwise, unless their
     # socket shows that the server closed them (database/engine.py).
     "DATABASE_PING_AFTER_IDLE_SECONDS": Setting(1.0, number(0)),
-    # PostgreSQL: the admin pages' reads over history are prepared statements, planned once per connection
-    # (database/transactions.py). Off for a connection pooler that cannot keep them (PgBouncer in transaction
-    # mode before 1.21): every read is then planned at each use.
-    "DATABASE_PREPARED_READS": Setting(True, flag()),
+    # PostgreSQL: the claim and the admin pages' reads over history are prepared statements, planned once per
+    # connection (sql/postgresql.py CLAIM, database/transactions.py). Off for a connection pooler that cannot
+    # keep them (PgBouncer in transaction mode before 1.21): every statement is then planned at each use.
+    "DATABASE_PREPARED_STATEMENTS": Setting(True, flag()),
     # Claims that may wait (long-poll) at once in one server process, counted with producers' ?wait; a
     # request beyond it is answered at once (503 + Retry-After) instead of holding a thread producers need.
     # None ("auto"): a gunicorn worker keeps a quarter of its threads, at least 2, free of waiting requests

@@ -28,7 +28,7 @@ def configure_engine(app: Flask) -> None:
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, app.config["SQLITE_BUSY_TIMEOUT_MS"], app.config["SQLITE_SYNCHRONOUS"])
     else:
-        _configure_postgresql(engine, app.config["DATABASE_PREPARED_READS"])
+        _configure_postgresql(engine, app.config["DATABASE_PREPARED_STATEMENTS"])
     if engine.dialect.name != "sqlite" and not app.config["SQLALCHEMY_ENGINE_OPTIONS"].get("pool_pre_ping"):
         # A SQLite file cannot go away under an open connection; a database server can restart
         # (unless the deployment asked SQLAlchemy to test every checkout itself).
@@ -92,12 +92,9 @@ def _input_waiting(dbapi_connection) -> bool:
 
 
 _IDLE_SINCE = "queuelog_idle_since"
-#: psycopg's count of uses before it prepares a statement unasked: never reached. (None would also refuse a
-#: statement that asks.)
-_ONLY_WHEN_ASKED = 2**62
 
 
-def _configure_postgresql(engine: Engine, prepared_reads: bool) -> None:
+def _configure_postgresql(engine: Engine, prepared_statements: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
         # History is a table a day (docs/storage.md). A grouping of finished jobs (the Top errors page) then
@@ -106,14 +103,15 @@ def _configure_postgresql(engine: Engine, prepared_reads: bool) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute("SET enable_partitionwise_aggregate = on")
         dbapi_connection.commit()
-        # psycopg prepares a statement once it has been sent a few times on a connection, and PostgreSQL then
-        # plans a prepared statement once for every value (a generic plan) after a few uses. The claim's and the
-        # enqueue's plans are chosen for the values of each call, so only the reads that ask are prepared.
-        dbapi_connection.prepare_threshold = _ONLY_WHEN_ASKED
+        if not prepared_statements:
+            # A pooler that hands each transaction to any server connection cannot keep them.
+            dbapi_connection.prepare_threshold = None
 
-    if not prepared_reads:
+    if not prepared_statements:
         return
 
+    # psycopg prepares a statement sent five times on a connection (the claim: sql/postgresql.py, CLAIM); a read
+    # that asks (transactions.read_connection) is prepared at its first use.
     @event.listens_for(engine, "do_execute")
     def _prepare_if_asked(cursor, statement, parameters, context):
         if not context.execution_options.get(PREPARED):
