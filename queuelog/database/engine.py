@@ -110,13 +110,14 @@ def _configure_postgresql(engine: Engine, prepared_statements: bool) -> None:
     if not prepared_statements:
         return
 
-    # psycopg prepares a statement sent five times on a connection (the claim: sql/postgresql.py, CLAIM); a read
-    # that asks (transactions.read_connection) is prepared at its first use.
+    # psycopg prepares a statement sent five times on a connection (the claim: sql/postgresql.py, CLAIM). A read
+    # says for itself (transactions.read_connection): prepared at its first use, or never.
     @event.listens_for(engine, "do_execute")
-    def _prepare_if_asked(cursor, statement, parameters, context):
-        if not context.execution_options.get(PREPARED):
+    def _prepare_as_the_read_says(cursor, statement, parameters, context):
+        prepared = context.execution_options.get(PREPARED)
+        if prepared is None:
             return None
-        cursor.execute(statement, parameters, prepare=True)
+        cursor.execute(statement, parameters, prepare=prepared)
         return True
 
 

@@ -27,7 +27,7 @@ WRITE = "queuelog_write"
 # A read made of one statement needs no BEGIN and ROLLBACK around it: a single SELECT is atomic on
 # its own. On a hot path (the API-key lookup of every request) the pair costs more than the SELECT.
 SINGLE_STATEMENT_READ = "queuelog_single_statement_read"
-#: Execution option of a read whose statements are prepared on PostgreSQL (``read_connection``, engine.py).
+#: Execution option of a read: whether its statements are prepared on PostgreSQL (``read_connection``, engine.py).
 PREPARED = "queuelog_prepared"
 
 
@@ -38,11 +38,11 @@ def read_connection(*, prepared: bool = False):
     ``prepared``: on PostgreSQL each statement is prepared on the connection and planned once there, instead of
     at every use. For reads whose best plan is the same whatever values they are given (a job by id, the newest
     jobs of a status): over history's table a day, planning them costs more than running them (docs/storage.md).
-    A search by text is planned for its text, so it does not ask.
+    Any other read is planned for its values at every use, however often it is sent: a search by text, whose
+    best plan depends on its text.
     """
     with db.engine.connect() as conn:
-        if prepared:
-            conn.execution_options(**{PREPARED: True})
+        conn.execution_options(**{PREPARED: prepared})
         yield conn
         if conn.dialect.name == "postgresql":
             # The same as a rollback, for reads; but psycopg forgets every statement prepared on the connection

@@ -1,8 +1,8 @@
 """Reads planned once per connection (PostgreSQL, database/transactions.py ``read_connection(prepared=True)``):
 over history's table a day, planning a job's page or the newest jobs costs more than reading them, so those
-reads are prepared on their connection and PostgreSQL keeps one plan for them. The claim, which psycopg prepares
-once it was sent five times, keeps its plan too: no read ending in a rollback makes psycopg forget it any more.
-So may any statement sent often (a search by text), where PostgreSQL finds one plan for every value no dearer.
+reads are prepared on their connection and PostgreSQL keeps one plan for them. Other reads (a search by text)
+are planned for their values at every use. The claim, which psycopg prepares once it was sent five times, keeps
+its plan too: no read ending in a rollback makes psycopg forget it any more.
 
 What a connection has prepared is in ``pg_prepared_statements``, seen from the connection itself: each test
 makes its requests one after another, and the pool hands the connection used last to the next request, so the
@@ -58,11 +58,12 @@ def test_the_top_errors_are_read_with_one_plan_kept_on_its_connection(app, signe
     assert (generic, custom) == (VISITS, 0)
 
 
-def test_a_search_by_error_text_finds_each_text_after_its_statement_was_prepared(app, signed_in, make_job):
+def test_a_search_by_error_text_is_planned_for_its_text_however_often_it_is_sent(app, signed_in, make_job):
     make_job(status="failed", error="the upstream refused")
     make_job(status="failed", error="disk full")
     for _ in range(VISITS):
         assert "the upstream refused" in signed_in.get("/admin/jobs?error=upstream").get_data(as_text=True)
+    assert _prepared(app, "LIKE") == []
     found = signed_in.get("/admin/jobs?error=disk").get_data(as_text=True)
     assert "disk full" in found and "the upstream refused" not in found
 
