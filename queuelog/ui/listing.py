@@ -131,7 +131,7 @@ def count_matching(search: JobSearch, statuses: tuple[str, ...], cap: int, up_to
     if not statuses:
         return 0
     with read_connection(prepared=search.plans_alike()) as conn:
-        # The statuses are the code's (retry_statuses), never the operator's text.
+        # The statuses are the code's (retry_statuses, a bulk action's statuses_for), never the operator's text.
         inner = select(jobs.c.id).where(*search.conditions(conn), jobs.c.status.in_([inline(s) for s in statuses]))
         if up_to_id is not None:
             inner = inner.where(jobs.c.id <= up_to_id)
