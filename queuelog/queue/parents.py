@@ -101,22 +101,25 @@ def _answered_by(steps: list[_Step], index: int) -> int:
 
 
 def _link(conn, new_jobs: list[NewJob], steps: list, answers: list[Enqueued], now: datetime) -> list[Enqueued]:
-    """The new jobs' edges to their parents; then each new waiting job is decided at once (its parents may
-    all be final already: it is pending, or cancelled, before the request is answered)."""
+    """The new jobs' edges to their parents; then each new waiting job with a parent made before this request
+    is decided at once (its parents may all be final already: it is pending, or cancelled, before the request
+    is answered). A job whose parents are all new in this request waits: none of them is final yet."""
     # A ref answered by no job the caller may see names no parent (_with_parents refused any depends_on on it).
     ids_by_ref = {
         job.ref: answers[index].job.id
         for index, job in enumerate(new_jobs)
         if job.ref is not None and answers[index].job is not None
     }
+    made = {answer.job.id for step, answer in zip(steps, answers, strict=True) if isinstance(step, _Insert)}
     edges: list[tuple[int, int]] = []
-    waiting: list[int] = []
+    undecided: list[int] = []
     for job, step, answer in zip(new_jobs, steps, answers, strict=True):
         if isinstance(step, _Insert) and job.depends_on:
             child = answer.job.id
-            waiting.append(child)
             parents = dict.fromkeys(ids_by_ref[p] if isinstance(p, str) else p for p in job.depends_on)
             edges += [(child, parent) for parent in parents]
+            if not made.issuperset(parents):
+                undecided.append(child)
     sql.insert_dependencies(conn, edges)
-    decided = dependencies.settle(conn, waiting, now)
+    decided = dependencies.settle(conn, undecided, now)
     return [answer._replace(job=decided.get(answer.job.id, answer.job)) for answer in answers]

@@ -25,6 +25,8 @@ _CANCEL = BY_ACTION["cancel"]
 _RETRY = BY_ACTION["retry"]
 _EXPIRE = BY_ACTION["expire"]
 _MET, _DOOMED, _REVIVED = BY_ACTION["dependencies_met"], BY_ACTION["dependency_failed"], BY_ACTION["dependency_retried"]
+# Each moves jobs out of one status: the statements below name their jobs by id and re-check it (only_status).
+((_MET_FROM,), (_DOOMED_FROM,), (_REVIVED_FROM,)) = (_MET.from_statuses, _DOOMED.from_statuses, _REVIVED.from_statuses)
 
 #: ``IN (:name)``: a list value; ``:name`` (not ``::type``, a PostgreSQL cast): a value.
 _LIST = re.compile(r"\bIN \(:([A-Za-z_]\w*)\)")
@@ -185,7 +187,7 @@ HOLDS_BACK = (
 PROMOTE = f"""
 UPDATE jobs
    SET status = '{_MET.to_status}', updated_at = :now
- WHERE id IN (:ids) AND {status_in(_MET.from_statuses)}
+ WHERE id IN (:ids) AND {only_status(_MET_FROM)}
    AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
                     WHERE d.child_id = jobs.id AND {HOLDS_BACK})
 RETURNING {JOB_LIST}"""
@@ -193,7 +195,7 @@ RETURNING {JOB_LIST}"""
 #: Waiting children whose parents broke (BROKEN_PARENTS), cancelled.
 DOOM = (
     f"UPDATE jobs SET status = '{_DOOMED.to_status}', updated_at = :now"
-    f" WHERE id IN (:ids) AND {status_in(_DOOMED.from_statuses)} RETURNING {JOB_LIST}"
+    f" WHERE id IN (:ids) AND {only_status(_DOOMED_FROM)} RETURNING {JOB_LIST}"
 )
 
 #: An admin retried jobs (:ids): their children that a dependency failure cancelled (their last event says
@@ -202,7 +204,7 @@ REVIVE = f"""
 UPDATE jobs
    SET status = '{_REVIVED.to_status}', updated_at = :now
  WHERE id IN (SELECT d.child_id FROM job_dependencies d WHERE d.parent_id IN (:ids))
-   AND {status_in(_REVIVED.from_statuses)}
+   AND {only_status(_REVIVED_FROM)}
    AND (SELECT e.event FROM job_events e WHERE e.job_id = jobs.id ORDER BY e.id DESC LIMIT 1)
        = '{_DOOMED.event}'
 RETURNING {JOB_LIST}"""

@@ -40,16 +40,17 @@ def status_in(statuses) -> str:
     return f"status = {names[0]}" if len(names) == 1 else f"status IN ({', '.join(names)})"
 
 
-def only_status(status, *also: tuple[str, str]) -> str:
+def only_status(status, *also: tuple[str, str], of: str = "") -> str:
     """``(status, worker_id) IS NOT DISTINCT FROM ('running', :worker)``: the job's status (and ``also``'s
-    columns, each with its value) checked in a form no index can answer.
+    columns, each with its value) checked in a form no index can answer; ``of``: the table's name in a join.
 
     For statements that name their jobs by id and only re-check what else they must: the planner then finds
     each job with one seek of the primary key. Given ``status = 'running'`` it may read an index under that
     status instead, as it estimates few entries there; but while a long transaction holds vacuum back, those
     are every job that has had that status since the transaction began (docs/operations.md).
     """
-    columns = ", ".join(["status", *(column for column, _ in also)])
+    prefix = f"{of}." if of else ""
+    columns = ", ".join(f"{prefix}{column}" for column in ["status", *(column for column, _ in also)])
     values = ", ".join([f"'{JobStatus(status).value}'", *(value for _, value in also)])
     return f"({columns}) IS NOT DISTINCT FROM ({values})"
 

@@ -177,6 +177,20 @@ def test_a_batch_item_may_mix_refs_and_existing_ids(client, producer, enqueue):
     assert child["status"] == "waiting" and sorted(child["depends_on"]) == sorted([earlier["id"], child["id"] - 1])
 
 
+def test_a_batch_child_of_a_ref_answered_by_an_earlier_finished_job_is_decided_at_once(client, producer, enqueue, run):
+    done = enqueue(idempotency_key="nightly-export")
+    run(done["id"])
+    replay, child, grandchild = batch(
+        client,
+        producer,
+        {"type": "email", "ref": "export", "idempotency_key": "nightly-export"},
+        {"type": "email", "ref": "mail", "depends_on": ["export"]},
+        {"type": "email", "depends_on": ["mail"]},
+    )
+    assert replay["id"] == done["id"] and replay["created"] is False
+    assert child["status"] == "pending" and grandchild["status"] == "waiting"
+
+
 @pytest.mark.parametrize(
     "items, pointer",
     [
