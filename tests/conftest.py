@@ -3,6 +3,7 @@
 tests.support.database - the database of each test (QUEUELOG_TEST_DB=sqlite|postgresql) and app_config;
 tests.support.fixtures - the app, its clients, API keys per role, job factories;
 tests.support.held_snapshot - a second PostgreSQL session holding a snapshot open (holding back vacuum);
+tests.support.pg_sessions - a failed test's report shows the PostgreSQL sessions that were busy then;
 tests.support.route_builders - each URL rule's builder compiled once per process, not once per app;
 tests.support.server - a failed test's report shows the log of every gunicorn it started (running_server);
 tests.support.ui - the admin pages' account, signed-in client and own-app-context requests;
@@ -22,6 +23,7 @@ pytest_plugins = [
     "tests.support.database",
     "tests.support.fixtures",
     "tests.support.held_snapshot",
+    "tests.support.pg_sessions",
     "tests.support.route_builders",
     "tests.support.server",
     "tests.support.ui",

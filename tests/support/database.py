@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 
 from queuelog import create_app
 from queuelog.extensions import db
+from tests.support import pg_sessions
 
 JOB_TYPES = ["email", "report", "noop", "resize-image"]
 TABLES = [
@@ -56,11 +57,12 @@ def postgres_server_url():
     """A PostgreSQL server URL for the session (only used when QUEUELOG_TEST_DB=postgresql)."""
     url = os.environ.get("QUEUELOG_TEST_PG_URL")
     if url:
-        yield url
+        with pg_sessions.shown_on_failure(url):
+            yield url
         return
     from tests.support.pg_cluster import throwaway_cluster
 
-    with throwaway_cluster() as cluster:
+    with throwaway_cluster() as cluster, pg_sessions.shown_on_failure(cluster.url):
         yield cluster.url
 
 
