@@ -84,6 +84,7 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
     waker = waker_for_current_app()
     deadline = time.monotonic() + wait
     seen = waker.generation
+    looked_at = utcnow()  # what came due after this, the waiter has not looked for yet
     rows = claim_once()
     recheck_at = time.monotonic() + waker.current_recheck()
     while not rows and not shutting_down():
@@ -91,12 +92,13 @@ def _wait_and_claim(claim_once: Callable[[], list], wait: float, types: Sequence
         remaining = deadline - now
         if remaining <= 0:
             break
-        look_in = min(remaining, max(0.0, recheck_at - now), _next_due.seconds_until(types, waker))
+        look_in = min(remaining, max(0.0, recheck_at - now), _next_due.seconds_until(types, waker, looked_at))
         woken = waker.wait(seen, look_in)
         seen = waker.generation
         if client_gone():
             break  # claiming now would hand jobs to nobody; its place is free again
         with _claiming_turn:
+            looked_at = utcnow()
             if (woken and _claiming_turn.first_after(waker, seen)) or _something_due(types, waker):
                 rows = claim_once()
         recheck_at = time.monotonic() + waker.current_recheck()
@@ -188,11 +190,15 @@ _nothing_due = _NothingDue()
 
 
 class _NextDue:
-    """When the next pending job of these types comes due, as last read, shared by the process's waiters.
+    """When the next pending job of these types comes due after a waiter last looked, as last read, shared by
+    the process's waiters.
 
-    An answer holds until the next wake-up, which may announce an earlier job, or until that moment
-    comes: then the job is due, a waiter claims it, and what comes next is read again. A job written
-    unannounced (by hand) is not waited for here; the recheck finds it once it is due.
+    An answer holds until the next wake-up, which may announce an earlier job, or until a waiter has looked
+    since that moment: then the job is claimed, or held back by something that will announce it, and what
+    comes next is read again. A job that came due after the asking waiter last looked is due now (0 s): a
+    waiter that claimed just before a job's run_at, and asks when the next job comes once that moment has
+    passed, takes it then, not at its next recheck. A job written unannounced (by hand) is not waited for
+    here; the recheck finds it once it is due.
     """
 
     MAX_ANSWERS = 1000
@@ -204,13 +210,16 @@ class _NextDue:
         # One waiter reads while the others of the process, woken by the same announcement, wait for its answer.
         self._reading = threading.Lock()
 
-    def seconds_until(self, types: Sequence[str] | None, waker: Waker) -> float:
-        """Seconds until the next pending job of these types comes due (inf: none is pending)."""
+    def seconds_until(self, types: Sequence[str] | None, waker: Waker, looked_at: datetime) -> float:
+        """Seconds until the next pending job of these types that comes due after ``looked_at``, when the waiter
+        last claimed or asked whether anything was due (0: it is due now; inf: none is pending)."""
         key = (waker, _type_set(types))
         with self._reading:
             answer = self._answers.get(key)
-            if answer is None or answer[0] != waker.generation or (answer[1] is not None and answer[1] <= utcnow()):
-                answer = (waker.generation, _earliest_run_at(types))  # the generation first: nothing slips between
+            if answer is None or answer[0] != waker.generation or (answer[1] is not None and answer[1] <= looked_at):
+                # The generation first: nothing slips between. Any waiter's answer serves them all: what came due
+                # before another waiter looked, that waiter's claim took, or found held back.
+                answer = (waker.generation, _earliest_run_at(types, looked_at))
                 if len(self._answers) >= self.MAX_ANSWERS:
                     self._answers.clear()
                 self._answers[key] = answer
@@ -225,20 +234,19 @@ _next_due = _NextDue()
 _SEEKS_PER_STATEMENT = 100
 
 
-def _earliest_run_at(types: Sequence[str] | None) -> datetime | None:
-    """The earliest run_at still to come of a pending job of these types (None: any of the app's job types).
+def _earliest_run_at(types: Sequence[str] | None, after: datetime) -> datetime | None:
+    """The earliest run_at after ``after`` of a pending job of these types (None: any of the app's job types).
 
-    Only future ones: a job already due that the waiter's claim did not take is held back by something
-    else (a paused type, a concurrency or rate limit), and waiting "until it is due" would spin; what
-    frees it announces itself, or the recheck finds it.
+    Only those due after the waiter last looked: a job due before that, which its claim did not take, is held
+    back by something else (a paused type, a concurrency or rate limit), and waiting "until it is due" would
+    spin; what frees it announces itself, or the recheck finds it.
     """
     wanted = tuple(types) if types is not None else tuple(current_app.config["JOB_TYPES"])
-    now = utcnow()
     earliest = []
     for seeks in _seeks(wanted):
         # One SELECT, outside a transaction: the waiter sleeps right after it, holding nothing.
         with single_statement_read() as conn:
-            earliest.append(sql.next_run_at(conn, now, seeks))
+            earliest.append(sql.next_run_at(conn, after, seeks))
     return min((run_at for run_at in earliest if run_at is not None), default=None)
 
 

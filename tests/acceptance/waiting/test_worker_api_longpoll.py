@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import create_engine, text
 
+from queuelog import queue
 from queuelog.core.clock import rfc3339, utcnow
 from queuelog.waiting import pg_listener, wakeup
 from tests.support.api import bearer
@@ -103,6 +104,33 @@ def test_waiting_claim_takes_a_scheduled_job_when_it_comes_due(client, worker, e
     assert response.get_json()["id"] == job["id"]
     claimed_at = datetime.fromisoformat(response.get_json()["claimed_at"])
     assert run_at <= claimed_at < run_at + timedelta(seconds=2)
+
+
+def test_a_waiting_claim_that_looked_just_before_a_jobs_run_at_takes_it_when_it_comes_due(
+    client, worker, enqueue, monkeypatch
+):
+    """Its first claim finds nothing just before the job's run_at and answers only after that moment: the claim
+    still takes the job then, not at its next recheck (set far off here)."""
+    monkeypatch.setattr(wakeup, "LISTENING_RECHECK_SECONDS", 60.0)
+    monkeypatch.setattr(wakeup, "POLLING_RECHECK_SECONDS", 60.0)
+    run_at = utcnow() + timedelta(seconds=0.5)
+    job = enqueue(run_at=rfc3339(run_at))
+    claim = queue.claim
+    claims = []
+
+    def claim_answering_late(*args, **kwargs):
+        rows = claim(*args, **kwargs)
+        claims.append(rows)
+        if len(claims) == 1:
+            time.sleep(max(0.0, (run_at - utcnow()).total_seconds()) + 0.2)
+        return rows
+
+    monkeypatch.setattr(queue, "claim", claim_answering_late)
+    response = client.post("/jobs/claim", json={"wait": 10}, headers=worker)
+    assert response.status_code == 200 and response.get_json()["id"] == job["id"]
+    assert claims[0] == []
+    claimed_at = datetime.fromisoformat(response.get_json()["claimed_at"])
+    assert run_at <= claimed_at < run_at + timedelta(seconds=5)
 
 
 @pytest.mark.parametrize("wait", [30.5, -1, "5", True, {"seconds": 5}])
