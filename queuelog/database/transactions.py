@@ -32,7 +32,7 @@ PREPARED = "queuelog_prepared"
 
 
 @contextlib.contextmanager
-def read_connection(*, prepared: bool = False):
+def read_connection(*, prepared: bool = False, one_snapshot: bool = False):
     """A connection for reads that need no lock.
 
     ``prepared``: on PostgreSQL each statement is prepared on the connection and planned once there, instead of
@@ -40,9 +40,16 @@ def read_connection(*, prepared: bool = False):
     jobs of a status): over history's table a day, planning them costs more than running them (docs/storage.md).
     Any other read is planned for its values at every use, however often it is sent: a search by text, whose
     best plan depends on its text.
+
+    ``one_snapshot``: every statement sees the database as the first one saw it (REPEATABLE READ on PostgreSQL,
+    whose reads otherwise see each statement's moment; SQLite's read transaction already does), for a read
+    whose statements must agree with each other.
     """
     with db.engine.connect() as conn:
         conn.execution_options(**{PREPARED: prepared})
+        if one_snapshot and conn.dialect.name == "postgresql":
+            # Sent as it is: preparing it would save nothing.
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", execution_options={PREPARED: False})
         yield conn
         if conn.dialect.name == "postgresql":
             # The same as a rollback, for reads; but psycopg forgets every statement prepared on the connection

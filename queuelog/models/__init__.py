@@ -16,7 +16,7 @@ from .flow import PushSecret, PushStatus, TypeChange, TypeClaim, TypeSettings, T
 from .jobs import Job, JobDependency, JobEvent, UniqueSlot
 from .keys import ApiKey, EnqueueLedger, Role
 from .processes import WorkerProcess
-from .rollups import RollupMark, TypeRollup
+from .rollups import ClosedDay, ClosedDayErrors, RollupMark, TypeRollup
 from .schedules import Schedule
 from .users import AdminSession, LoginAttempt, User, UserRole
 
@@ -24,6 +24,8 @@ __all__ = [
     "AdminSession",
     "ApiKey",
     "BigId",
+    "ClosedDay",
+    "ClosedDayErrors",
     "EnqueueLedger",
     "Job",
     "JobDependency",

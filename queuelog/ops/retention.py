@@ -9,6 +9,7 @@ so any number of servers share the work without doing it twice.
   one, so history leaves no dead rows behind, in the live table or anywhere. A day holding a parent that a live
   job still waits on stays, with the days after it, until that job has moved on.
   Jobs that no day holds (the default partition, for a clock far off) are deleted row by row, a batch a step.
+  A step also sums the failed jobs of each day that has closed, for Top errors (sql/closed_days.py).
 - SQLite: no partitions; a step purges in batches, as ``flask purge`` does (``MOST_BATCHES`` a step; the next
   step follows at once while jobs are left).
 
@@ -26,7 +27,7 @@ from sqlalchemy.exc import OperationalError
 
 from ..database.transactions import write_transaction
 from ..extensions import db
-from ..sql import partitions
+from ..sql import closed_days, partitions
 from ..sql import rollups as marks
 from . import purge
 
@@ -36,6 +37,8 @@ MARK = "retention"
 STEP_SECONDS = 60
 AHEAD_DAYS = 3
 MOST_BATCHES = 20
+#: Closed days summed for Top errors in one step: a day of a million jobs takes a fraction of a second.
+MOST_DAYS_SUMMED = 3
 #: A day's partition of events ends a moment after its day of jobs (migration d9f4b2c6a8e1's first pair).
 _EVENTS_SLACK = timedelta(microseconds=1)
 
@@ -67,7 +70,7 @@ def step(now: datetime) -> Retained | None:
     # they go row by row, a batch a step. While the days are made on time there are none.
     with write_transaction() as conn:
         strays = partitions.purge_default(conn, bounds_now - older_than, purge.DEFAULT_BATCH)
-    more = strays.jobs == purge.DEFAULT_BATCH
+    more = strays.jobs == purge.DEFAULT_BATCH or sum_closed_days(bounds_now)
     return _reported(now, Retained(dropped.jobs + strays.jobs, dropped.events + strays.events, more))
 
 
@@ -120,6 +123,23 @@ def drop_days_before(cutoff: datetime) -> Retained:
     return Retained(jobs, events)
 
 
+def sum_closed_days(now: datetime) -> bool:
+    """Sum the failed jobs of up to MOST_DAYS_SUMMED closed days of history that have no current sum, for Top
+    errors (sql/closed_days.py), each in its own transaction; True when more are left for a step at once."""
+    with write_transaction() as conn:
+        due = closed_days.days_to_sum(conn, now)
+    for day in due[:MOST_DAYS_SUMMED]:
+        if not _locked_out(_sum, day, into=[]):
+            return False  # a writer holds the day: the next step, in a minute, tries again
+        log.info("retention summed the failed jobs of %s for Top errors", day.name)
+    return len(due) > MOST_DAYS_SUMMED
+
+
+def _sum(day) -> None:
+    with write_transaction() as conn:
+        closed_days.sum_day(conn, day)
+
+
 def _make(table, lower: datetime, upper: datetime) -> str:
     with write_transaction() as conn:
         return partitions.make_day(conn, table, lower, upper)
@@ -127,7 +147,9 @@ def _make(table, lower: datetime, upper: datetime) -> str:
 
 def _drop(job_days, event_days) -> tuple[int, int]:
     with write_transaction() as conn:
-        return partitions.drop_days(conn, job_days, event_days)
+        dropped = partitions.drop_days(conn, job_days, event_days)
+        closed_days.forget(conn, job_days)
+        return dropped
 
 
 def _locked_out(work, *args, into: list) -> bool:

@@ -77,7 +77,7 @@ def make_day(conn: Connection, table: tuple[str, str], lower: datetime, upper: d
     starts_at_midnight = lower == lower.replace(hour=0, minute=0, second=0, microsecond=0)
     name = f"{parent}_{lower:%Y%m%d}" if starts_at_midnight else f"{parent}_{lower:%Y%m%d_%H%M%S}"
     values = {"lower": lower, "upper": upper}
-    _set_lock_timeout(conn)
+    set_lock_timeout(conn)
     conn.exec_driver_sql(f"CREATE TEMP TABLE moving (LIKE {parent}) ON COMMIT DROP")
     conn.exec_driver_sql(
         f"WITH moved AS (DELETE FROM {parent}_default WHERE {key} >= %(lower)s AND {key} < %(upper)s RETURNING *)"
@@ -117,7 +117,7 @@ def drop_days(conn: Connection, job_days: list[Day], event_days: list[Day]) -> t
     Each of these steps reads by index what it changes, never a whole day: a day can hold millions of rows, and
     every claim that needs a lock on ``jobs`` waits for this transaction.
     """
-    _set_lock_timeout(conn)
+    set_lock_timeout(conn)
     for day in [*job_days, *event_days]:
         conn.exec_driver_sql(f"LOCK TABLE {day.name} IN SHARE MODE")
     jobs = sum(_count(conn, day) for day in job_days)
@@ -215,7 +215,8 @@ def purge_default(conn: Connection, cutoff: datetime, limit: int) -> Purged:
     return Purged(jobs, events)
 
 
-def _set_lock_timeout(conn: Connection) -> None:
+def set_lock_timeout(conn: Connection) -> None:
+    """Let the transaction's DDL and LOCKs wait at most LOCK_TIMEOUT for a lock (see above)."""
     conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
 
 

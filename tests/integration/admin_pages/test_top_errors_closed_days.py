@@ -1,0 +1,205 @@
+"""Top errors over days of history that have closed (PostgreSQL, sql/closed_days.py): retention sums each closed
+day's failed jobs once, and the page adds those sums to its grouping of the days not summed. The page answers as
+it did when it grouped every failed job, whatever happens to a summed day's jobs afterwards.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from datetime import UTC, timedelta
+
+import pytest
+from sqlalchemy import event, text
+
+from queuelog.core.clock import rfc3339, utcnow
+from queuelog.database.transactions import write_transaction
+from queuelog.extensions import db
+from queuelog.ops import retention
+from queuelog.sql import partitions
+from tests.support.database import test_db_kind
+from tests.support.ui import post_form, text_of
+
+pytestmark = [
+    pytest.mark.skipif(test_db_kind() != "postgresql", reason="days of history: PostgreSQL's layout"),
+    pytest.mark.usefixtures("requests_in_their_own_app_context"),
+]
+
+PAST_DAYS = 3
+
+
+@pytest.fixture
+def past_days(app):
+    """The PAST_DAYS days before today have their tables of history; a moment at noon of each, oldest first."""
+    midnight = utcnow().replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
+    with write_transaction() as conn:
+        known = partitions.days(conn, partitions.JOBS)
+    noons = []
+    for back in range(PAST_DAYS, 0, -1):
+        lower = midnight - back * partitions.DAY
+        if not any(day.lower is not None and day.lower <= lower < day.upper for day in known):
+            with write_transaction() as conn:
+                partitions.make_day(conn, partitions.JOBS, lower, lower + partitions.DAY)
+        noons.append(lower + timedelta(hours=12))
+    return noons
+
+
+@pytest.fixture
+def failures(make_job, past_days):
+    """Failed jobs of two causes and two types on each past day and today, and one waiting to retry; the ids
+    of the failed ones, by day (today last)."""
+    by_day = []
+    for moment in [*past_days, utcnow().replace(tzinfo=None) - timedelta(seconds=5)]:
+        by_day.append(
+            [
+                make_job(status="failed", type=job_type, error=cause, error_group=cause, updated_at=moment + shift)
+                for job_type, cause, shift in (
+                    ("email", "HTTP <n>", timedelta(minutes=1)),
+                    ("report", "HTTP <n>", timedelta(minutes=2)),
+                    ("email", "HTTP <n>", timedelta(minutes=3)),
+                    ("report", "disk full", timedelta(0)),
+                )
+            ]
+        )
+    make_job(status="pending", error="HTTP 503", error_group="HTTP <n>")
+    return by_day
+
+
+def rows_shown(client) -> list[tuple[str, ...]]:
+    """Each group's row as shown: cause, failed count, types, first and last seen (their exact times)."""
+    response = client.get("/admin/errors")
+    assert response.status_code == 200
+    rows = re.findall(
+        r'<tr data-group="([^"]*)">.*?<a [^>]*>([\d,]+)</a></td>\s*<td>([^<]*)</td>'
+        r'.*?<time datetime="([^"]+)".*?<time datetime="([^"]+)"(.*?)</tr>',
+        text_of(response),
+        re.S,
+    )
+    return [
+        (html.unescape(group), count, types, first, last, "Cancel all" in actions)
+        for group, count, types, first, last, actions in rows
+    ]
+
+
+def counts_shown(client) -> dict[str, int]:
+    return {group: int(count.replace(",", "")) for group, count, *_ in rows_shown(client)}
+
+
+def sum_the_closed_days() -> None:
+    """What retention's step does for Top errors, with no other work of the step around it."""
+    assert retention.sum_closed_days(utcnow().replace(tzinfo=None)) is False
+
+
+def grouping_plan(app, client) -> str:
+    """The plan of the statement the page sends to group failed jobs."""
+    sent = []
+
+    def keep(_conn, _cursor, statement, parameters, _context, _many):
+        if "GROUP BY jobs.error_group, jobs.type" in statement:
+            sent.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", keep)
+    try:
+        assert client.get("/admin/errors").status_code == 200
+    finally:
+        event.remove(db.engine, "before_cursor_execute", keep)
+    [(statement, parameters)] = sent
+    with app.app_context(), db.engine.connect() as conn:
+        conn.exec_driver_sql("SET enable_partitionwise_aggregate = on")
+        return "\n".join(conn.exec_driver_sql(f"EXPLAIN {statement}", parameters or {}).scalars())
+
+
+def past_tables(past_days) -> list[str]:
+    return [f"jobs_done_{noon:%Y%m%d}" for noon in past_days]
+
+
+def test_the_page_shows_the_same_groups_once_the_closed_days_are_summed(signed_in, failures):
+    before = rows_shown(signed_in)
+    sum_the_closed_days()
+    assert rows_shown(signed_in) == before
+    assert counts_shown(signed_in) == {"HTTP <n>": 3 * (PAST_DAYS + 1), "disk full": PAST_DAYS + 1}
+
+
+def test_the_page_groups_no_summed_day_again(app, signed_in, failures, past_days):
+    assert all(table in grouping_plan(app, signed_in) for table in past_tables(past_days))
+    sum_the_closed_days()
+    plan = grouping_plan(app, signed_in)
+    assert not [table for table in past_tables(past_days) if table in plan], plan
+    assert f"jobs_done_{utcnow():%Y%m%d}" in plan
+
+
+def test_a_job_retried_from_a_summed_day_leaves_its_group_at_once(signed_in, admin, client, failures):
+    sum_the_closed_days()
+    retried = failures[0][3]  # the oldest day's "disk full"
+    assert client.post(f"/jobs/{retried}/retry", headers=admin).status_code == 200
+    assert counts_shown(signed_in) == {"HTTP <n>": 3 * (PAST_DAYS + 1), "disk full": PAST_DAYS}
+
+
+def test_a_job_deleted_from_a_summed_day_leaves_its_group_at_once(signed_in, failures):
+    sum_the_closed_days()
+    gone = failures[1][0]
+    form = {"do": "delete-selected", "job_id": [gone], "confirmed": "yes"}
+    assert post_form(signed_in, "/admin/jobs/bulk", form, page="/admin/jobs").status_code == 302
+    assert counts_shown(signed_in)["HTTP <n>"] == 3 * (PAST_DAYS + 1) - 1
+
+
+def test_a_job_that_fails_into_a_summed_day_is_counted_at_once(signed_in, make_job, failures, past_days):
+    sum_the_closed_days()
+    late = past_days[0] - timedelta(hours=11)  # a server's clock far behind: it lands in a closed day
+    make_job(status="failed", type="resize", error="disk full", error_group="disk full", updated_at=late)
+    [(_, count, types, first, _, _)] = [row for row in rows_shown(signed_in) if row[0] == "disk full"]
+    assert (count, types, first) == (str(PAST_DAYS + 2), "report, resize", rfc3339(late.replace(tzinfo=UTC)))
+
+
+def test_a_change_rolled_back_leaves_the_page_as_it_was(signed_in, failures):
+    sum_the_closed_days()
+    before = rows_shown(signed_in)
+    with db.engine.connect() as conn:
+        conn.execute(text("DELETE FROM jobs WHERE id = :id"), {"id": failures[0][0]})
+        conn.rollback()
+    assert rows_shown(signed_in) == before
+
+
+def test_a_changed_day_is_summed_again_at_the_next_step(app, signed_in, admin, client, failures, past_days):
+    sum_the_closed_days()
+    assert client.post(f"/jobs/{failures[2][3]}/retry", headers=admin).status_code == 200
+    assert past_tables(past_days)[2] in grouping_plan(app, signed_in)
+    sum_the_closed_days()
+    assert past_tables(past_days)[2] not in grouping_plan(app, signed_in)
+    assert counts_shown(signed_in) == {"HTTP <n>": 3 * (PAST_DAYS + 1), "disk full": PAST_DAYS}
+
+
+def test_a_day_dropped_by_retention_leaves_the_page(signed_in, failures, past_days):
+    sum_the_closed_days()
+    retention.drop_days_before(past_days[0] + timedelta(hours=12))
+    assert counts_shown(signed_in) == {"HTTP <n>": 3 * PAST_DAYS, "disk full": PAST_DAYS}
+
+
+def test_a_retention_step_sums_the_closed_days(app, signed_in, failures, past_days):
+    retention.step(utcnow())
+    plan = grouping_plan(app, signed_in)
+    assert not [table for table in past_tables(past_days) if table in plan], plan
+
+
+def test_summing_a_day_a_writer_holds_waits_for_it_at_most_the_lock_timeout(app, signed_in, failures, past_days):
+    held, release = threading.Event(), threading.Event()
+
+    def hold_a_row_of_the_oldest_day():
+        with app.app_context(), db.engine.begin() as conn:
+            conn.execute(text("UPDATE jobs SET error = 'held' WHERE id = :id"), {"id": failures[0][0]})
+            held.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=hold_a_row_of_the_oldest_day)
+    writer.start()
+    try:
+        assert held.wait(10)
+        started = utcnow()
+        assert retention.sum_closed_days(utcnow().replace(tzinfo=None)) is False
+        assert utcnow() - started < timedelta(seconds=5)
+    finally:
+        release.set()
+        writer.join()
+    assert past_tables(past_days)[0] in grouping_plan(app, signed_in)
+    assert counts_shown(signed_in) == {"HTTP <n>": 3 * (PAST_DAYS + 1), "disk full": PAST_DAYS + 1}
