@@ -17,7 +17,7 @@ from queuelog.core.clock import rfc3339, utcnow
 from queuelog.database.transactions import write_transaction
 from queuelog.extensions import db
 from queuelog.ops import retention
-from queuelog.sql import partitions
+from queuelog.sql import closed_days, partitions
 from tests.support.database import test_db_kind
 from tests.support.ui import post_form, text_of
 
@@ -30,35 +30,49 @@ PAST_DAYS = 3
 
 
 @pytest.fixture
-def past_days(app):
-    """The PAST_DAYS days before today have their tables of history; a moment at noon of each, oldest first."""
+def past_days(app) -> list[partitions.Day]:
+    """A table of history for each of the PAST_DAYS days before today, oldest first: the day's own, made if no
+    table holds any of it, else the one that does (a database made late in the day starts with a part of one)."""
     midnight = utcnow().replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
-    with write_transaction() as conn:
-        known = partitions.days(conn, partitions.JOBS)
-    noons = []
+    tables = []
     for back in range(PAST_DAYS, 0, -1):
-        lower = midnight - back * partitions.DAY
-        if not any(day.lower is not None and day.lower <= lower < day.upper for day in known):
-            with write_transaction() as conn:
-                partitions.make_day(conn, partitions.JOBS, lower, lower + partitions.DAY)
-        noons.append(lower + timedelta(hours=12))
-    return noons
+        lower, upper = midnight - back * partitions.DAY, midnight - (back - 1) * partitions.DAY
+        with write_transaction() as conn:
+            held = [
+                day
+                for day in partitions.days(conn, partitions.JOBS)
+                if (day.lower is None or day.lower < upper) and day.upper > lower
+            ]
+        if held:
+            day = held[-1]
+            tables.append(partitions.Day(day.name, max(lower, day.lower or lower), min(upper, day.upper)))
+            continue
+        with write_transaction() as conn:
+            tables.append(partitions.Day(partitions.make_day(conn, partitions.JOBS, lower, upper), lower, upper))
+    return tables
+
+
+def within(day: partitions.Day, fraction: float):
+    """The moment ``fraction`` of the way through ``day``."""
+    return day.lower + (day.upper - day.lower) * fraction
 
 
 @pytest.fixture
 def failures(make_job, past_days):
     """Failed jobs of two causes and two types on each past day and today, and one waiting to retry; the ids
     of the failed ones, by day (today last)."""
+    now = utcnow().replace(tzinfo=None)
+    today = partitions.Day("today", now - timedelta(seconds=10), now)
     by_day = []
-    for moment in [*past_days, utcnow().replace(tzinfo=None) - timedelta(seconds=5)]:
+    for day in [*past_days, today]:
         by_day.append(
             [
-                make_job(status="failed", type=job_type, error=cause, error_group=cause, updated_at=moment + shift)
-                for job_type, cause, shift in (
-                    ("email", "HTTP <n>", timedelta(minutes=1)),
-                    ("report", "HTTP <n>", timedelta(minutes=2)),
-                    ("email", "HTTP <n>", timedelta(minutes=3)),
-                    ("report", "disk full", timedelta(0)),
+                make_job(status="failed", type=job_type, error=cause, error_group=cause, updated_at=within(day, at))
+                for job_type, cause, at in (
+                    ("email", "HTTP <n>", 0.6),
+                    ("report", "HTTP <n>", 0.7),
+                    ("email", "HTTP <n>", 0.8),
+                    ("report", "disk full", 0.5),
                 )
             ]
         )
@@ -86,9 +100,15 @@ def counts_shown(client) -> dict[str, int]:
     return {group: int(count.replace(",", "")) for group, count, *_ in rows_shown(client)}
 
 
+def settled_now():
+    """Now, or the moment yesterday counts as closed if that is later (the first minutes after midnight)."""
+    now = utcnow().replace(tzinfo=None)
+    return max(now, now.replace(hour=0, minute=0, second=0, microsecond=0) + closed_days.SETTLE)
+
+
 def sum_the_closed_days() -> None:
     """What retention's step does for Top errors, with no other work of the step around it."""
-    assert retention.sum_closed_days(utcnow().replace(tzinfo=None)) is False
+    assert retention.sum_closed_days(settled_now()) is False
 
 
 def grouping_plan(app, client) -> str:
@@ -111,7 +131,7 @@ def grouping_plan(app, client) -> str:
 
 
 def past_tables(past_days) -> list[str]:
-    return [f"jobs_done_{noon:%Y%m%d}" for noon in past_days]
+    return [day.name for day in past_days]
 
 
 def test_the_page_shows_the_same_groups_once_the_closed_days_are_summed(signed_in, failures):
@@ -126,7 +146,6 @@ def test_the_page_groups_no_summed_day_again(app, signed_in, failures, past_days
     sum_the_closed_days()
     plan = grouping_plan(app, signed_in)
     assert not [table for table in past_tables(past_days) if table in plan], plan
-    assert f"jobs_done_{utcnow():%Y%m%d}" in plan
 
 
 def test_a_job_retried_from_a_summed_day_leaves_its_group_at_once(signed_in, admin, client, failures):
@@ -146,7 +165,7 @@ def test_a_job_deleted_from_a_summed_day_leaves_its_group_at_once(signed_in, fai
 
 def test_a_job_that_fails_into_a_summed_day_is_counted_at_once(signed_in, make_job, failures, past_days):
     sum_the_closed_days()
-    late = past_days[0] - timedelta(hours=11)  # a server's clock far behind: it lands in a closed day
+    late = within(past_days[0], 0.1)  # a server's clock far behind: it lands in a closed day
     make_job(status="failed", type="resize", error="disk full", error_group="disk full", updated_at=late)
     [(_, count, types, first, _, _)] = [row for row in rows_shown(signed_in) if row[0] == "disk full"]
     assert (count, types, first) == (str(PAST_DAYS + 2), "report, resize", rfc3339(late.replace(tzinfo=UTC)))
@@ -172,12 +191,12 @@ def test_a_changed_day_is_summed_again_at_the_next_step(app, signed_in, admin, c
 
 def test_a_day_dropped_by_retention_leaves_the_page(signed_in, failures, past_days):
     sum_the_closed_days()
-    retention.drop_days_before(past_days[0] + timedelta(hours=12))
+    retention.drop_days_before(past_days[0].upper)
     assert counts_shown(signed_in) == {"HTTP <n>": 3 * PAST_DAYS, "disk full": PAST_DAYS}
 
 
 def test_a_retention_step_sums_the_closed_days(app, signed_in, failures, past_days):
-    retention.step(utcnow())
+    retention.step(settled_now())
     plan = grouping_plan(app, signed_in)
     assert not [table for table in past_tables(past_days) if table in plan], plan
 
@@ -196,7 +215,7 @@ def test_summing_a_day_a_writer_holds_waits_for_it_at_most_the_lock_timeout(app,
     try:
         assert held.wait(10)
         started = utcnow()
-        assert retention.sum_closed_days(utcnow().replace(tzinfo=None)) is False
+        assert retention.sum_closed_days(settled_now()) is False
         assert utcnow() - started < timedelta(seconds=5)
     finally:
         release.set()
