@@ -70,7 +70,8 @@ def step(now: datetime) -> Retained | None:
     # they go row by row, a batch a step. While the days are made on time there are none.
     with write_transaction() as conn:
         strays = partitions.purge_default(conn, bounds_now - older_than, purge.DEFAULT_BATCH)
-    more = strays.jobs == purge.DEFAULT_BATCH or sum_closed_days(bounds_now)
+    days_left_to_sum = sum_closed_days(bounds_now)
+    more = strays.jobs == purge.DEFAULT_BATCH or days_left_to_sum
     return _reported(now, Retained(dropped.jobs + strays.jobs, dropped.events + strays.events, more))
 
 
