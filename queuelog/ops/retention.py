@@ -129,11 +129,15 @@ def sum_closed_days(now: datetime) -> bool:
     errors (sql/closed_days.py), each in its own transaction; True when more are left for a step at once."""
     with write_transaction() as conn:
         due = closed_days.days_to_sum(conn, now)
-    for day in due[:MOST_DAYS_SUMMED]:
-        if not _locked_out(_sum, day, into=[]):
-            return False  # a writer holds the day: the next step, in a minute, tries again
-        log.info("retention summed the failed jobs of %s for Top errors", day.name)
-    return len(due) > MOST_DAYS_SUMMED
+    summed = 0
+    for day in due:
+        if summed == MOST_DAYS_SUMMED:
+            return True
+        # A day that a writer or a vacuum holds is left to the next step, in a minute; the others go on.
+        if _locked_out(_sum, day, into=[]):
+            summed += 1
+            log.info("retention summed the failed jobs of %s for Top errors", day.name)
+    return False
 
 
 def _sum(day) -> None:
