@@ -11,7 +11,8 @@ trigger on the day moves on before any of its rows is inserted, updated or delet
 and holds while the sequence still has it. A sequence is not transactional, so a write that is rolled back
 makes the sum stale too: the page then groups that day itself until the next step sums it again, which is
 always right, only slower. A sum is taken with the day locked against writers (``SHARE ROW EXCLUSIVE``, which
-creating the trigger takes anyway), so no write can fall between the value it records and what it reads.
+creating the trigger takes anyway), so no write can fall between the value it records and what it reads; a day
+already held is left for the next step.
 
 Off the hot path (a retention step a minute), so plain SQL on SQLAlchemy's connection.
 """
@@ -61,12 +62,14 @@ def days_to_sum(conn: Connection, now: datetime) -> list[Day]:
 def sum_day(conn: Connection, day: Day) -> None:
     """Sum the failed jobs of ``day`` by cause and type, replacing its earlier sum, in the caller's transaction.
 
-    The first time, the day gets its sequence and its triggers. Waits at most partitions.LOCK_TIMEOUT for the
-    writers of the day (an admin's retry of one of its jobs) to finish; the caller tries again at its next step.
+    The first time, the day gets its sequence and its triggers. A day that a writer or a vacuum holds is not
+    waited for (``NOWAIT``: lock_not_available at once): a sum can wait a minute, and a lock request queued on
+    the day would hold up its writers behind it. A writer through ``jobs`` (an admin's retry by id) holds every
+    day while it runs.
     """
     name = day.name
     partitions.set_lock_timeout(conn)
-    conn.exec_driver_sql(f"LOCK TABLE {name} IN SHARE ROW EXCLUSIVE MODE")
+    conn.exec_driver_sql(f"LOCK TABLE {name} IN SHARE ROW EXCLUSIVE MODE NOWAIT")
     conn.exec_driver_sql(f"CREATE SEQUENCE IF NOT EXISTS {name}_changes OWNED BY {name}.id")
     has_triggers = conn.exec_driver_sql(
         "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%(day)s)"
