@@ -47,6 +47,13 @@ def _walk_the_claim_order(conn) -> None:
     conn.exec_driver_sql("SET LOCAL enable_sort = off")
 
 
+def _planned_afresh(conn, statement: str, parameters: dict) -> None:
+    """Send ``statement`` unprepared, so that it is planned now, under the settings above. The pooled connection
+    may have sent the same claim five times already, for the app: psycopg has then prepared it, and PostgreSQL
+    would run the plan it cached for it then, whatever the settings are now."""
+    conn.connection.driver_connection.execute(statement, parameters, prepare=False).fetchall()
+
+
 def _entries_read_by_a_claim(enqueue, claim, run) -> tuple[int, str]:
     """Index entries of the live table one claim reads: the claim the app sends is captured as a job is claimed,
     then sent once more in a transaction of its own (rolled back), with the session's counts read before and
@@ -65,7 +72,7 @@ def _entries_read_by_a_claim(enqueue, claim, run) -> tuple[int, str]:
     with db.engine.connect() as conn, conn.begin() as transaction:
         _walk_the_claim_order(conn)
         before = conn.execute(_READ_BY_THIS_SESSION).scalar_one()
-        conn.exec_driver_sql(statement, parameters).all()
+        _planned_afresh(conn, statement, parameters)
         read = conn.execute(_READ_BY_THIS_SESSION).scalar_one() - before
         transaction.rollback()
     with db.engine.connect() as conn, conn.begin() as transaction:
