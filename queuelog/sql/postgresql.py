@@ -18,7 +18,15 @@ from ..database.channels import CHANNEL
 from ..states import BY_ACTION, DELETABLE, HELD
 from . import common
 from .common import for_postgresql
-from .postgresql_turns import FAIR_TAGS, FLOOR, IN_FLIGHT, LIVE_TABLE, LOWEST_TURN, turn  # noqa: F401  (found here)
+from .postgresql_turns import (  # noqa: F401  (found here)
+    FAIR_TAGS,
+    FLOOR,
+    IN_FLIGHT,
+    LIVE_TABLE,
+    LOWEST_TURN,
+    NEXT_RUN_AT_PLANNER,
+    turn,
+)
 from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in
 
 #: The statements and pieces both dialects spell alike (common.py), in this module's spelling.

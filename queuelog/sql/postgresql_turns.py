@@ -78,3 +78,12 @@ LOWEST_TURN = f"""SELECT LEAST(
      CROSS JOIN LATERAL (SELECT fair_tag FROM jobs WHERE status = 'pending' AND priority = level.priority
                            AND run_at <= %(horizon)s ORDER BY fair_tag LIMIT 1) AS first),
   (SELECT last_value FROM jobs_id_seq WHERE is_called))"""
+
+#: How a waiting claim's next-due read (NEXT_RUN_AT, common.py) is planned here: with sorting ruled out, for the
+#: read's session only (runner.next_run_at sets it before and resets it after). Each of its seeks asks for the
+#: first run_at in order, which ix_jobs_type_status_priority alone gives; any other way would sort what it read.
+#: Asking for that order is not enough by itself: the statistics see the live table as all but empty most of the
+#: time, and then cost a sort of one row at nothing, so the planner may walk ix_jobs_type_claim_order instead,
+#: every entry a held snapshot keeps of the claimed jobs included (docs/performance.md).
+#: Differs: SQLite's planner takes the index that gives the order.
+NEXT_RUN_AT_PLANNER = ("SET enable_sort = off", "RESET enable_sort")

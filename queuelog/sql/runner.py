@@ -10,6 +10,7 @@ statement (wrapped in LOGGED), on SQLite with LOG_EVENTS right after it, in the 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 from datetime import datetime
@@ -151,12 +152,18 @@ def send(
     times: Times,
     make=JobRow,
     times_at: tuple[int, ...] = JOB_TIMES,
+    planner: tuple[str, str] | None = None,
 ) -> list:
-    """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement."""
+    """Execute ``sql`` on the driver; on SQLite the event rows of ``log`` follow as a second statement.
+    ``planner``: a setting for the session to plan ``sql`` with, and how to undo it after, come what may."""
 
     def work(cursor) -> list:
-        cursor.execute(sql, params)
-        rows = times.rows(cursor.fetchall(), make, times_at)
+        if planner is None:
+            cursor.execute(sql, params)
+            fetched = cursor.fetchall()
+        else:
+            fetched = _planned_with(cursor, planner, sql, params)
+        rows = times.rows(fetched, make, times_at)
         if log is not None and rows and conn.dialect.name == "sqlite":
             event, from_status, at = _text_of(log.event), _text_of(log.from_status), times.to_db(log.at)
             cursor.executemany(
@@ -166,6 +173,22 @@ def send(
         return rows
 
     return on_driver(conn, sql, params, work)
+
+
+def _planned_with(cursor, planner: tuple[str, str], sql: str, params) -> list:
+    """The rows of ``sql``, planned under ``planner``'s setting, which is undone after. Should the statement fail,
+    its error is the one raised: inside a transaction the setting goes with the rollback, and a session that
+    cannot be reached any more is not used again."""
+    cursor.execute(planner[0])
+    try:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            cursor.execute(planner[1])
+        raise
+    cursor.execute(planner[1])
+    return fetched
 
 
 # --- binding values and spelling out the statement ------------------------------------------------
@@ -269,7 +292,8 @@ def next_run_at(conn: Connection, now: datetime, seeks: tuple[tuple[str, int], .
     sql = _next_run_at_text(conn.dialect.name, tuple(priority for _, priority in seeks))
     times = _times_for(conn)
     params, _lists, _filled = _bind(conn.dialect.name, values, times)
-    [at] = send(conn, sql, params, None, times, make=lambda at: at, times_at=(0,))
+    planner = getattr(_DIALECTS[conn.dialect.name], "NEXT_RUN_AT_PLANNER", None)
+    [at] = send(conn, sql, params, None, times, make=lambda at: at, times_at=(0,), planner=planner)
     return at
 
 

@@ -28,6 +28,7 @@ ONLY_IN = {
         "FLOOR",
         "LOWEST_TURN",
         "LIVE_TABLE",
+        "NEXT_RUN_AT_PLANNER",
     },
 }
 

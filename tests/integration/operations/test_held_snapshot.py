@@ -1,7 +1,8 @@
 """While another session holds an old snapshot (a long report, a pg_dump, a session left idle in a transaction),
 vacuum may remove no row version that died since it began. Every job moved meanwhile leaves its old index entries
 behind, and a statement that passes through them reads each one and looks at its row. The writes that act on a
-job they name by id must not: each finds its job with one seek, however many jobs moved while the snapshot is held.
+job they name by id must not: each finds its job with one seek, however many jobs moved while the snapshot is held;
+nor must the read a waiting claim makes of when the next job comes due, which seeks past the jobs due before it.
 
 Measured by the index entries the statistics count as read (a count, not a time), on PostgreSQL; the snapshot
 is held by ``hold_snapshot`` (tests/support/held_snapshot.py).
@@ -13,8 +14,9 @@ import time
 
 import pytest
 
+from queuelog.core.clock import utcnow
 from queuelog.extensions import db
-from queuelog.waiting import claim_floor, pg_listener
+from queuelog.waiting import claim_floor, longpoll, pg_listener
 from tests.support.database import test_db_kind
 from tests.support.table_stats import index_entries_read
 
@@ -93,4 +95,32 @@ def test_acting_on_a_held_job_reads_at_most_one_more_index_entry_after_many_jobs
     # read. (The early round may read none: PostgreSQL may scan the still tiny live table instead, and plan a
     # seek once the table grew.) A walk over the dead entries would read one more per act for each job run in
     # between (1,500 here).
+    assert late <= max(early, SEEK * JOBS) + JOBS, (early, late)
+
+
+def analyzed_live_table() -> None:
+    """As autovacuum does after every thousand changes: the live table analyzed while the snapshot is held. Its few
+    live rows are all the statistics then see, and the planner costs every index of it alike."""
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE jobs_live")
+        conn.commit()
+
+
+def test_a_waiting_claims_next_due_read_reads_at_most_one_more_index_entry_after_many_jobs_ran_under_a_held_snapshot(
+    app, run_jobs, hold_snapshot, floor_reads_paused
+):
+    # The read is made on its own, as a waiting claim makes it after each wake-up: a waiting claim also claims, and
+    # with the floor's reads paused its claims walk from the head, which would be counted with it.
+    def next_due_reads(_job) -> None:
+        with app.app_context():
+            longpoll._earliest_run_at(None, utcnow())
+
+    hold_snapshot()
+    run_jobs(10)
+    analyzed_live_table()
+    early = entries_read_by(next_due_reads, [None] * JOBS)
+    run_jobs(BETWEEN_ROUNDS)
+    analyzed_live_table()
+    late = entries_read_by(next_due_reads, [None] * JOBS)
+    # One seek per type and priority, from the waiter's last look on: the jobs claimed before it are behind it.
     assert late <= max(early, SEEK * JOBS) + JOBS, (early, late)
