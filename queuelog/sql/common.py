@@ -296,7 +296,7 @@ QUOTA_FORGET = "DELETE FROM enqueue_ledger WHERE key_id = :key AND at <= :cutoff
 #: ix_jobs_type_status_priority (type, status, priority, run_at), one seek however many jobs are scheduled;
 #: the minimum over all pending jobs of a type would read every one of them, at every wake-up.
 #: Asked as "the first in run_at order", not as MIN(run_at): only that index gives the order, which PostgreSQL's
-#: planning of this read then requires (NEXT_RUN_AT_PLANNER in postgresql_turns.py says why).
+#: planning of this read then requires (IN_INDEX_ORDER in postgresql_turns.py says why).
 NEXT_RUN_AT_SEEK = (
     f"SELECT (SELECT run_at FROM jobs WHERE type = {{type}} AND status = '{JobStatus.PENDING}'"
     " AND priority = {priority} AND run_at > :now ORDER BY run_at LIMIT 1) AS run_at"

@@ -22,9 +22,10 @@ from .postgresql_turns import (  # noqa: F401  (found here)
     FAIR_TAGS,
     FLOOR,
     IN_FLIGHT,
+    IN_INDEX_ORDER,
     LIVE_TABLE,
     LOWEST_TURN,
-    NEXT_RUN_AT_PLANNER,
+    PLANNED_IN_INDEX_ORDER,
     turn,
 )
 from .values import JOB_COLUMNS, JOB_LIST, limited, only_status, status_in

@@ -28,12 +28,16 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     from ``floor`` up (queue/served_turns.py). One seek each.
 
     Differs, so that the enqueue reads the live table alone (IN_FLIGHT says why): the newest id is the id
-    sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight.
+    sequence's last value, which no job's id exceeds; and a key's last turn is read among its jobs in flight
+    (the live table, named).
     A key whose jobs have all finished thus joins at the head of the queue, as a new key does, even where a
     turn it took before (in another type's queue) lay further on; SQLite reads that turn among all its jobs.
     The key's last turn is read from ``floor`` up, like the head: below it, it could not be the later of the
     two (the head, or the newest id, is at or above ``floor``), and a held snapshot leaves the dead entries of
     the key's finished jobs there, which a walk down from its newest turn would read one by one.
+
+    Each is asked as the first turn in the order of the index meant for it (ix_jobs_type_claim_order,
+    ix_jobs_key_turns), and planned so that only such an index serves it (IN_INDEX_ORDER).
 
     Cast to the columns' types: a lone row's INSERT passes its own values, which PostgreSQL must type alike
     in both places."""
@@ -41,12 +45,12 @@ def turn(job_type: str, key: str, priority: str, floor: str) -> str:
     floor = f"({floor})::bigint"
     return f"""GREATEST(
     COALESCE(
-        (SELECT min(fair_tag) FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
-            AND fair_tag >= {floor}),
+        (SELECT fair_tag FROM jobs WHERE status = 'pending' AND type = {job_type} AND priority = {priority}
+            AND fair_tag >= {floor} ORDER BY fair_tag LIMIT 1),
         (SELECT last_value FROM jobs_id_seq WHERE is_called),
         0),
-    (SELECT max(fair_tag) + 1 FROM jobs WHERE concurrency_key = {key} AND priority = {priority} {IN_FLIGHT}
-        AND fair_tag >= {floor}))"""
+    (SELECT fair_tag + 1 FROM {LIVE_TABLE} WHERE concurrency_key = {key} AND priority = {priority}
+        AND fair_tag >= {floor} ORDER BY fair_tag DESC LIMIT 1))"""
 
 
 #: ``turn`` for each (type, concurrency key, priority) of an enqueue of several jobs (groups, a JSON list of
@@ -79,11 +83,15 @@ LOWEST_TURN = f"""SELECT LEAST(
                            AND run_at <= %(horizon)s ORDER BY fair_tag LIMIT 1) AS first),
   (SELECT last_value FROM jobs_id_seq WHERE is_called))"""
 
-#: How a waiting claim's next-due read (NEXT_RUN_AT, common.py) is planned here: with sorting ruled out, for the
-#: read's session only (runner.next_run_at sets it before and resets it after). Each of its seeks asks for the
-#: first run_at in order, which ix_jobs_type_status_priority alone gives; any other way would sort what it read.
-#: Asking for that order is not enough by itself: the statistics see the live table as all but empty most of the
-#: time, and then cost a sort of one row at nothing, so the planner may walk ix_jobs_type_claim_order instead,
-#: every entry a held snapshot keeps of the claimed jobs included (docs/performance.md).
+#: How the reads that must take one index are planned here: with sorting ruled out, for the statement's session
+#: only (the runner sets it before and resets it after the statements of PLANNED_IN_INDEX_ORDER). Each such read
+#: asks for the first entry in an order that only the index meant for it gives (a waiting claim's next-due read,
+#: common.NEXT_RUN_AT_SEEK; the turn of a new job, ``turn``); any other way would sort what it read. Asking for
+#: the order is not enough by itself: analyzed under load, the live table shows a handful of rows, the planner then
+#: costs a sort of one row at nothing and every index of it alike, and may walk another index whole, every entry
+#: a held snapshot keeps there included (docs/performance.md).
+#: JIT goes off with it: a plan that cannot avoid a sort (FAIR_TAGS returns its turns in the order asked) carries
+#: the planner's penalty for it in its cost, which would otherwise have each run compiled.
 #: Differs: SQLite's planner takes the index that gives the order.
-NEXT_RUN_AT_PLANNER = ("SET enable_sort = off", "RESET enable_sort")
+IN_INDEX_ORDER = ("SET enable_sort = off; SET jit = off", "RESET enable_sort; RESET jit")
+PLANNED_IN_INDEX_ORDER = frozenset({"NEXT_RUN_AT", "ENQUEUE", "FAIR_TAGS"})

@@ -83,7 +83,7 @@ def run(
     sql = _text(dialect, name, lists, filled, log is not None, shape)
     if log is not None and dialect == "postgresql":
         params.update(_log_params(log, times))
-    return send(conn, sql, params, log, times, make, times_at)
+    return send(conn, sql, params, log, times, make, times_at, _planner(dialect, name))
 
 
 def scalar(conn: Connection, name: str, values: dict):
@@ -131,7 +131,7 @@ def insert_jobs(conn: Connection, rows: list[NewJobRow], log: Log, turn_floor: i
         params.update(_log_params(log, times))
     else:
         params = values
-    inserted = send(conn, sql, params, log, times)
+    inserted = send(conn, sql, params, log, times, planner=_planner(dialect, "ENQUEUE") if turn_inline else None)
     # One INSERT numbers its rows in VALUES order (ids only grow), whatever order RETURNING lists them in.
     return sorted(inserted, key=lambda row: row.id)
 
@@ -175,19 +175,25 @@ def send(
     return on_driver(conn, sql, params, work)
 
 
+def _planner(dialect: str, name: str) -> tuple[str, str] | None:
+    """The setting statement ``name`` is planned under, and how to undo it (postgresql_turns.IN_INDEX_ORDER)."""
+    module = _DIALECTS[dialect]
+    return module.IN_INDEX_ORDER if name in getattr(module, "PLANNED_IN_INDEX_ORDER", ()) else None
+
+
 def _planned_with(cursor, planner: tuple[str, str], sql: str, params) -> list:
     """The rows of ``sql``, planned under ``planner``'s setting, which is undone after. Should the statement fail,
     its error is the one raised: inside a transaction the setting goes with the rollback, and a session that
     cannot be reached any more is not used again."""
-    cursor.execute(planner[0])
+    cursor.execute(planner[0], prepare=False)  # several statements in one: never prepared
     try:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     except BaseException:
         with contextlib.suppress(Exception):
-            cursor.execute(planner[1])
+            cursor.execute(planner[1], prepare=False)
         raise
-    cursor.execute(planner[1])
+    cursor.execute(planner[1], prepare=False)
     return fetched
 
 
@@ -292,7 +298,7 @@ def next_run_at(conn: Connection, now: datetime, seeks: tuple[tuple[str, int], .
     sql = _next_run_at_text(conn.dialect.name, tuple(priority for _, priority in seeks))
     times = _times_for(conn)
     params, _lists, _filled = _bind(conn.dialect.name, values, times)
-    planner = getattr(_DIALECTS[conn.dialect.name], "NEXT_RUN_AT_PLANNER", None)
+    planner = _planner(conn.dialect.name, "NEXT_RUN_AT")
     [at] = send(conn, sql, params, None, times, make=lambda at: at, times_at=(0,), planner=planner)
     return at
 

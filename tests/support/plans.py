@@ -52,10 +52,10 @@ def capture(run: Callable[[], object], keep: Callable[[str, str], bool]) -> tupl
     seen = []
     send, on_driver = runner.send, runner.on_driver
 
-    def capture_send(conn, sql, params, *rest):
+    def capture_send(conn, sql, params, *rest, **options):
         if keep(sql, "send"):
             seen.append((sql, params))
-        return send(conn, sql, params, *rest)
+        return send(conn, sql, params, *rest, **options)
 
     def capture_read(conn, sql, params, work):
         if keep(sql, "read"):

@@ -28,7 +28,8 @@ ONLY_IN = {
         "FLOOR",
         "LOWEST_TURN",
         "LIVE_TABLE",
-        "NEXT_RUN_AT_PLANNER",
+        "IN_INDEX_ORDER",
+        "PLANNED_IN_INDEX_ORDER",
     },
 }
 
