@@ -259,7 +259,7 @@ ENDS_ALONE = "AND NOT has_dependents AND NOT watched AND type <> ALL(%(limited)s
 #: Differs: the NULL token is cast, so psycopg's untyped NULL has a type.
 TAKE_BACK = (
     f"UPDATE jobs SET {_common.LEAVE_RUNNING}\n WHERE id = ANY(%(ids)s) AND {only_status(_HELD)}"
-    f" AND (%(token)s::text IS NULL OR claim_token = %(token)s)\nRETURNING {JOB_LIST}"
+    f" AND (%(token)s::text IS NULL OR claim_token = %(token)s) {IN_FLIGHT}\nRETURNING {JOB_LIST}"
 )
 
 #: A waiting or pending job will not run (run once per from-status, so its event says which); a producer

@@ -6,19 +6,19 @@ and the filter that keeps a statement on the live table.
 from __future__ import annotations
 
 from ..core.patterns import Priority
-from ..states import LIVE
-from .values import status_in
+from ..states import FINAL
+from .values import status_not_in
 
 #: A statement that can only act on jobs in flight says so in a form the planner prunes by: it then plans
 #: and reads the live table alone, not every day of history beside it (docs/storage.md), so its cost does not
 #: grow with the days kept. It also checks nothing: every job it names by id and status is in flight anyway.
+#: Written as the statuses it is not: ``<>`` is no operator of an index, so no index under status can serve it,
+#: and the statement finds its jobs by the primary key (values.only_status says why that matters).
 #: Differs: SQLite keeps one table (empty there).
-IN_FLIGHT = f"AND {status_in(LIVE)}"
+IN_FLIGHT = f"AND {status_not_in(FINAL)}"
 
-#: The live table itself, for the claim's update, whose jobs stay in it (pending to running). Named, not
-#: filtered by IN_FLIGHT: beside ids it cannot count (those the claim picked), a plain filter on status lets the
-#: planner read an index under status instead of the primary key, and a held snapshot fills those indexes with
-#: dead entries (values.only_status). A move out of the live table (FINISH, TAKE_BACK) updates ``jobs``.
+#: The live table itself, for the claim's update, whose jobs stay in it (pending to running): named, it needs
+#: no filter at all. A move out of the live table (FINISH, TAKE_BACK) updates ``jobs``, which moves the row.
 LIVE_TABLE = "jobs_live"
 
 

@@ -40,6 +40,13 @@ def status_in(statuses) -> str:
     return f"status = {names[0]}" if len(names) == 1 else f"status IN ({', '.join(names)})"
 
 
+def status_not_in(statuses) -> str:
+    """``status NOT IN ('completed', 'failed', 'cancelled')``: a guard no index can serve (``<>`` is no operator
+    of one), which PostgreSQL still prunes partitions by (sql/postgresql_turns.IN_FLIGHT)."""
+    names = [f"'{status.value}'" for status in JobStatus if status in statuses]
+    return f"status NOT IN ({', '.join(names)})"
+
+
 def only_status(status, *also: tuple[str, str], of: str = "") -> str:
     """``(status, worker_id) IS NOT DISTINCT FROM ('running', :worker)``: the job's status (and ``also``'s
     columns, each with its value) checked in a form no index can answer; ``of``: the table's name in a join.

@@ -34,6 +34,7 @@ _WRITES = text(
     f" FROM pg_stat_user_tables WHERE {_TABLE_AND_PARTITIONS}"
 )
 _ENTRIES_READ = text(f"SELECT sum(idx_tup_read) FROM pg_stat_user_indexes WHERE {_TABLE_AND_PARTITIONS}")
+_SCANS_BY_INDEX = text(f"SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE {_TABLE_AND_PARTITIONS}")
 
 
 def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> tuple[int, int]:
@@ -41,18 +42,23 @@ def updates_of(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -
 
     The caller ends what holds a connection of ``app_engine`` first (an ORM session); the pool's are closed here.
     """
-    return tuple(_once_reported(app_engine, _UPDATES, table, timeout))
+    return tuple(_once_reported(app_engine, _UPDATES, table, timeout)[0])
 
 
 def writes_of(app_engine: Engine, table: str, timeout: float = 30.0) -> tuple[int, int, int]:
     """(rows inserted, updated, deleted) in ``table`` since the server started, with every write the app made so far."""
-    return tuple(_once_reported(app_engine, _WRITES, table, timeout))
+    return tuple(_once_reported(app_engine, _WRITES, table, timeout)[0])
 
 
 def index_entries_read(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> int:
     """Index entries that scans of ``table``'s indexes have read since the server started, live or dead: an entry
     of a row version that a held snapshot keeps is read, and its row looked at, before it is passed over."""
-    return int(_once_reported(app_engine, _ENTRIES_READ, table, timeout)[0])
+    return int(_once_reported(app_engine, _ENTRIES_READ, table, timeout)[0][0])
+
+
+def scans_by_index(app_engine: Engine, table: str = "jobs", timeout: float = 30.0) -> dict[str, int]:
+    """Scans of each of ``table``'s indexes since the server started, by the index's name."""
+    return dict(_once_reported(app_engine, _SCANS_BY_INDEX, table, timeout))
 
 
 def _once_reported(app_engine: Engine, query, table: str, timeout: float):
@@ -64,7 +70,7 @@ def _once_reported(app_engine: Engine, query, table: str, timeout: float):
             with reader.connect() as conn:
                 left = conn.execute(_APP_SESSIONS).scalar_one()
                 if not left:
-                    return conn.execute(query, {"table": table}).one()
+                    return conn.execute(query, {"table": table}).all()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{left} sessions of the app still open after {timeout} s")
             time.sleep(0.05)

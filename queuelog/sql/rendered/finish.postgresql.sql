@@ -11,14 +11,16 @@ WITH changed AS
      AND claim_token IS NOT NULL
      AND (timeout_at IS NULL
           OR timeout_at > %(now)s)
-     AND status IN ('waiting', 'pending', 'running') RETURNING id, type, payload, priority, status, retry_count,
-                                                               max_retries, stall_count, idempotency_key, request_digest,
-                                                               producer_key_id, producer, run_at, claimed_at, worker_id, claim_token,
-                                                               lease_expires_at, heartbeat_at, completed_at, error, error_group,
-                                                               result, created_at, updated_at, concurrency_key, fair_tag,
-                                                               unique_key, expires_at, timeout_seconds, timeout_at, schedule,
-                                                               scheduled_for, run_when, has_dependents, watched, progress,
-                                                               process_id, traceparent, tracestate),
+     AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id, type, payload, priority, status, retry_count,
+                                                                      max_retries, stall_count, idempotency_key,
+                                                                      request_digest, producer_key_id, producer, run_at,
+                                                                      claimed_at, worker_id, claim_token, lease_expires_at,
+                                                                      heartbeat_at, completed_at, error, error_group, result,
+                                                                      created_at, updated_at, concurrency_key, fair_tag,
+                                                                      unique_key, expires_at, timeout_seconds, timeout_at,
+                                                                      schedule, scheduled_for, run_when, has_dependents,
+                                                                      watched, progress, process_id, traceparent,
+                                                                      tracestate),
      logged AS
   (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
                                                                                                     %(log_event)s,
@@ -42,11 +44,12 @@ WHERE id = ANY(%(ids)s)
   AND claim_token IS NOT NULL
   AND (timeout_at IS NULL
        OR timeout_at > %(now)s)
-  AND status IN ('waiting', 'pending', 'running') RETURNING id, type, payload, priority, status, retry_count,
-                                                            max_retries, stall_count, idempotency_key, request_digest,
-                                                            producer_key_id, producer, run_at, claimed_at, worker_id, claim_token,
-                                                            lease_expires_at, heartbeat_at, completed_at, error, error_group,
-                                                            result, created_at, updated_at, concurrency_key, fair_tag,
-                                                            unique_key, expires_at, timeout_seconds, timeout_at, schedule,
-                                                            scheduled_for, run_when, has_dependents, watched, progress,
-                                                            process_id, traceparent, tracestate;
+  AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id, type, payload, priority, status, retry_count,
+                                                                   max_retries, stall_count, idempotency_key, request_digest,
+                                                                   producer_key_id, producer, run_at, claimed_at, worker_id,
+                                                                   claim_token, lease_expires_at, heartbeat_at, completed_at,
+                                                                   error, error_group, result, created_at, updated_at,
+                                                                   concurrency_key, fair_tag, unique_key, expires_at,
+                                                                   timeout_seconds, timeout_at, schedule, scheduled_for, run_when,
+                                                                   has_dependents, watched, progress, process_id, traceparent,
+                                                                   tracestate;

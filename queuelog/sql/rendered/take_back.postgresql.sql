@@ -9,13 +9,17 @@ WITH changed AS
      AND (status) IS NOT DISTINCT
      FROM ('running')
      AND (%(token)s::text IS NULL
-          OR claim_token = %(token)s) RETURNING id, type, payload, priority, status, retry_count, max_retries,
-                                                stall_count, idempotency_key, request_digest, producer_key_id, producer, run_at,
-                                                claimed_at, worker_id, claim_token, lease_expires_at, heartbeat_at,
-                                                completed_at, error, error_group, result, created_at, updated_at, concurrency_key,
-                                                fair_tag, unique_key, expires_at, timeout_seconds, timeout_at, schedule,
-                                                scheduled_for, run_when, has_dependents, watched, progress, process_id, traceparent,
-                                                tracestate),
+          OR claim_token = %(token)s)
+     AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id, type, payload, priority, status, retry_count,
+                                                                      max_retries, stall_count, idempotency_key,
+                                                                      request_digest, producer_key_id, producer, run_at,
+                                                                      claimed_at, worker_id, claim_token, lease_expires_at,
+                                                                      heartbeat_at, completed_at, error, error_group, result,
+                                                                      created_at, updated_at, concurrency_key, fair_tag,
+                                                                      unique_key, expires_at, timeout_seconds, timeout_at,
+                                                                      schedule, scheduled_for, run_when, has_dependents,
+                                                                      watched, progress, process_id, traceparent,
+                                                                      tracestate),
      logged AS
   (INSERT INTO job_events (job_id, event, from_status, to_status, actor, attempt, error, at) SELECT id,
                                                                                                     %(log_event)s,

@@ -225,3 +225,57 @@ def test_the_unique_scope_migration_gives_each_window_to_the_producer_whose_job_
     assert [tuple(row) for row in read_rows(empty_database_url, "SELECT type, unique_scope FROM type_settings")] == [
         ("email", "producer")
     ]
+
+
+_JOB_INDEXES = (
+    "SELECT t.relid::regclass::text AS part, pg_get_indexdef(x.indexrelid) AS definition"
+    " FROM pg_partition_tree('jobs') t JOIN pg_index x ON x.indrelid = t.relid WHERE t.isleaf"
+)
+
+
+def _job_indexes_on(url: str, columns: str) -> dict[str, list[str]]:
+    """Each partition of jobs: its indexes' definitions that list ``columns`` first (whole-word, in order)."""
+    found: dict[str, list[str]] = {}
+    for row in read_rows(url, _JOB_INDEXES):
+        if f"btree ({columns})" in row.definition:
+            found.setdefault(row.part, []).append(row.definition.split(f"btree ({columns})", 1)[1].strip())
+    return found
+
+
+@pytest.mark.skipif(test_db_kind() != "postgresql", reason="PostgreSQL's partitioned layout")
+def test_the_live_tables_own_indexes_migration_keeps_every_job_and_the_indexes_of_history(empty_database_url):
+    assert _db(empty_database_url, "upgrade", "a3c5e7f9b1d2").returncode == 0
+    engine = create_engine(empty_database_url)
+    with engine.begin() as conn:
+        for status in ("completed", "failed", "pending", "running"):
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, stall_count,"
+                    " run_at, created_at, updated_at) VALUES ('email', '{}', 0, :status, 0, 3, 0,"
+                    " now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc')"
+                ),
+                {"status": status},
+            )
+    engine.dispose()
+    jobs = "SELECT id, status FROM jobs ORDER BY id"
+    before = [tuple(row) for row in read_rows(empty_database_url, jobs)]
+
+    upgraded = _db(empty_database_url, "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert [tuple(row) for row in read_rows(empty_database_url, jobs)] == before
+    for columns, live_condition in (
+        ("producer_key_id, id", "WHERE (producer_key_id IS NOT NULL)"),
+        ("status, id", "WHERE ((status)::text = ANY"),
+    ):
+        indexes = _job_indexes_on(empty_database_url, columns)
+        # Every day of history keeps its index whole; the live table's is partial, a write by id cannot use it.
+        assert set(indexes) == {row.part for row in read_rows(empty_database_url, _JOB_INDEXES)}
+        history = [definitions for part, definitions in indexes.items() if part != "jobs_live"]
+        assert history and all(definitions == [""] for definitions in history)
+        [live] = indexes["jobs_live"]
+        assert live.startswith(live_condition)
+
+    downgraded = _db(empty_database_url, "downgrade", "a3c5e7f9b1d2")
+    assert downgraded.returncode == 0, downgraded.stderr
+    assert [tuple(row) for row in read_rows(empty_database_url, jobs)] == before
+    assert _job_indexes_on(empty_database_url, "producer_key_id, id")["jobs_live"] == [""]
