@@ -141,7 +141,7 @@ def test_a_waiting_claims_next_due_read_reads_at_most_one_more_index_entry_after
 
 
 @pytest.mark.parametrize("act", [complete, heartbeat], ids=["complete", "heartbeat"])
-def test_acting_on_a_held_job_seeks_only_the_live_tables_primary_key_after_it_was_analyzed_with_no_job_in_flight(
+def test_acting_on_a_held_job_scans_no_index_but_the_live_tables_primary_key_after_it_was_analyzed_empty(
     client, worker, enqueue, claim, run_jobs, hold_snapshot, floor_reads_paused, act
 ):
     # Analyzed so, the live table is empty as far as the planner knows, and a walk of any index that holds the
