@@ -75,11 +75,17 @@ def downgrade():
 
 def _history_checked() -> None:
     """The check constraint, proven over history outside the migration's transaction: VALIDATE reads every day
-    under a lock that lets the queue write meanwhile. Skipped if a run of this step stopped after it."""
-    if op.get_bind().exec_driver_sql(f"SELECT 1 FROM pg_constraint WHERE conname = '{CHECK}'").first():
+    under a lock that lets the queue write meanwhile. A run of this step that stopped after either part is taken
+    up where it stopped."""
+    validated = op.get_bind().exec_driver_sql(
+        f"SELECT convalidated FROM pg_constraint WHERE conname = '{CHECK}' AND conrelid = 'jobs_done'::regclass"
+    )
+    state = validated.scalar()
+    if state:
         return
     with op.get_context().autocommit_block():
-        op.execute(f"ALTER TABLE jobs_done ADD CONSTRAINT {CHECK} CHECK (status IN ({FINISHED})) NOT VALID")
+        if state is None:
+            op.execute(f"ALTER TABLE jobs_done ADD CONSTRAINT {CHECK} CHECK (status IN ({FINISHED})) NOT VALID")
         op.execute(f"ALTER TABLE jobs_done VALIDATE CONSTRAINT {CHECK}")
 
 
