@@ -36,15 +36,19 @@ def status_in(statuses) -> str:
     One status is written with ``=``: SQLite uses a partial index (``WHERE status = 'pending'``) only
     for a query whose WHERE says the same.
     """
-    names = [f"'{status.value}'" for status in JobStatus if status in statuses]
+    names = _quoted(statuses)
     return f"status = {names[0]}" if len(names) == 1 else f"status IN ({', '.join(names)})"
 
 
 def status_not_in(statuses) -> str:
     """``status NOT IN ('completed', 'failed', 'cancelled')``: a guard no index can serve (``<>`` is no operator
     of one), which PostgreSQL still prunes partitions by (sql/postgresql_turns.IN_FLIGHT)."""
-    names = [f"'{status.value}'" for status in JobStatus if status in statuses]
-    return f"status NOT IN ({', '.join(names)})"
+    return f"status NOT IN ({', '.join(_quoted(statuses))})"
+
+
+def _quoted(statuses) -> list[str]:
+    """The statuses' names as SQL literals, in queuelog.states' order."""
+    return [f"'{status.value}'" for status in JobStatus if status in statuses]
 
 
 def only_status(status, *also: tuple[str, str], of: str = "") -> str:

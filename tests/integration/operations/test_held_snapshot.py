@@ -71,23 +71,25 @@ def heartbeat(client, worker, job: dict) -> None:
 
 def entries_read_by(act, jobs: list[dict]) -> int:
     """Index entries of jobs read while ``act`` is done to each of ``jobs``."""
-    db.session.remove()
-    before = index_entries_read(db.engine)
-    for job in jobs:
-        act(job)
-    db.session.remove()
-    return index_entries_read(db.engine) - before
+    before, after = _counted_around(index_entries_read, act, jobs)
+    return after - before
 
 
 def indexes_scanned_by(act, jobs: list[dict]) -> dict[str, int]:
     """Indexes of jobs scanned while ``act`` is done to each of ``jobs``, with how many times."""
+    before, after = _counted_around(scans_by_index, act, jobs)
+    return {name: count - before.get(name, 0) for name, count in after.items() if count > before.get(name, 0)}
+
+
+def _counted_around(count, act, jobs: list[dict]):
+    """What ``count`` (a reader of tests/support/table_stats.py) says before and after ``act`` is done to each of
+    ``jobs``, with the app's sessions ended each time so that they have reported what they did."""
     db.session.remove()
-    before = scans_by_index(db.engine)
+    before = count(db.engine)
     for job in jobs:
         act(job)
     db.session.remove()
-    after = scans_by_index(db.engine)
-    return {name: count - before.get(name, 0) for name, count in after.items() if count > before.get(name, 0)}
+    return before, count(db.engine)
 
 
 def claimed(enqueue, claim, count: int) -> list[dict]:
