@@ -49,11 +49,11 @@ def _whole_body() -> bytes:
 
 
 def json_body(required: bool = True) -> dict:
-    """The request body as a JSON object; an empty body counts as {} where that is allowed."""
+    """The request body as a JSON object; an empty body (no bytes) counts as {} where that is allowed."""
     raw = _whole_body()
-    # JSON's own whitespace only: bytes.strip() would also take a form feed or a vertical tab for nothing,
-    # and a body of those is not JSON.
-    if not raw.strip(b" \t\n\r"):
+    # Only no bytes at all is no body. Whitespace alone is not a JSON text (RFC 8259: ws value ws), so a
+    # body of a newline is malformed JSON (400) like any other, not an action taken as if nothing was sent.
+    if not raw:
         if required:
             raise InvalidRequest([{"pointer": "", "detail": "a JSON object body is required"}])
         # Nothing to interpret, so no Content-Type is needed: `curl -X POST …/claim` sends none.

@@ -284,6 +284,14 @@ def test_run_now_refuses_a_body_with_fields(client, admin):
     assert "/extra" in pointers(client.post("/schedules/nightly-report/run", headers=admin, json={"extra": 1}))
 
 
+def test_run_now_refuses_a_body_of_a_newline_and_enqueues_nothing(client, admin):
+    create(client, admin, **NIGHTLY)
+    response = client.post("/schedules/nightly-report/run", headers=admin, data="\n", content_type="application/json")
+    assert response.status_code == 400
+    assert response.content_type == "application/problem+json"
+    assert client.get("/jobs?type=report", headers=admin).get_json()["jobs"] == []
+
+
 def test_a_producers_job_has_no_schedule(client, enqueue):
     job = enqueue(type="email")
     assert job["schedule"] is None and job["scheduled_for"] is None
