@@ -72,15 +72,17 @@ SELECT {turn("a.type", "a.concurrency_key", "a.priority", "a.floor")}
 #: Differs: only PostgreSQL keeps such entries (SQLite has no floor).
 FLOOR = "AND fair_tag >= %(floor)s"
 
-#: The claim floor's read (claim_floor.py): the lowest turn of the pending jobs due before ``%(horizon)s``, at any
-#: priority (for each priority one walk of ix_jobs_claim_order to its first such job), and never above the newest
-#: id: a job enqueued after this read takes at least that turn (``turn``) when no other is pending before it, so
-#: it is above the floor even before its announcement reaches this process. NULL: no job was ever made.
+#: The claim floor's read (claim_floor.py): the lowest turn from ``%(from_turn)s`` of the pending jobs due before
+#: ``%(horizon)s``, at any priority (for each priority one walk of ix_jobs_claim_order, from its first entry at that
+#: turn, to its first such job), and never above the newest id: a job enqueued after this read takes at least that
+#: turn (``turn``) when no other is pending before it, so it is above the floor even before its announcement
+#: reaches this process. NULL: no job was ever made.
 _LEVELS = ", ".join(f"({int(priority)})" for priority in Priority)
 LOWEST_TURN = f"""SELECT LEAST(
   (SELECT min(first.fair_tag) FROM (VALUES {_LEVELS}) AS level(priority)
      CROSS JOIN LATERAL (SELECT fair_tag FROM jobs WHERE status = 'pending' AND priority = level.priority
-                           AND run_at <= %(horizon)s ORDER BY fair_tag LIMIT 1) AS first),
+                           AND fair_tag >= %(from_turn)s AND run_at <= %(horizon)s
+                         ORDER BY fair_tag LIMIT 1) AS first),
   (SELECT last_value FROM jobs_id_seq WHERE is_called))"""
 
 #: How the reads that must take one index are planned here: with sorting ruled out, for the statement's session

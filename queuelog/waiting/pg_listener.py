@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import timedelta
 from typing import Protocol
 
 from sqlalchemy.engine import Engine
@@ -79,8 +78,8 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
 
 
 def _read_floor(conn, floor: claim_floor.Floor) -> None:
-    """Read the claim floor again (claim_floor.py): the lowest turn of the pending jobs due within the horizon."""
-    horizon = utcnow().replace(tzinfo=None) + timedelta(seconds=claim_floor.HORIZON_SECONDS)
-    floor.begin_refresh()
-    (lowest,) = conn.execute(LOWEST_TURN, {"horizon": horizon}).fetchone()
+    """Read the claim floor again (claim_floor.py): the lowest turn of the pending jobs due before the epoch's
+    horizon, from where the floor says this read may start."""
+    from_turn, horizon = floor.next_read(utcnow().replace(tzinfo=None))
+    (lowest,) = conn.execute(LOWEST_TURN, {"from_turn": from_turn, "horizon": horizon}).fetchone()
     floor.refreshed(lowest)

@@ -8,13 +8,14 @@ The floor is read again about once a second, so a test that needs it read after 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import text
 
 from queuelog.core.clock import utcnow
 from queuelog.extensions import db
-from queuelog.waiting import claim_floor, wakeup
+from queuelog.waiting import claim_floor, pg_listener, wakeup
 from tests.support import plans
 from tests.support.database import test_db_kind
 
@@ -32,6 +33,16 @@ BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under
 
 def _floor_read_again() -> None:
     time.sleep(claim_floor.REFRESH_SECONDS * 3)
+
+
+@pytest.fixture
+def short_epochs(app, monkeypatch):
+    """Floor epochs of two seconds, begun afresh now, with a horizon of one and a half seconds more, in place of
+    the half-minute ones: what a test shows of the epoch's first read, from the head, it shows in seconds."""
+    monkeypatch.setattr(claim_floor, "FULL_READ_SECONDS", 2.0)
+    monkeypatch.setattr(claim_floor, "HORIZON_SECONDS", 1.5)
+    wakeup.waker_for(db.engine).floor.forget()  # the epoch in progress was begun with the half-minute
+    _floor_read_again()
 
 
 @pytest.fixture
@@ -97,6 +108,52 @@ def test_a_claim_reads_at_most_two_more_index_entries_after_many_jobs_ran_under_
     assert late <= early + 2, f"{early} entries read, then {late}; the late claim {how}"
 
 
+def _entries_read_by_a_floor_read(floor: claim_floor.Floor) -> int:
+    """Index entries of the live table that one read of ``floor`` reads, as this process's listener sends it, in
+    a transaction of its own with the session's counts read before and after it."""
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        before = conn.execute(_READ_BY_THIS_SESSION).scalar_one()
+        pg_listener._read_floor(conn.connection.driver_connection, floor)
+        read = conn.execute(_READ_BY_THIS_SESSION).scalar_one() - before
+        transaction.rollback()
+    return read
+
+
+def test_the_floors_read_reads_at_most_two_more_index_entries_after_many_jobs_ran_under_a_held_snapshot(
+    monkeypatch, run_jobs, hold_snapshot
+):
+    monkeypatch.setattr(claim_floor, "FULL_READ_SECONDS", 3600.0)  # one epoch: no read from the head but its first
+    floor = claim_floor.Floor()
+    hold_snapshot()
+    _entries_read_by_a_floor_read(floor)
+    run_jobs(10)
+    _entries_read_by_a_floor_read(floor)
+    early = _entries_read_by_a_floor_read(floor)
+    run_jobs(BETWEEN_ROUNDS)
+    _entries_read_by_a_floor_read(floor)
+    late = _entries_read_by_a_floor_read(floor)
+    # A read from the head would read one more entry for each job run in between (150 here).
+    assert late <= early + 2, f"{early} entries read, then {late}"
+
+
+def test_a_job_scheduled_past_the_floors_horizon_is_claimed_as_it_comes_due_though_later_jobs_ran_past_it(
+    short_epochs, client, worker, enqueue, run_jobs, read_job
+):
+    # Past the horizon of every epoch begun while the floor is read again below (_floor_read_again's time).
+    due_in = claim_floor.REFRESH_SECONDS * 3 + claim_floor.FULL_READ_SECONDS + claim_floor.HORIZON_SECONDS + 1
+    due = time.monotonic() + due_in
+    # Of another type than the jobs run after it, whose turns then start at the newest id, past its own.
+    scheduled = enqueue(type="report", run_at=(utcnow() + timedelta(seconds=due_in)).isoformat())
+    run_jobs(5)
+    _floor_read_again()
+    assert wakeup.claim_floor(db.engine) > read_job(scheduled["id"]).fair_tag  # the floor passed over it
+    claimed = None
+    while claimed is None and time.monotonic() < due + 2:
+        response = client.post("/jobs/claim", headers=worker)
+        claimed = response.get_json()["id"] if response.status_code == 200 else time.sleep(0.1)
+    assert claimed == scheduled["id"]
+
+
 def test_a_released_job_is_claimed_again_at_once_though_later_jobs_ran_since(client, worker, enqueue, claim, run_jobs):
     first = enqueue()
     held = claim()
@@ -108,8 +165,8 @@ def test_a_released_job_is_claimed_again_at_once_though_later_jobs_ran_since(cli
     assert claim()["id"] == first["id"]
 
 
-def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_once_the_floor_is_read_again(
-    client, worker, run_jobs
+def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_after_the_next_read_from_the_head(
+    short_epochs, client, worker, run_jobs
 ):
     run_jobs(20)
     _floor_read_again()
@@ -123,7 +180,7 @@ def test_a_pending_job_written_by_hand_and_never_announced_is_claimed_once_the_f
             ),
             {"now": now},
         ).scalar_one()
-    deadline = time.monotonic() + claim_floor.STALE_SECONDS + claim_floor.REFRESH_SECONDS
+    deadline = time.monotonic() + claim_floor.FULL_READ_SECONDS + claim_floor.REFRESH_SECONDS * 3
     claimed = None
     while claimed is None and time.monotonic() < deadline:
         response = client.post("/jobs/claim", headers=worker)
