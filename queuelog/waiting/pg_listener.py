@@ -59,7 +59,9 @@ def _listen_forever(conninfo: str, waker: Waker) -> None:
                 waker.signal()
                 waker.finished.signal()
                 while True:
-                    _read_floor(conn, waker.floor)  # also: a quiet half-open connection raises here
+                    # Also: a quiet half-open connection raises here. A NOTIFY arriving during the read is kept
+                    # for the notifies() below (psycopg 3.2.4 on), so the floor hears every announcement.
+                    _read_floor(conn, waker.floor)
                     for notify in conn.notifies(timeout=claim_floor.REFRESH_SECONDS):
                         if notify.channel == FINISHED_CHANNEL:
                             waker.finished.signal()
