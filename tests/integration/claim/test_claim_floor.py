@@ -139,16 +139,19 @@ def test_the_floors_read_reads_at_most_two_more_index_entries_after_many_jobs_ra
 def test_a_job_scheduled_past_the_floors_horizon_is_claimed_as_it_comes_due_though_later_jobs_ran_past_it(
     short_epochs, client, worker, enqueue, run_jobs, read_job
 ):
-    # Past the horizon of every epoch begun while the floor is read again below (_floor_read_again's time).
+    # Past the horizon of every epoch begun while the test waits below for the floor to pass over it.
     due_in = claim_floor.REFRESH_SECONDS * 3 + claim_floor.FULL_READ_SECONDS + claim_floor.HORIZON_SECONDS + 1
     due = time.monotonic() + due_in
     # Of another type than the jobs run after it, whose turns then start at the newest id, past its own.
     scheduled = enqueue(type="report", run_at=(utcnow() + timedelta(seconds=due_in)).isoformat())
     run_jobs(5)
-    _floor_read_again()
-    assert wakeup.claim_floor(db.engine) > read_job(scheduled["id"]).fair_tag  # the floor passed over it
+    turn = read_job(scheduled["id"]).fair_tag
+    waited_until = time.monotonic() + claim_floor.REFRESH_SECONDS * 3
+    while (floor := wakeup.claim_floor(db.engine)) <= turn and time.monotonic() < waited_until:
+        time.sleep(0.05)
+    assert floor > turn, f"the floor stayed at {floor}, not past the scheduled job's turn {turn}"
     claimed = None
-    while claimed is None and time.monotonic() < due + 2:
+    while claimed is None and time.monotonic() < due + claim_floor.STALE_SECONDS:
         response = client.post("/jobs/claim", headers=worker)
         claimed = response.get_json()["id"] if response.status_code == 200 else time.sleep(0.1)
     assert claimed == scheduled["id"]
