@@ -18,6 +18,7 @@ from queuelog.extensions import db
 from queuelog.waiting import claim_floor, pg_listener, wakeup
 from tests.support import plans
 from tests.support.database import test_db_kind
+from tests.support.held_snapshot import analyzed_live_table
 
 pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="the claim floor is PostgreSQL's")
 
@@ -27,6 +28,11 @@ pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="the clai
 #: statement's.
 _READ_BY_THIS_SESSION = text(
     "SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index WHERE indrelid = 'jobs_live'::regclass"
+)
+#: Scans this session has made of the live table (by sequential scan: its own name) and of each of its indexes.
+_SCANS_BY_THIS_SESSION = text(
+    "SELECT relname, pg_stat_get_xact_numscans(oid) FROM pg_class WHERE oid = 'jobs_live'::regclass"
+    " OR oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs_live'::regclass) ORDER BY relname"
 )
 BETWEEN_ROUNDS = 150  # jobs run from start to end between the two rounds, under the held snapshot
 
@@ -130,10 +136,28 @@ def test_the_floors_read_reads_at_most_two_more_index_entries_after_many_jobs_ra
     _entries_read_by_a_floor_read(floor)
     early = _entries_read_by_a_floor_read(floor)
     run_jobs(BETWEEN_ROUNDS)
+    analyzed_live_table()
     _entries_read_by_a_floor_read(floor)
     late = _entries_read_by_a_floor_read(floor)
     # A read from the head would read one more entry for each job run in between (150 here).
     assert late <= early + 2, f"{early} entries read, then {late}"
+
+
+def test_the_floors_read_scans_only_the_claim_orders_index_after_the_live_table_was_analyzed_nearly_empty(
+    enqueue, run_jobs, hold_snapshot
+):
+    floor = claim_floor.Floor()
+    hold_snapshot()
+    run_jobs(40)
+    enqueue(), enqueue(type="report", priority="low")  # the live rows: all the statistics see of the live table
+    analyzed_live_table()
+    with db.engine.connect() as conn, conn.begin() as transaction:
+        before = conn.execute(_SCANS_BY_THIS_SESSION).all()
+        pg_listener._read_floor(conn.connection.driver_connection, floor)
+        after = conn.execute(_SCANS_BY_THIS_SESSION).all()
+        transaction.rollback()
+    scanned = {name for (name, count), (_, was) in zip(after, before, strict=True) if count > was}
+    assert scanned == {"ix_jobs_claim_order"}, scanned
 
 
 def test_a_job_scheduled_past_the_floors_horizon_is_claimed_as_it_comes_due_though_later_jobs_ran_past_it(

@@ -18,6 +18,7 @@ from queuelog.core.clock import utcnow
 from queuelog.extensions import db
 from queuelog.waiting import claim_floor, longpoll, pg_listener
 from tests.support.database import test_db_kind
+from tests.support.held_snapshot import analyzed_live_table
 from tests.support.table_stats import index_entries_read, scans_by_index
 
 pytestmark = pytest.mark.skipif(test_db_kind() != "postgresql", reason="snapshots that hold vacuum back: PostgreSQL's")
@@ -112,14 +113,6 @@ def test_acting_on_a_held_job_reads_at_most_one_more_index_entry_after_many_jobs
     # seek once the table grew.) A walk over the dead entries would read one more per act for each job run in
     # between (1,500 here).
     assert late <= max(early, SEEK * JOBS) + JOBS, (early, late)
-
-
-def analyzed_live_table() -> None:
-    """As autovacuum does after every thousand changes: the live table analyzed while the snapshot is held. Its few
-    live rows are all the statistics then see, and the planner costs every index of it alike."""
-    with db.engine.connect() as conn:
-        conn.exec_driver_sql("ANALYZE jobs_live")
-        conn.commit()
 
 
 def test_a_waiting_claims_next_due_read_reads_at_most_one_more_index_entry_after_many_jobs_ran_under_a_held_snapshot(
